@@ -1,0 +1,7 @@
+# Base packages every test run needs: git for repository tests, ca-certificates for cargo.
+if ! command -v git >/dev/null 2>&1; then
+  apt-get update -qq
+  apt-get install -y -qq git ca-certificates >/dev/null
+fi
+git config --global user.email >/dev/null 2>&1 || git config --global user.email "ci@auto-swe.invalid"
+git config --global user.name >/dev/null 2>&1 || git config --global user.name "auto-swe ci"

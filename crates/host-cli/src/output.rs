@@ -1,0 +1,59 @@
+//! Output helpers shared by every subcommand: the `--format` flag, writing to stdout, and the
+//! single place where errors become exit codes.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+/// How a command prints its result.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// Human-readable text.
+    #[default]
+    Text,
+    /// One JSON document on stdout.
+    Json,
+}
+
+/// Exit status of a command that ran to completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Everything checked out.
+    Success,
+    /// The command ran and found problems (invalid spec, failed check, …).
+    #[expect(dead_code, reason = "the first command that reports problems is next")]
+    Problems,
+}
+
+/// Exit code for input the command could not read or understand.
+pub(crate) const EXIT_UNREADABLE: u8 = 2;
+
+/// Writes a JSON document followed by a newline to stdout.
+pub(crate) fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// Writes text to stdout as is.
+pub(crate) fn print_text(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+/// Maps a command's result onto the process exit code: 0 success, 1 problems found, 2 when the
+/// command could not do its work (unreadable input, bad arguments).
+pub(crate) fn finish(result: anyhow::Result<Status>) -> ExitCode {
+    match result {
+        Ok(Status::Success) => ExitCode::SUCCESS,
+        Ok(Status::Problems) => ExitCode::from(1),
+        Err(error) => {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "error: {error:#}");
+            ExitCode::from(EXIT_UNREADABLE)
+        }
+    }
+}
