@@ -1,0 +1,344 @@
+//! `fanOut`: one branch walk per item, at most `concurrency` at once, driven on the caller's task
+//! (no spawning), with `join`, `onBranchFail`, `exports` and `pluck`.
+
+use std::collections::HashSet;
+
+use auto_swe_spec::{FanOutNode, Join, OnBranchFail, TerminalStatus};
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::context::{context_of, get_at, new_root, type_name};
+use crate::dispatcher::StepStatus;
+use crate::error::{RunError, SpecFailure};
+use crate::eval;
+use crate::run::{Graph, Run};
+use crate::walk::{At, Next, Stop, Walk, follow};
+
+/// How one branch ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BranchStatus {
+    Success,
+    Failed,
+    Cancelled,
+    TimedOut,
+}
+
+impl BranchStatus {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Success => "SUCCESS",
+            Self::Failed => "FAILED",
+            Self::Cancelled => "CANCELLED",
+            Self::TimedOut => "TIMED_OUT",
+        }
+    }
+
+    fn is_failure(self) -> bool {
+        matches!(self, Self::Failed | Self::TimedOut)
+    }
+}
+
+struct BranchEnd {
+    status: BranchStatus,
+    output: Value,
+    error: Option<(String, String)>,
+    exports: Value,
+    /// The run itself was cancelled inside this branch.
+    run_cancelled: Option<String>,
+}
+
+impl<'a> Walk<'a> {
+    pub(crate) async fn fan_out(&mut self, at: At<'a>, node: &'a FanOutNode) -> Result<Next<'a>, Stop> {
+        let rid = self.rid(at);
+        let over = self.bind(at, &node.over).await?;
+        let Value::Array(items) = over else {
+            let failure = SpecFailure::OverNotArray {
+                node: rid.clone(),
+                found: type_name(&over),
+            };
+            return Err(self.spec_fail(at, &rid, failure).await);
+        };
+        let labels = match branch_labels(&items, node.item_key.as_deref()) {
+            Ok(labels) => labels,
+            Err(message) => {
+                let failure = SpecFailure::BadValue {
+                    node: rid.clone(),
+                    message,
+                };
+                return Err(self.spec_fail(at, &rid, failure).await);
+            }
+        };
+        let export_paths = match node
+            .exports
+            .iter()
+            .map(|path| eval::write_path(path).map(|segments| (path, segments)))
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(paths) => paths,
+            Err(message) => {
+                let failure = SpecFailure::WritePath {
+                    node: rid.clone(),
+                    path: node.exports.join(", "),
+                    message,
+                };
+                return Err(self.spec_fail(at, &rid, failure).await);
+            }
+        };
+        let graph = Graph::new(&node.subgraph.entry, &node.subgraph.nodes);
+        let concurrency = node.concurrency.unwrap_or(1).max(1) as usize;
+        let join_any = node.join == Some(Join::Any);
+        let block = node.on_branch_fail != Some(OnBranchFail::Continue);
+        let fan_token = self.token.child_token();
+        let input = self.root.get("input").cloned().unwrap_or(Value::Null);
+        let context = context_of(&self.root);
+        let run = self.run;
+        let count = items.len();
+
+        let branch = Branches {
+            run,
+            graph: &graph,
+            export_paths: &export_paths,
+            input: &input,
+            context: &context,
+            token: &fan_token,
+        };
+        let start = |index: usize, item: Value| {
+            branch.start(format!("{rid}[{}]/", labels[index]), index, item)
+        };
+
+        let mut ends: Vec<Option<BranchEnd>> = (0..count).map(|_| None).collect();
+        let mut items = items.into_iter().enumerate();
+        let mut running = FuturesUnordered::new();
+        for (index, item) in items.by_ref().take(concurrency) {
+            running.push(start(index, item));
+        }
+        let mut stopping = false;
+        let mut winner = false;
+        let mut blocked: Option<(usize, String)> = None;
+        let mut run_cancelled: Option<String> = None;
+        while let Some((index, end)) = running.next().await {
+            if !stopping {
+                if let Some(message) = &end.run_cancelled {
+                    run_cancelled = Some(message.clone());
+                    stopping = true;
+                } else if end.status == BranchStatus::Success && join_any {
+                    winner = true;
+                    stopping = true;
+                } else if end.status.is_failure() && block {
+                    let message = end
+                        .error
+                        .as_ref()
+                        .map_or_else(|| format!("ended {}", end.status.name()), |(_, m)| m.clone());
+                    blocked = Some((index, message));
+                    stopping = true;
+                }
+                if stopping {
+                    fan_token.cancel();
+                }
+            }
+            ends[index] = Some(end);
+            if !stopping && let Some((index, item)) = items.next() {
+                running.push(start(index, item));
+            }
+        }
+        drop(running);
+
+        if let Some(message) = run_cancelled {
+            return Err(Stop::Cancelled(message));
+        }
+        if self.token.is_cancelled() {
+            return Err(self.cancelled(&rid));
+        }
+        let output = fan_output(&ends, &labels, node.pluck.as_deref());
+        self.set_node(at, "output", output.clone()).await?;
+        if let Some((index, message)) = blocked {
+            let failure = SpecFailure::BranchBlocked {
+                branch: format!("{rid}[{}]", labels[index]),
+                message,
+            };
+            return Err(self.spec_fail(at, &rid, failure).await);
+        }
+        if join_any && !winner && count > 0 {
+            let failure = SpecFailure::NoBranchSucceeded { node: rid.clone() };
+            return Err(self.spec_fail(at, &rid, failure).await);
+        }
+        if let Some(path) = &node.flow.store_as {
+            self.write(at, path, output.clone()).await?;
+        }
+        self.record(at, &rid, StepStatus::Completed, 1, None, Some(&output), None)
+            .await?;
+        Ok(follow(node.flow.next.as_deref(), output))
+    }
+}
+
+/// What every branch of one fan-out shares.
+struct Branches<'b> {
+    run: &'b Run<'b>,
+    graph: &'b Graph<'b>,
+    export_paths: &'b [(&'b String, Vec<String>)],
+    input: &'b Value,
+    context: &'b Value,
+    token: &'b CancellationToken,
+}
+
+impl<'b> Branches<'b> {
+    fn start(&self, prefix: String, index: usize, item: Value) -> BoxFuture<'b, (usize, BranchEnd)> {
+        let root = new_root(self.input.clone(), self.context.clone(), Some((item, index)));
+        let token = self.token.child_token();
+        let (run, graph, export_paths) = (self.run, self.graph, self.export_paths);
+        Box::pin(async move {
+            let mut walk = Walk::new(run, graph, prefix, root, token);
+            let ended = walk.walk().await;
+            let root = walk.into_root();
+            let mut exports = Value::Object(Map::new());
+            for (_, segments) in export_paths {
+                if let Some(value) = get_at(&root, segments) {
+                    // Exports land under their path less the leading `context`.
+                    let _ = eval::write(&mut exports, &segments[1..], value.clone());
+                }
+            }
+            (index, branch_end(ended, exports))
+        })
+    }
+}
+
+fn branch_end(ended: Result<(TerminalStatus, Value), Stop>, exports: Value) -> BranchEnd {
+    let (status, output, error, run_cancelled) = match ended {
+        Ok((status, result)) => {
+            let status = match status {
+                TerminalStatus::Failed => BranchStatus::Failed,
+                TerminalStatus::Cancelled => BranchStatus::Cancelled,
+                TerminalStatus::TimedOut => BranchStatus::TimedOut,
+                _ => BranchStatus::Success,
+            };
+            (status, result, None, None)
+        }
+        Err(Stop::Error(error)) => {
+            let status = if matches!(error, RunError::TimedOut { .. }) {
+                BranchStatus::TimedOut
+            } else {
+                BranchStatus::Failed
+            };
+            let error = (error.code().to_owned(), error.to_string());
+            (status, Value::Null, Some(error), None)
+        }
+        Err(Stop::BranchCancelled(message)) => (
+            BranchStatus::Cancelled,
+            Value::Null,
+            Some(("CANCELLED".to_owned(), message)),
+            None,
+        ),
+        Err(Stop::Cancelled(message)) => (
+            BranchStatus::Cancelled,
+            Value::Null,
+            Some(("CANCELLED".to_owned(), message.clone())),
+            Some(message),
+        ),
+    };
+    BranchEnd {
+        status,
+        output,
+        error,
+        exports,
+        run_cancelled,
+    }
+}
+
+/// The label of each branch in recording ids: its `itemKey` value, else its index.
+fn branch_labels(items: &[Value], item_key: Option<&str>) -> Result<Vec<String>, String> {
+    let Some(key) = item_key else {
+        return Ok((0..items.len()).map(|i| i.to_string()).collect());
+    };
+    let mut seen = HashSet::with_capacity(items.len());
+    items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let label = match eval::select(key, item)? {
+                Some(Value::String(text)) => text,
+                Some(Value::Number(number)) => number.to_string(),
+                other => {
+                    return Err(format!(
+                        "item {index}: itemKey {key} must select a string or number, found {}",
+                        other.as_ref().map_or("nothing", type_name)
+                    ));
+                }
+            };
+            let label = escape_label(&label);
+            if !seen.insert(label.clone()) {
+                return Err(format!("item {index}: duplicate itemKey value {label:?}"));
+            }
+            Ok(label)
+        })
+        .collect()
+}
+
+/// Keeps a label from forging recording-id structure: `%`, `[`, `]`, `/` and `#` are escaped.
+fn escape_label(label: &str) -> String {
+    let mut out = String::with_capacity(label.len());
+    for c in label.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '[' => out.push_str("%5B"),
+            ']' => out.push_str("%5D"),
+            '/' => out.push_str("%2F"),
+            '#' => out.push_str("%23"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn fan_output(ends: &[Option<BranchEnd>], labels: &[String], pluck: Option<&str>) -> Value {
+    let mut branches = Vec::with_capacity(ends.len());
+    let mut results = Vec::with_capacity(ends.len());
+    let (mut succeeded, mut failed, mut cancelled) = (0_usize, 0_usize, 0_usize);
+    for (index, end) in ends.iter().enumerate() {
+        let mut entry = Map::new();
+        entry.insert("index".into(), json!(index));
+        entry.insert("key".into(), json!(labels[index]));
+        let Some(end) = end else {
+            cancelled += 1;
+            entry.insert("status".into(), json!("CANCELLED"));
+            entry.insert("started".into(), json!(false));
+            branches.push(Value::Object(entry));
+            results.push(Value::Null);
+            continue;
+        };
+        match end.status {
+            BranchStatus::Success => succeeded += 1,
+            BranchStatus::Failed | BranchStatus::TimedOut => failed += 1,
+            BranchStatus::Cancelled => cancelled += 1,
+        }
+        entry.insert("status".into(), json!(end.status.name()));
+        entry.insert("started".into(), json!(true));
+        entry.insert("output".into(), end.output.clone());
+        if let Some((code, message)) = &end.error {
+            entry.insert("error".into(), json!({ "code": code, "message": message }));
+        }
+        entry.insert("exports".into(), end.exports.clone());
+        branches.push(Value::Object(entry));
+        let result = if end.status == BranchStatus::Success {
+            match pluck {
+                Some(path) => eval::select(path, &end.output)
+                    .ok()
+                    .flatten()
+                    .unwrap_or(Value::Null),
+                None => end.output.clone(),
+            }
+        } else {
+            Value::Null
+        };
+        results.push(result);
+    }
+    json!({
+        "branches": branches,
+        "results": results,
+        "succeeded": succeeded,
+        "failed": failed,
+        "cancelled": cancelled,
+    })
+}
