@@ -6,12 +6,18 @@
 
 mod binding;
 mod duration;
+mod expr;
 mod model;
 mod node_serde;
+mod path;
 mod presentation;
+mod read;
+mod resolve;
+mod write_path;
 
 pub use binding::{Binding, BindingRef};
 pub use duration::{DurationError, Timeout, parse_duration};
+pub use expr::{EvalError, Expr, ExprError, MAX_EXPR_BYTES, MAX_EXPR_NESTING, truthy};
 pub use model::{
     AgentNode, Command, CondNode, ContainerStepNode, DecisionOption, EvalNode, FanOutNode,
     FieldType, Flow, FormField, HumanApprovalNode, HumanCommon, HumanDecisionNode, HumanInputNode,
@@ -24,3 +30,6 @@ pub use presentation::{
     GROUP_MAX_CHARS, HUMAN_TITLE_MAX_CHARS, PresentationError, TITLE_MAX_CHARS,
     normalise_presentation,
 };
+pub use read::{MAX_SPEC_BYTES, ReadError, ReadMode, SourceFormat, parse_document, read_spec};
+pub use resolve::{resolve_binding, select_path};
+pub use write_path::{RESERVED_SEGMENTS, WritePathError, parse_write_path, write_at};

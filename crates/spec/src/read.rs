@@ -1,0 +1,327 @@
+//! Reading specs from JSON or YAML text, in two modes: *tolerant* for stored specs and bundles
+//! (a bad presentation field is dropped) and *strict* for the save path (it is refused, with
+//! where it is).
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::model::WorkflowSpec;
+use crate::presentation::{
+    GROUP_MAX_CHARS, PresentationError, TITLE_MAX_CHARS, normalise_presentation,
+};
+
+/// Largest spec text accepted, in bytes.
+pub const MAX_SPEC_BYTES: usize = 8 * 1024 * 1024;
+
+/// Text format of a spec document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SourceFormat {
+    /// JSON.
+    Json,
+    /// YAML (1.2, via `serde_yaml_ng`).
+    Yaml,
+}
+
+impl SourceFormat {
+    /// The format a file name implies: `.json` is JSON, `.yaml`/`.yml` YAML, anything else none.
+    #[must_use]
+    pub fn from_path(path: &Path) -> Option<Self> {
+        let extension = path.extension()?.to_str()?.to_ascii_lowercase();
+        match extension.as_str() {
+            "json" => Some(Self::Json),
+            "yaml" | "yml" => Some(Self::Yaml),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Json => "JSON",
+            Self::Yaml => "YAML",
+        }
+    }
+}
+
+/// How a reader treats a bad presentation field (`group`, non-human `title`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadMode {
+    /// Drop it: reading a stored spec never fails because of presentation.
+    Tolerant,
+    /// Refuse it with its location: the save path.
+    Strict,
+}
+
+/// Why a spec could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// The text is larger than [`MAX_SPEC_BYTES`].
+    #[error("spec is {len} bytes; the limit is {max}")]
+    TooLarge {
+        /// Size of the text.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The text is not well-formed JSON or YAML.
+    #[error("{format} syntax error at line {line}, column {column}: {message}")]
+    Syntax {
+        /// `JSON` or `YAML`.
+        format: &'static str,
+        /// 1-based line (0 when unknown).
+        line: usize,
+        /// 1-based column (0 when unknown).
+        column: usize,
+        /// What the parser said.
+        message: String,
+    },
+    /// The document is well-formed but is not a workflow spec.
+    #[error("not a workflow spec: {message}")]
+    Shape {
+        /// What does not fit.
+        message: String,
+    },
+    /// A presentation field refused by the strict reader.
+    #[error("{path}: {field} of node {node_id:?} {reason}")]
+    Presentation {
+        /// Where the field is, such as `nodes[3].group`.
+        path: String,
+        /// Id of the node (empty when the node has none).
+        node_id: String,
+        /// `group` or `title`.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: PresentationError,
+    },
+}
+
+impl ReadError {
+    /// Stable code of the error.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::TooLarge { .. } => "SPEC_TOO_LARGE",
+            Self::Syntax { .. } => "SPEC_SYNTAX",
+            Self::Shape { .. } => "SPEC_SHAPE",
+            Self::Presentation { .. } => "INVALID_PRESENTATION_FIELD",
+        }
+    }
+
+    /// Whether trying again could succeed. Never: the text is what it is.
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::TooLarge { .. }
+            | Self::Syntax { .. }
+            | Self::Shape { .. }
+            | Self::Presentation { .. } => false,
+        }
+    }
+}
+
+/// Parses spec text into a JSON value without interpreting it.
+pub fn parse_document(text: &str, format: SourceFormat) -> Result<Value, ReadError> {
+    if text.len() > MAX_SPEC_BYTES {
+        return Err(ReadError::TooLarge {
+            len: text.len(),
+            max: MAX_SPEC_BYTES,
+        });
+    }
+    match format {
+        SourceFormat::Json => serde_json::from_str(text).map_err(|error| ReadError::Syntax {
+            format: format.name(),
+            line: error.line(),
+            column: error.column(),
+            message: strip_location(&error.to_string()),
+        }),
+        SourceFormat::Yaml => serde_yaml_ng::from_str(text).map_err(|error| {
+            let (line, column) = error
+                .location()
+                .map_or((0, 0), |at| (at.line(), at.column()));
+            ReadError::Syntax {
+                format: format.name(),
+                line,
+                column,
+                message: strip_location(&error.to_string()),
+            }
+        }),
+    }
+}
+
+/// Drops the parser's own " at line L column C" suffix; the error carries them as fields.
+fn strip_location(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(at) => message[..at].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+/// Reads a spec from text.
+pub fn read_spec(
+    text: &str,
+    format: SourceFormat,
+    mode: ReadMode,
+) -> Result<WorkflowSpec, ReadError> {
+    let value = parse_document(text, format)?;
+    match mode {
+        ReadMode::Tolerant => WorkflowSpec::from_value_tolerant(value),
+        ReadMode::Strict => WorkflowSpec::from_value_strict(value),
+    }
+}
+
+impl WorkflowSpec {
+    /// Reads a spec from a JSON value, dropping bad presentation fields.
+    pub fn from_value_tolerant(value: Value) -> Result<Self, ReadError> {
+        if !value.is_object() {
+            return Err(ReadError::Shape {
+                message: "a spec must be a JSON object".into(),
+            });
+        }
+        serde_json::from_value(value).map_err(|error| ReadError::Shape {
+            message: error.to_string(),
+        })
+    }
+
+    /// Reads a spec from a JSON value, refusing bad presentation fields with their location.
+    pub fn from_value_strict(value: Value) -> Result<Self, ReadError> {
+        check_presentation(value.get("nodes"), "nodes")?;
+        Self::from_value_tolerant(value)
+    }
+}
+
+const HUMAN_TYPES: [&str; 4] = [
+    "humanApproval",
+    "humanDecision",
+    "humanInput",
+    "humanReview",
+];
+
+/// Checks `group` and presentation `title` of every node in a node list, fan-out subgraphs
+/// included. Shapes that are not node lists are left for the typed read to report.
+fn check_presentation(nodes: Option<&Value>, at: &str) -> Result<(), ReadError> {
+    let Some(Value::Array(nodes)) = nodes else {
+        return Ok(());
+    };
+    for (index, node) in nodes.iter().enumerate() {
+        let Value::Object(map) = node else { continue };
+        let here = format!("{at}[{index}]");
+        let node_id = map
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let is_human = map
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|kind| HUMAN_TYPES.contains(&kind));
+        let mut fields = vec![("group", GROUP_MAX_CHARS)];
+        if !is_human {
+            fields.push(("title", TITLE_MAX_CHARS));
+        }
+        for (field, max) in fields {
+            if let Some(raw) = map.get(field)
+                && let Err(reason) = normalise_presentation(raw, max)
+            {
+                return Err(ReadError::Presentation {
+                    path: format!("{here}.{field}"),
+                    node_id,
+                    field,
+                    reason,
+                });
+            }
+        }
+        if let Some(subgraph) = map.get("subgraph") {
+            check_presentation(subgraph.get("nodes"), &format!("{here}.subgraph.nodes"))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WITH_BAD_GROUP: &str = r#"{
+        "entry": "a",
+        "nodes": [
+            {"id": "a", "type": "set", "values": {}, "next": "f", "group": "  Plan  ", "title": "   "},
+            {"id": "f", "type": "fanOut", "over": "$.input.items",
+             "subgraph": {"entry": "x", "nodes": [
+                {"id": "x", "type": "terminate", "status": "SUCCESS", "group": 7}
+             ]}}
+        ]
+    }"#;
+
+    #[test]
+    fn tolerant_drops_and_trims() {
+        let spec = read_spec(WITH_BAD_GROUP, SourceFormat::Json, ReadMode::Tolerant).unwrap();
+        assert_eq!(spec.nodes[0].group.as_deref(), Some("Plan"));
+        assert_eq!(spec.nodes[0].title, None);
+    }
+
+    #[test]
+    fn strict_refuses_with_location() {
+        let error = read_spec(WITH_BAD_GROUP, SourceFormat::Json, ReadMode::Strict).unwrap_err();
+        assert_eq!(
+            error,
+            ReadError::Presentation {
+                path: "nodes[0].title".into(),
+                node_id: "a".into(),
+                field: "title",
+                reason: PresentationError::Blank,
+            }
+        );
+        let nested = WITH_BAD_GROUP.replace(r#""title": "   ""#, r#""title": "ok""#);
+        let error = read_spec(&nested, SourceFormat::Json, ReadMode::Strict).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "nodes[1].subgraph.nodes[0].group: group of node \"x\" must be a string"
+        );
+        assert_eq!(error.code(), "INVALID_PRESENTATION_FIELD");
+    }
+
+    #[test]
+    fn syntax_errors_are_located() {
+        let error = read_spec(
+            "{\n  \"entry\": ,\n}",
+            SourceFormat::Json,
+            ReadMode::Tolerant,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                ReadError::Syntax {
+                    format: "JSON",
+                    line: 2,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        let error = read_spec("entry: [\n", SourceFormat::Yaml, ReadMode::Tolerant).unwrap_err();
+        assert_eq!(error.code(), "SPEC_SYNTAX");
+        let error = read_spec("[1]", SourceFormat::Json, ReadMode::Tolerant).unwrap_err();
+        assert_eq!(error.code(), "SPEC_SHAPE");
+    }
+
+    #[test]
+    fn formats_from_paths() {
+        assert_eq!(
+            SourceFormat::from_path(Path::new("a/b.JSON")),
+            Some(SourceFormat::Json)
+        );
+        assert_eq!(
+            SourceFormat::from_path(Path::new("b.yml")),
+            Some(SourceFormat::Yaml)
+        );
+        assert_eq!(
+            SourceFormat::from_path(Path::new("b.yaml")),
+            Some(SourceFormat::Yaml)
+        );
+        assert_eq!(SourceFormat::from_path(Path::new("b.txt")), None);
+    }
+}
