@@ -57,11 +57,13 @@ pub(crate) fn set_node_field(root: &mut Value, id: &str, field: &str, value: Val
 
 /// Reads the value at `segments` below `root`.
 pub(crate) fn get_at<'v>(root: &'v Value, segments: &[String]) -> Option<&'v Value> {
-    segments.iter().try_fold(root, |value, segment| match value {
-        Value::Object(map) => map.get(segment),
-        Value::Array(items) => segment.parse::<usize>().ok().and_then(|i| items.get(i)),
-        _ => None,
-    })
+    segments
+        .iter()
+        .try_fold(root, |value, segment| match value {
+            Value::Object(map) => map.get(segment),
+            Value::Array(items) => segment.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => None,
+        })
 }
 
 /// Every string inside `value` cut to `limit` characters.

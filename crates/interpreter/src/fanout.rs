@@ -51,7 +51,15 @@ struct BranchEnd {
 }
 
 impl<'a> Walk<'a> {
-    pub(crate) async fn fan_out(&mut self, at: At<'a>, node: &'a FanOutNode) -> Result<Next<'a>, Stop> {
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the fan-out's phases share many locals; splitting would thread them all through"
+    )]
+    pub(crate) async fn fan_out(
+        &mut self,
+        at: At<'a>,
+        node: &'a FanOutNode,
+    ) -> Result<Next<'a>, Stop> {
         let rid = self.rid(at);
         let over = self.bind(at, &node.over).await?;
         let Value::Array(items) = over else {
@@ -128,10 +136,10 @@ impl<'a> Walk<'a> {
                     winner = true;
                     stopping = true;
                 } else if end.status.is_failure() && block {
-                    let message = end
-                        .error
-                        .as_ref()
-                        .map_or_else(|| format!("ended {}", end.status.name()), |(_, m)| m.clone());
+                    let message = end.error.as_ref().map_or_else(
+                        || format!("ended {}", end.status.name()),
+                        |(_, m)| m.clone(),
+                    );
                     blocked = Some((index, message));
                     stopping = true;
                 }
@@ -168,8 +176,16 @@ impl<'a> Walk<'a> {
         if let Some(path) = &node.flow.store_as {
             self.write(at, path, output.clone()).await?;
         }
-        self.record(at, &rid, StepStatus::Completed, 1, None, Some(&output), None)
-            .await?;
+        self.record(
+            at,
+            &rid,
+            StepStatus::Completed,
+            1,
+            None,
+            Some(&output),
+            None,
+        )
+        .await?;
         Ok(follow(node.flow.next.as_deref(), output))
     }
 }
@@ -185,8 +201,17 @@ struct Branches<'b> {
 }
 
 impl<'b> Branches<'b> {
-    fn start(&self, prefix: String, index: usize, item: Value) -> BoxFuture<'b, (usize, BranchEnd)> {
-        let root = new_root(self.input.clone(), self.context.clone(), Some((item, index)));
+    fn start(
+        &self,
+        prefix: String,
+        index: usize,
+        item: Value,
+    ) -> BoxFuture<'b, (usize, BranchEnd)> {
+        let root = new_root(
+            self.input.clone(),
+            self.context.clone(),
+            Some((item, index)),
+        );
         let token = self.token.child_token();
         let (run, graph, export_paths) = (self.run, self.graph, self.export_paths);
         Box::pin(async move {

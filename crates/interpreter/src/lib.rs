@@ -11,6 +11,7 @@ mod dispatcher;
 mod error;
 mod eval;
 mod fanout;
+pub mod journal;
 pub mod patches;
 mod run;
 mod scripted;
@@ -20,8 +21,8 @@ mod walk;
 
 pub use context::RECORD_STRING_LIMIT;
 pub use dispatcher::{
-    Dispatcher, HumanStepNotice, HumanStepResolution, HumanStepStatus, RecordedError,
-    SignalWait, SignalWake, StepDispatch, StepRecord, StepStatus, WaitKind,
+    Dispatcher, HumanStepNotice, HumanStepResolution, HumanStepStatus, RecordedError, SignalWait,
+    SignalWake, StepDispatch, StepRecord, StepStatus, WaitKind,
 };
 pub use error::{DispatchError, DispatchErrorKind, RunError, SpecFailure};
 pub use run::{DEFAULT_TRANSITION_CAP, RunOptions, RunOutcome, RunStatus, run_spec};

@@ -5,7 +5,8 @@
 
 /// A signal waiter woken to an empty shared slot waits again for the rest of its own timeout.
 /// Unpatched: it takes `onTimeout` at once.
-pub const SHARED_SIGNAL_WAIT_REWAITS_ON_EMPTY_SLOT: &str = "shared-signal-wait-rewaits-on-empty-slot";
+pub const SHARED_SIGNAL_WAIT_REWAITS_ON_EMPTY_SLOT: &str =
+    "shared-signal-wait-rewaits-on-empty-slot";
 
 /// `onFail: {retry}` does not retry an error that is non-retryable (itself or its cause).
 /// Unpatched: every failure is retried while attempts remain.

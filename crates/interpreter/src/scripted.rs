@@ -247,13 +247,21 @@ impl ScriptedDispatcher {
     }
 
     /// The next answer under the first of `keys` the table has, consuming it.
-    fn pick<T: Clone>(&self, table: &IndexMap<String, Vec<T>>, section: &str, keys: &[&str]) -> Picked<T> {
+    fn pick<T: Clone>(
+        &self,
+        table: &IndexMap<String, Vec<T>>,
+        section: &str,
+        keys: &[&str],
+    ) -> Picked<T> {
         let mut state = self.lock();
         for key in keys {
             if let Some(list) = table.get(*key)
                 && let Some(last) = list.len().checked_sub(1)
             {
-                let counter = state.consumed.entry(format!("{section}:{key}")).or_insert(0);
+                let counter = state
+                    .consumed
+                    .entry(format!("{section}:{key}"))
+                    .or_insert(0);
                 let answer = list[(*counter).min(last)].clone();
                 *counter += 1;
                 return Picked::Found(answer);
@@ -383,7 +391,9 @@ impl Dispatcher for ScriptedDispatcher {
     }
 
     async fn notify_human_step(&self, notice: &HumanStepNotice) -> Result<(), DispatchError> {
-        self.lock().calls.push(ScriptedCall::NotifyHuman(notice.clone()));
+        self.lock()
+            .calls
+            .push(ScriptedCall::NotifyHuman(notice.clone()));
         Ok(())
     }
 

@@ -47,7 +47,12 @@ impl Wake for Flag {
 
 /// Runs `spec` with `input` against `script` and returns the outcome with every call made.
 #[must_use]
-pub fn simulate(spec: &WorkflowSpec, input: Value, script: Script, options: RunOptions) -> Simulation {
+pub fn simulate(
+    spec: &WorkflowSpec,
+    input: Value,
+    script: Script,
+    options: RunOptions,
+) -> Simulation {
     let token = CancellationToken::new();
     let dispatcher = ScriptedDispatcher::new(script).with_run_token(token.clone());
     let options = options.with_cancellation(token.clone());
@@ -80,7 +85,6 @@ pub fn simulate(spec: &WorkflowSpec, input: Value, script: Script, options: RunO
         stalled = true;
         token.cancel();
     };
-    drop(run);
     Simulation {
         outcome,
         records: dispatcher.records(),

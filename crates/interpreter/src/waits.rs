@@ -21,7 +21,11 @@ enum Waited {
 }
 
 impl<'a> Walk<'a> {
-    pub(crate) async fn signal(&mut self, at: At<'a>, node: &'a SignalNode) -> Result<Next<'a>, Stop> {
+    pub(crate) async fn signal(
+        &mut self,
+        at: At<'a>,
+        node: &'a SignalNode,
+    ) -> Result<Next<'a>, Stop> {
         let rid = self.rid(at);
         let timeout = self.timeout_ms(at, &rid, Some(&node.timeout)).await?;
         match self
@@ -33,8 +37,16 @@ impl<'a> Walk<'a> {
                 if let Some(path) = &node.store_as {
                     self.write(at, path, payload.clone()).await?;
                 }
-                self.record(at, &rid, StepStatus::Completed, 1, None, Some(&payload), None)
-                    .await?;
+                self.record(
+                    at,
+                    &rid,
+                    StepStatus::Completed,
+                    1,
+                    None,
+                    Some(&payload),
+                    None,
+                )
+                .await?;
                 Ok(follow(node.on_receive.as_deref(), payload))
             }
             Waited::TimedOut => {
@@ -97,7 +109,9 @@ impl<'a> Walk<'a> {
         if let Err(error) = self.run.dispatcher.notify_human_step(&notice).await {
             return Err(self.dispatch_stop(&rid, error));
         }
-        let waited = self.wait(at, &rid, signal, WaitKind::Human, timeout).await?;
+        let waited = self
+            .wait(at, &rid, signal, WaitKind::Human, timeout)
+            .await?;
         let status = match &waited {
             Waited::Payload(_) => HumanStepStatus::Resolved,
             Waited::TimedOut => HumanStepStatus::TimedOut,
@@ -127,7 +141,7 @@ impl<'a> Walk<'a> {
                 return Err(self.cancelled(&rid));
             }
         };
-        let (next, stored) = match self.route_answer(at, &answer) {
+        let (next, stored) = match Self::route_answer(at, &answer) {
             Ok(routed) => routed,
             Err(message) => return Err(self.bad_value(at, &rid, message).await),
         };
@@ -135,13 +149,21 @@ impl<'a> Walk<'a> {
         if let Some(path) = at.node.kind.store_as() {
             self.write(at, path, stored.clone()).await?;
         }
-        self.record(at, &rid, StepStatus::Completed, 1, None, Some(&answer), None)
-            .await?;
+        self.record(
+            at,
+            &rid,
+            StepStatus::Completed,
+            1,
+            None,
+            Some(&answer),
+            None,
+        )
+        .await?;
         Ok(follow(next, stored))
     }
 
     /// Where a human answer leads, and the value stored for it.
-    fn route_answer(&self, at: At<'a>, answer: &Value) -> Result<(Option<&'a str>, Value), String> {
+    fn route_answer(at: At<'a>, answer: &Value) -> Result<(Option<&'a str>, Value), String> {
         match &at.node.kind {
             NodeKind::HumanApproval(n) => {
                 let decision = answer
@@ -191,7 +213,11 @@ impl<'a> Walk<'a> {
         }
     }
 
-    async fn bind_all(&self, at: At<'a>, bindings: &[auto_swe_spec::Binding]) -> Result<Value, Stop> {
+    async fn bind_all(
+        &self,
+        at: At<'a>,
+        bindings: &[auto_swe_spec::Binding],
+    ) -> Result<Value, Stop> {
         let mut out = Vec::with_capacity(bindings.len());
         for binding in bindings {
             out.push(self.bind(at, binding).await?);

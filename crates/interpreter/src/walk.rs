@@ -68,7 +68,7 @@ enum Gate<'a> {
 struct Call<'a> {
     step: String,
     config: Value,
-    inputs: &'a IndexMap<String, Binding>,
+    inputs: Option<&'a IndexMap<String, Binding>>,
     extra: Vec<(&'static str, &'a Binding)>,
     shell: bool,
     gate: Gate<'a>,
@@ -177,16 +177,19 @@ impl<'a> Walk<'a> {
     }
 
     async fn node(&mut self, at: At<'a>) -> Result<Next<'a>, Stop> {
-        let flow = at.node.kind.flow();
         match &at.node.kind {
             NodeKind::Step(n) => {
                 let call = Call {
                     step: n.step.clone(),
                     config: n.config.clone().unwrap_or(Value::Null),
-                    inputs: &n.inputs,
+                    inputs: Some(&n.inputs),
                     extra: Vec::new(),
                     shell: false,
-                    gate: if n.blocking { Gate::Blocking } else { Gate::None },
+                    gate: if n.blocking {
+                        Gate::Blocking
+                    } else {
+                        Gate::None
+                    },
                     flow: &n.flow,
                 };
                 self.dispatch(at, call).await
@@ -197,26 +200,24 @@ impl<'a> Walk<'a> {
                     .as_ref()
                     .map(|b| vec![("userMessage", b)])
                     .unwrap_or_default();
-                self.dispatch(at, self.call(at, &n.inputs, extra, &n.flow))
+                self.dispatch(at, Self::call(at, Some(&n.inputs), extra, &n.flow))
                     .await
             }
             NodeKind::Mcp(n) => {
-                self.dispatch(at, self.call(at, &n.inputs, Vec::new(), &n.flow))
+                self.dispatch(at, Self::call(at, Some(&n.inputs), Vec::new(), &n.flow))
                     .await
             }
             NodeKind::ContainerStep(n) => {
-                self.dispatch(at, self.call(at, &n.inputs, Vec::new(), &n.flow))
+                self.dispatch(at, Self::call(at, Some(&n.inputs), Vec::new(), &n.flow))
                     .await
             }
             NodeKind::Shell(n) => {
-                let mut call = self.call(at, &n.inputs, Vec::new(), &n.flow);
+                let mut call = Self::call(at, Some(&n.inputs), Vec::new(), &n.flow);
                 call.shell = true;
                 self.dispatch(at, call).await
             }
             NodeKind::Eval(n) => {
-                static NO_INPUTS: std::sync::LazyLock<IndexMap<String, Binding>> =
-                    std::sync::LazyLock::new(IndexMap::new);
-                let mut call = self.call(at, &NO_INPUTS, vec![("target", &n.target)], &n.flow);
+                let mut call = Self::call(at, None, vec![("target", &n.target)], &n.flow);
                 call.gate = Gate::Eval(n.on_reject.as_deref());
                 self.dispatch(at, call).await
             }
@@ -268,7 +269,6 @@ impl<'a> Walk<'a> {
                         at.node.kind.type_name()
                     ),
                 };
-                let _ = flow;
                 Err(self.spec_fail(at, &node, failure).await)
             }
         }
@@ -276,9 +276,8 @@ impl<'a> Walk<'a> {
 
     /// A call whose config is the node's own fields less its bindings and routing.
     fn call(
-        &self,
         at: At<'a>,
-        inputs: &'a IndexMap<String, Binding>,
+        inputs: Option<&'a IndexMap<String, Binding>>,
         extra: Vec<(&'static str, &'a Binding)>,
         flow: &'a Flow,
     ) -> Call<'a> {
@@ -311,10 +310,11 @@ impl<'a> Walk<'a> {
 
     async fn dispatch(&mut self, at: At<'a>, call: Call<'a>) -> Result<Next<'a>, Stop> {
         let rid = self.rid(at);
-        let mut inputs = Map::with_capacity(call.inputs.len() + call.extra.len());
+        let mut inputs = Map::new();
         for (name, binding) in call
             .inputs
-            .iter()
+            .into_iter()
+            .flatten()
             .map(|(k, b)| (k.as_str(), b))
             .chain(call.extra.iter().copied())
         {
@@ -386,12 +386,14 @@ impl<'a> Walk<'a> {
                 continue;
             }
             self.set_node(at, "error", error_value(&error)).await?;
-            match &flow.on_fail {
-                Some(OnFail::Route(target)) => return Ok(Next::Go(target)),
-                Some(OnFail::Retry(RetryPolicy {
+            if let Some(
+                OnFail::Route(target)
+                | OnFail::Retry(RetryPolicy {
                     then: Some(target), ..
-                })) => return Ok(Next::Go(target)),
-                _ => {}
+                }),
+            ) = &flow.on_fail
+            {
+                return Ok(Next::Go(target));
             }
             if flow.on_error == Some(OnError::Continue) {
                 return Ok(follow(flow.next.as_deref(), Value::Null));
@@ -403,7 +405,10 @@ impl<'a> Walk<'a> {
         }
     }
 
-    #[expect(clippy::too_many_arguments, reason = "one call site; a struct would only rename them")]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call site; a struct would only rename them"
+    )]
     async fn dispatched(
         &mut self,
         at: At<'a>,
@@ -424,8 +429,16 @@ impl<'a> Walk<'a> {
             Gate::Blocking => passed_false,
             Gate::Eval(on_reject) if passed_false => match on_reject {
                 Some(target) => {
-                    self.record(at, rid, StepStatus::Completed, attempt, Some(inputs), Some(&output), None)
-                        .await?;
+                    self.record(
+                        at,
+                        rid,
+                        StepStatus::Completed,
+                        attempt,
+                        Some(inputs),
+                        Some(&output),
+                        None,
+                    )
+                    .await?;
                     return Ok(Next::Go(target));
                 }
                 None => true,
@@ -440,12 +453,28 @@ impl<'a> Walk<'a> {
                 code: "WORKFLOW_SPEC_FAILED".into(),
                 message: failure.to_string(),
             };
-            self.record(at, rid, StepStatus::Failed, attempt, Some(inputs), Some(&output), Some(error))
-                .await?;
+            self.record(
+                at,
+                rid,
+                StepStatus::Failed,
+                attempt,
+                Some(inputs),
+                Some(&output),
+                Some(error),
+            )
+            .await?;
             return Err(failure.into());
         }
-        self.record(at, rid, StepStatus::Completed, attempt, Some(inputs), Some(&output), None)
-            .await?;
+        self.record(
+            at,
+            rid,
+            StepStatus::Completed,
+            attempt,
+            Some(inputs),
+            Some(&output),
+            None,
+        )
+        .await?;
         Ok(follow(flow.next.as_deref(), output))
     }
 
@@ -483,7 +512,12 @@ impl<'a> Walk<'a> {
     }
 
     /// Sets `nodes.<id>.<field>`, refusing a reserved node id.
-    pub(crate) async fn set_node(&mut self, at: At<'a>, field: &str, value: Value) -> Result<(), Stop> {
+    pub(crate) async fn set_node(
+        &mut self,
+        at: At<'a>,
+        field: &str,
+        value: Value,
+    ) -> Result<(), Stop> {
         if is_reserved(&at.node.id) {
             let node = self.rid(at);
             let failure = SpecFailure::WritePath {
