@@ -102,6 +102,15 @@ pub enum WaitWord {
 pub enum SignalAnswer {
     /// `"timeout"`, `"empty"` or `"pending"`.
     Word(WaitWord),
+    /// `{"slotEmpty": true, "afterMs"?: n}`: after `afterMs`, the waiter wakes to an empty slot.
+    SlotEmpty {
+        /// Must be `true`.
+        #[serde(rename = "slotEmpty")]
+        slot_empty: bool,
+        /// Simulated milliseconds before the wake-up.
+        #[serde(default, rename = "afterMs", skip_serializing_if = "Option::is_none")]
+        after_ms: Option<u64>,
+    },
     /// `{"payload": …, "afterMs"?: n}`: a payload arrives after `afterMs` (absent: 0).
     Payload {
         /// The payload.
@@ -270,6 +279,11 @@ impl ScriptedDispatcher {
         Picked::Missing
     }
 
+    fn timed_out(&self, wait: &SignalWait) -> Result<SignalWake, DispatchError> {
+        self.advance(wait.timeout_ms.unwrap_or(0));
+        Ok(SignalWake::TimedOut)
+    }
+
     fn answer_step(&self, request: &StepDispatch) -> Result<Value, DispatchError> {
         let answer = match self.pick(
             &self.script.steps,
@@ -340,6 +354,14 @@ impl Dispatcher for ScriptedDispatcher {
         let picked = match wait.kind {
             WaitKind::Signal => match self.pick(&self.script.signals, "signals", &[&wait.name]) {
                 Picked::Found(SignalAnswer::Word(word)) => Picked::Found(Err(word)),
+                Picked::Found(SignalAnswer::SlotEmpty { after_ms, .. }) => {
+                    let after_ms = after_ms.unwrap_or(0);
+                    if wait.timeout_ms.is_some_and(|limit| after_ms >= limit) {
+                        return self.timed_out(wait);
+                    }
+                    self.advance(after_ms);
+                    return Ok(SignalWake::SlotEmpty);
+                }
                 Picked::Found(SignalAnswer::Payload { payload, after_ms }) => {
                     Picked::Found(Ok((payload, after_ms.unwrap_or(0))))
                 }
@@ -364,19 +386,13 @@ impl Dispatcher for ScriptedDispatcher {
                 ),
             )),
             Picked::Found(Ok((payload, after_ms))) => {
-                if let Some(limit) = wait.timeout_ms
-                    && after_ms >= limit
-                {
-                    self.advance(limit);
-                    return Ok(SignalWake::TimedOut);
+                if wait.timeout_ms.is_some_and(|limit| after_ms >= limit) {
+                    return self.timed_out(wait);
                 }
                 self.advance(after_ms);
                 Ok(SignalWake::Delivered { payload })
             }
-            Picked::Found(Err(WaitWord::Timeout)) => {
-                self.advance(wait.timeout_ms.unwrap_or(0));
-                Ok(SignalWake::TimedOut)
-            }
+            Picked::Found(Err(WaitWord::Timeout)) => self.timed_out(wait),
             Picked::Found(Err(WaitWord::Empty)) => Ok(SignalWake::SlotEmpty),
             Picked::Found(Err(WaitWord::Pending)) => {
                 abandoned.cancelled().await;

@@ -26,8 +26,14 @@ fn retry_redispatches_with_the_next_attempt_until_success() {
         json!({"steps": {"build": [{"error": {"message": "flaky"}}, {"error": {"message": "flaky"}}, {"output": {"ok": 1}}]}}),
     );
     assert_eq!(status(&run), "SUCCESS");
-    assert_eq!(run.outcome.result, json!({"output": {"ok": 1}, "error": null}));
-    assert_eq!(steps(&run.records), ["build FAILED 1", "build FAILED 2", "build COMPLETED 3"]);
+    assert_eq!(
+        run.outcome.result,
+        json!({"output": {"ok": 1}, "error": null})
+    );
+    assert_eq!(
+        steps(&run.records),
+        ["build FAILED 1", "build FAILED 2", "build COMPLETED 3"]
+    );
 }
 
 #[test]
@@ -41,7 +47,10 @@ fn exhausted_retries_fail_the_run_as_the_dispatcher_error() {
     assert_eq!(error_code(&run).as_deref(), Some("BUILD_FAILED"));
     assert!(run.outcome.error.as_ref().unwrap().is_retryable());
     assert_eq!(steps(&run.records), ["build FAILED 1", "build FAILED 2"]);
-    assert_eq!(run.outcome.nodes["build"]["error"], json!({"code": "BUILD_FAILED", "message": "disk full"}));
+    assert_eq!(
+        run.outcome.nodes["build"]["error"],
+        json!({"code": "BUILD_FAILED", "message": "disk full"})
+    );
 }
 
 #[test]
@@ -52,7 +61,10 @@ fn exhausted_retries_route_to_then() {
         json!({"steps": {"build": [{"error": {"message": "boom"}}]}}),
     );
     assert_eq!(status(&run), "FAILED");
-    assert_eq!(run.outcome.result, json!({"code": "STEP_FAILED", "message": "boom"}));
+    assert_eq!(
+        run.outcome.result,
+        json!({"code": "STEP_FAILED", "message": "boom"})
+    );
     assert_eq!(steps(&run.records), ["build FAILED 1", "build FAILED 2"]);
 }
 
@@ -79,7 +91,10 @@ fn unpatched_runs_retry_non_retryable_errors_as_they_used_to() {
             "patches": {patches::NON_RETRYABLE_SKIPS_RETRY: false}
         }),
     );
-    assert_eq!(steps(&run.records), ["build FAILED 1", "build FAILED 2", "build FAILED 3"]);
+    assert_eq!(
+        steps(&run.records),
+        ["build FAILED 1", "build FAILED 2", "build FAILED 3"]
+    );
 }
 
 #[test]
@@ -90,7 +105,10 @@ fn on_fail_route_records_the_error_and_routes() {
         json!({"steps": {"build": [{"error": {"message": "nope"}}]}}),
     );
     assert_eq!(status(&run), "FAILED");
-    assert_eq!(run.outcome.result, json!({"code": "STEP_FAILED", "message": "nope"}));
+    assert_eq!(
+        run.outcome.result,
+        json!({"code": "STEP_FAILED", "message": "nope"})
+    );
     assert_eq!(run.outcome.error, None);
 }
 
@@ -102,7 +120,10 @@ fn on_error_continue_goes_on_to_next_with_the_error_recorded() {
         json!({"steps": {"build": [{"error": {"message": "meh"}}]}}),
     );
     assert_eq!(status(&run), "SUCCESS");
-    assert_eq!(run.outcome.result["error"], json!({"code": "STEP_FAILED", "message": "meh"}));
+    assert_eq!(
+        run.outcome.result["error"],
+        json!({"code": "STEP_FAILED", "message": "meh"})
+    );
     assert_eq!(steps(&run.records), ["build FAILED 1", "build FAILED 2"]);
 }
 
@@ -131,7 +152,10 @@ fn unpatched_cancellation_goes_through_handlers_but_still_ends_cancelled() {
     );
     assert_eq!(run.outcome.status, RunStatus::Cancelled);
     assert_eq!(steps(&run.records), ["build FAILED 1"]);
-    assert_eq!(run.outcome.nodes["build"]["error"]["code"], json!("CANCELLED"));
+    assert_eq!(
+        run.outcome.nodes["build"]["error"]["code"],
+        json!("CANCELLED")
+    );
 }
 
 #[test]
@@ -157,7 +181,10 @@ fn expression_errors_fail_the_run_as_spec_failed() {
     assert_eq!(error_code(&run).as_deref(), Some("WORKFLOW_SPEC_FAILED"));
     // A failed cond is recorded.
     assert_eq!(steps(&run.records), ["c FAILED 1"]);
-    assert_eq!(run.records[0].error.as_ref().unwrap().code, "WORKFLOW_SPEC_FAILED");
+    assert_eq!(
+        run.records[0].error.as_ref().unwrap().code,
+        "WORKFLOW_SPEC_FAILED"
+    );
 }
 
 #[test]
@@ -168,19 +195,33 @@ fn unknown_edge_targets_fail_the_run() {
         json!({}),
     );
     assert_eq!(error_code(&run).as_deref(), Some("WORKFLOW_SPEC_FAILED"));
-    assert_eq!(run.outcome.error.unwrap().to_string(), "s: no node ghost in this graph");
+    assert_eq!(
+        run.outcome.error.unwrap().to_string(),
+        "s: no node ghost in this graph"
+    );
 }
 
 #[test]
 fn reserved_segments_are_refused_at_run_time() {
-    for path in ["context.__proto__.x", "context.a.constructor", "context.prototype"] {
+    for path in [
+        "context.__proto__.x",
+        "context.a.constructor",
+        "context.prototype",
+    ] {
         let run = sim(
             json!({"entry": "s", "nodes": [{"id": "s", "type": "step", "step": "x", "storeAs": path}]}),
             json!({}),
             json!({"default": {"output": 1}}),
         );
-        assert_eq!(error_code(&run).as_deref(), Some("WORKFLOW_SPEC_FAILED"), "{path}");
-        assert!(run.outcome.error.unwrap().to_string().contains("reserved"), "{path}");
+        assert_eq!(
+            error_code(&run).as_deref(),
+            Some("WORKFLOW_SPEC_FAILED"),
+            "{path}"
+        );
+        assert!(
+            run.outcome.error.unwrap().to_string().contains("reserved"),
+            "{path}"
+        );
         assert_eq!(run.outcome.context, json!({}));
     }
     let node_id = sim(
@@ -188,7 +229,10 @@ fn reserved_segments_are_refused_at_run_time() {
         json!({}),
         json!({"default": {"output": 1}}),
     );
-    assert_eq!(error_code(&node_id).as_deref(), Some("WORKFLOW_SPEC_FAILED"));
+    assert_eq!(
+        error_code(&node_id).as_deref(),
+        Some("WORKFLOW_SPEC_FAILED")
+    );
     assert_eq!(node_id.outcome.nodes, json!({}));
 }
 
@@ -207,13 +251,19 @@ fn step_records_cut_strings_but_the_context_keeps_them_whole() {
     assert_eq!(inputs["text"].as_str().unwrap().len(), RECORD_STRING_LIMIT);
     assert_eq!(outputs["echo"].as_str().unwrap().len(), RECORD_STRING_LIMIT);
     assert_eq!(outputs["n"][0].as_str().unwrap().len(), RECORD_STRING_LIMIT);
-    assert_eq!(run.outcome.context["out"]["echo"].as_str().unwrap().len(), RECORD_STRING_LIMIT + 100);
+    assert_eq!(
+        run.outcome.context["out"]["echo"].as_str().unwrap().len(),
+        RECORD_STRING_LIMIT + 100
+    );
     let long_error = sim(
         json!({"entry": "s", "nodes": [{"id": "s", "type": "step", "step": "x"}]}),
         json!({}),
         json!({"default": {"error": {"message": long}}}),
     );
-    assert_eq!(long_error.records[0].error.as_ref().unwrap().message.len(), RECORD_STRING_LIMIT);
+    assert_eq!(
+        long_error.records[0].error.as_ref().unwrap().message.len(),
+        RECORD_STRING_LIMIT
+    );
 }
 
 #[test]
@@ -223,10 +273,16 @@ fn the_transition_cap_ends_a_loop_as_spec_failed() {
     ]});
     let run = sim(looping.clone(), json!({}), json!({}));
     assert_eq!(error_code(&run).as_deref(), Some("WORKFLOW_SPEC_FAILED"));
-    assert_eq!(run.outcome.error.unwrap().to_string(), "transition cap of 10 reached at a#11");
+    assert_eq!(
+        run.outcome.error.unwrap().to_string(),
+        "transition cap of 10 reached at a#11"
+    );
     assert_eq!(run.outcome.context, json!({"n": 10}));
     let mut default_cap = looping;
-    default_cap.as_object_mut().unwrap().remove("maxTransitions");
+    default_cap
+        .as_object_mut()
+        .unwrap()
+        .remove("maxTransitions");
     let run = sim(default_cap, json!({}), json!({}));
     assert_eq!(run.outcome.context, json!({"n": 1000}));
 }

@@ -76,15 +76,40 @@ fn agent_mcp_container_and_shell_dispatch_with_their_own_settings() {
     assert_eq!(
         summary,
         [
-            ("step", "agent".into(), json!({"agentRef": "reviewer@2", "workspace": true}), json!({"userMessage": "hello"})),
-            ("step", "mcp".into(), json!({"connectionRef": "conn-1", "tool": "search"}), json!({"q": "x"})),
-            ("step", "containerStep".into(), json!({"image": "img:1", "transport": "ndjson"}), json!({})),
-            ("shell", "shell".into(), json!({"image": "alpine", "command": "make test"}), json!({})),
+            (
+                "step",
+                "agent".into(),
+                json!({"agentRef": "reviewer@2", "workspace": true}),
+                json!({"userMessage": "hello"})
+            ),
+            (
+                "step",
+                "mcp".into(),
+                json!({"connectionRef": "conn-1", "tool": "search"}),
+                json!({"q": "x"})
+            ),
+            (
+                "step",
+                "containerStep".into(),
+                json!({"image": "img:1", "transport": "ndjson"}),
+                json!({})
+            ),
+            (
+                "shell",
+                "shell".into(),
+                json!({"image": "alpine", "command": "make test"}),
+                json!({})
+            ),
         ]
     );
     assert_eq!(
         steps(&run.records),
-        ["a COMPLETED 1", "m COMPLETED 1", "c COMPLETED 1", "s COMPLETED 1"]
+        [
+            "a COMPLETED 1",
+            "m COMPLETED 1",
+            "c COMPLETED 1",
+            "s COMPLETED 1"
+        ]
     );
 }
 
@@ -106,20 +131,44 @@ fn eval_spec(on_reject: bool) -> serde_json::Value {
 
 #[test]
 fn eval_passes_to_next_and_routes_rejection_to_on_reject() {
-    let passed = sim(eval_spec(true), json!({"diff": "d"}), json!({"steps": {"gate": [{"output": {"passed": true}}]}}));
-    assert_eq!((status(&passed), passed.outcome.result.clone()), ("SUCCESS".into(), json!("passed")));
-    let rejected = sim(eval_spec(true), json!({"diff": "d"}), json!({"steps": {"gate": [{"output": {"passed": false}}]}}));
-    assert_eq!((status(&rejected), rejected.outcome.result.clone()), ("FAILED".into(), json!("rejected")));
-    assert_eq!(rejected.outcome.nodes["gate"]["output"], json!({"passed": false}));
+    let passed = sim(
+        eval_spec(true),
+        json!({"diff": "d"}),
+        json!({"steps": {"gate": [{"output": {"passed": true}}]}}),
+    );
+    assert_eq!(
+        (status(&passed), passed.outcome.result.clone()),
+        ("SUCCESS".into(), json!("passed"))
+    );
+    let rejected = sim(
+        eval_spec(true),
+        json!({"diff": "d"}),
+        json!({"steps": {"gate": [{"output": {"passed": false}}]}}),
+    );
+    assert_eq!(
+        (status(&rejected), rejected.outcome.result.clone()),
+        ("FAILED".into(), json!("rejected"))
+    );
+    assert_eq!(
+        rejected.outcome.nodes["gate"]["output"],
+        json!({"passed": false})
+    );
     assert_eq!(steps(&rejected.records), ["gate COMPLETED 1"]);
 }
 
 #[test]
 fn eval_without_on_reject_is_a_blocking_gate() {
-    let run = sim(eval_spec(false), json!({}), json!({"steps": {"gate": [{"output": {"passed": false, "score": 0.2}}]}}));
+    let run = sim(
+        eval_spec(false),
+        json!({}),
+        json!({"steps": {"gate": [{"output": {"passed": false, "score": 0.2}}]}}),
+    );
     assert_eq!(status(&run), "FAILED");
     assert_eq!(error_code(&run).as_deref(), Some("WORKFLOW_SPEC_FAILED"));
-    assert_eq!(run.outcome.error.as_ref().unwrap().to_string(), "blocking gate gate did not pass");
+    assert_eq!(
+        run.outcome.error.as_ref().unwrap().to_string(),
+        "blocking gate gate did not pass"
+    );
     assert!(!run.outcome.error.as_ref().unwrap().is_retryable());
     assert_eq!(steps(&run.records), ["gate FAILED 1"]);
     assert_eq!(run.outcome.nodes["gate"]["output"]["score"], json!(0.2));
@@ -135,7 +184,11 @@ fn blocking_step_fails_the_run_once_when_not_passed() {
             {"id": "after", "type": "terminate", "status": "SUCCESS"}
         ]
     });
-    let run = sim(spec, json!({}), json!({"steps": {"lint": [{"output": {"passed": false}}]}}));
+    let run = sim(
+        spec,
+        json!({}),
+        json!({"steps": {"lint": [{"output": {"passed": false}}]}}),
+    );
     assert_eq!(status(&run), "FAILED");
     assert_eq!(error_code(&run).as_deref(), Some("WORKFLOW_SPEC_FAILED"));
     // Neither onFail nor onError applies to a failure the interpreter raises itself.
@@ -160,7 +213,10 @@ fn set_writes_in_order_and_cond_branches() {
     let big = sim(spec.clone(), json!({"start": 2}), json!({}));
     assert_eq!(big.outcome.error, None);
     assert_eq!(big.outcome.result, json!("big"));
-    assert_eq!(big.outcome.context, json!({"count": 3, "meta": {"doubled": 6}}));
+    assert_eq!(
+        big.outcome.context,
+        json!({"count": 3, "meta": {"doubled": 6}})
+    );
     // set, cond and terminate make records only when they fail.
     assert!(big.records.is_empty());
     assert_eq!(big.outcome.transitions, 3);
@@ -200,7 +256,10 @@ fn a_path_without_terminate_succeeds_with_the_last_output() {
         json!({}),
         json!({}),
     );
-    assert_eq!((status(&set_last), set_last.outcome.result.clone()), ("SUCCESS".into(), json!(null)));
+    assert_eq!(
+        (status(&set_last), set_last.outcome.result.clone()),
+        ("SUCCESS".into(), json!(null))
+    );
 }
 
 #[test]
@@ -220,7 +279,14 @@ fn loop_revisits_get_visit_numbered_recording_ids() {
         json!({"steps": {"review": [{"output": {"approved": false}}, {"output": {"approved": false}}, {"output": {"approved": true, "round": 3}}]}}),
     );
     assert_eq!(run.outcome.result, json!({"approved": true, "round": 3}));
-    assert_eq!(steps(&run.records), ["review COMPLETED 1", "review#2 COMPLETED 1", "review#3 COMPLETED 1"]);
+    assert_eq!(
+        steps(&run.records),
+        [
+            "review COMPLETED 1",
+            "review#2 COMPLETED 1",
+            "review#3 COMPLETED 1"
+        ]
+    );
 }
 
 #[test]

@@ -13,7 +13,12 @@ pub(crate) fn script(value: Value) -> Script {
 }
 
 pub(crate) fn sim(spec_json: Value, input: Value, script_json: Value) -> Simulation {
-    simulate(&spec(spec_json), input, script(script_json), RunOptions::default())
+    simulate(
+        &spec(spec_json),
+        input,
+        script(script_json),
+        RunOptions::default(),
+    )
 }
 
 /// `recordingId STATUS attempt` per record, in order.
