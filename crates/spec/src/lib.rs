@@ -5,6 +5,7 @@
 //! pure: no I/O, no async runtime, no global state.
 
 mod binding;
+mod catalog;
 mod duration;
 mod expr;
 mod model;
@@ -13,9 +14,11 @@ mod path;
 mod presentation;
 mod read;
 mod resolve;
+mod validate;
 mod write_path;
 
 pub use binding::{Binding, BindingRef};
+pub use catalog::{FieldDescriptor, StepCatalog, StepDescriptor};
 pub use duration::{DurationError, Timeout, parse_duration};
 pub use expr::{EvalError, Expr, ExprError, MAX_EXPR_BYTES, MAX_EXPR_NESTING, truthy};
 pub use model::{
@@ -32,4 +35,7 @@ pub use presentation::{
 };
 pub use read::{MAX_SPEC_BYTES, ReadError, ReadMode, SourceFormat, parse_document, read_spec};
 pub use resolve::{resolve_binding, select_path};
+pub use validate::{
+    Code, Diagnostic, MAX_FANOUT_DEPTH, Report, Severity, ValidateOptions, validate, validate_value,
+};
 pub use write_path::{RESERVED_SEGMENTS, WritePathError, parse_write_path, write_at};
