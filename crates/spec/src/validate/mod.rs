@@ -4,6 +4,8 @@
 
 mod graph;
 mod nodes;
+
+pub(crate) use nodes::MAX_NODE_ID_CHARS;
 mod refs;
 
 use std::fmt;
