@@ -22,8 +22,9 @@ pub(crate) enum Status {
     /// Everything checked out.
     Success,
     /// The command ran and found problems (invalid spec, failed check, …).
-    #[expect(dead_code, reason = "the first command that reports problems is next")]
     Problems,
+    /// Some input could not be read; what could be read was reported, the rest went to stderr.
+    Unreadable,
 }
 
 /// Exit code for input the command could not read or understand.
@@ -35,6 +36,12 @@ pub(crate) fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
     Ok(())
+}
+
+/// Writes one line to stderr (for problems that are not the command's result).
+pub(crate) fn print_error(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "error: {text}");
 }
 
 /// Writes text to stdout as is.
@@ -50,6 +57,7 @@ pub(crate) fn finish(result: anyhow::Result<Status>) -> ExitCode {
     match result {
         Ok(Status::Success) => ExitCode::SUCCESS,
         Ok(Status::Problems) => ExitCode::from(1),
+        Ok(Status::Unreadable) => ExitCode::from(EXIT_UNREADABLE),
         Err(error) => {
             let mut err = std::io::stderr().lock();
             let _ = writeln!(err, "error: {error:#}");

@@ -5,6 +5,9 @@
 //! pure: no I/O, no async runtime, no global state.
 
 mod binding;
+mod canonical;
+mod catalog;
+mod diff;
 mod duration;
 mod expr;
 mod model;
@@ -13,9 +16,14 @@ mod path;
 mod presentation;
 mod read;
 mod resolve;
+mod schema;
+mod validate;
 mod write_path;
 
 pub use binding::{Binding, BindingRef};
+pub use canonical::{CanonicalError, canonical_json, canonical_value, content_hash};
+pub use catalog::{FieldDescriptor, StepCatalog, StepDescriptor};
+pub use diff::{FieldChange, NodeChange, SpecDiff, diff_specs};
 pub use duration::{DurationError, Timeout, parse_duration};
 pub use expr::{EvalError, Expr, ExprError, MAX_EXPR_BYTES, MAX_EXPR_NESTING, truthy};
 pub use model::{
@@ -32,4 +40,8 @@ pub use presentation::{
 };
 pub use read::{MAX_SPEC_BYTES, ReadError, ReadMode, SourceFormat, parse_document, read_spec};
 pub use resolve::{resolve_binding, select_path};
+pub use schema::spec_schema;
+pub use validate::{
+    Code, Diagnostic, MAX_FANOUT_DEPTH, Report, Severity, ValidateOptions, validate, validate_value,
+};
 pub use write_path::{RESERVED_SEGMENTS, WritePathError, parse_write_path, write_at};

@@ -90,8 +90,9 @@ pub enum InputType {
     Connection,
 }
 
-/// A node of a graph.
-#[derive(Debug, Clone, PartialEq, JsonSchema)]
+/// A node of a graph. Its JSON Schema is written by hand in `node_serde.rs`: one object holding
+/// `id`, `group`, the presentation `title` and the kind's fields.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Node {
     /// Id of the node, unique in its graph. Outputs land at `nodes.<id>.output`.
     pub id: NodeId,
@@ -175,6 +176,7 @@ pub enum OnFail {
 #[serde(rename_all = "camelCase")]
 pub struct RetryPolicy {
     /// Extra attempts after the first (1–10).
+    #[schemars(range(min = 1, max = 10))]
     pub retry: u32,
     /// Node to route to once every attempt failed; absent fails the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -401,6 +403,7 @@ pub struct FanOutNode {
     pub item_key: Option<String>,
     /// Branches that run at once (at least 1). Absent means 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub concurrency: Option<u32>,
     /// What a failed branch does to the fan-out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -555,6 +558,7 @@ pub struct ContainerStepNode {
 #[serde(rename_all = "camelCase")]
 pub struct HumanCommon {
     /// Inbox heading (required, at most 200 characters).
+    #[schemars(length(min = 1, max = 200))]
     pub title: String,
     /// Longer text shown to the person.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -610,6 +614,7 @@ pub struct HumanDecisionNode {
     #[serde(flatten)]
     pub common: HumanCommon,
     /// The options (2–10).
+    #[schemars(length(min = 2, max = 10))]
     pub options: Vec<DecisionOption>,
     /// Bindings shown to the person as context.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

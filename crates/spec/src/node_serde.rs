@@ -3,12 +3,17 @@
 //! field. Reading is tolerant of presentation fields (a bad value is dropped, see
 //! `presentation`); the strict save path checks them before this runs.
 
+use std::borrow::Cow;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::ser::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::model::{Node, NodeKind};
-use crate::presentation::{GROUP_MAX_CHARS, TITLE_MAX_CHARS, normalise_presentation};
+use crate::presentation::{
+    GROUP_MAX_CHARS, HUMAN_TITLE_MAX_CHARS, TITLE_MAX_CHARS, normalise_presentation,
+};
 
 const HUMAN_TYPES: [&str; 4] = [
     "humanApproval",
@@ -87,6 +92,59 @@ impl Node {
             group,
             title,
             kind,
+        })
+    }
+}
+
+impl JsonSchema for Node {
+    fn schema_name() -> Cow<'static, str> {
+        "Node".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let kind = generator.subschema_for::<NodeKind>();
+        json_schema!({
+            "description": "A node: `id`, optional presentation `group` and `title`, and the fields of the kind its `type` selects.",
+            "allOf": [
+                {
+                    "type": "object",
+                    "properties": {
+                        "id": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": crate::validate::MAX_NODE_ID_CHARS,
+                            "pattern": "^[^\\s/\\[\\]]+$",
+                            "description": "Unique in its graph; outputs land at `nodes.<id>.output`."
+                        },
+                        "group": {
+                            "type": "string",
+                            "maxLength": GROUP_MAX_CHARS,
+                            "description": "Presentation-only phase label."
+                        },
+                        "title": { "type": "string" }
+                    },
+                    "required": ["id", "type"]
+                },
+                kind,
+                {
+                    "if": {
+                        "properties": { "type": { "enum": HUMAN_TYPES } },
+                        "required": ["type"]
+                    },
+                    "then": {
+                        "properties": { "title": { "maxLength": HUMAN_TITLE_MAX_CHARS } },
+                        "required": ["title"]
+                    },
+                    "else": {
+                        "properties": {
+                            "title": {
+                                "maxLength": TITLE_MAX_CHARS,
+                                "description": "Presentation-only display name."
+                            }
+                        }
+                    }
+                }
+            ]
         })
     }
 }

@@ -77,10 +77,6 @@ impl ContextPath {
     }
 
     /// The leading member names and indexes of the path, and whether they are the whole path.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "read by the validator, which lands next")
-    )]
     pub(crate) fn prefix(&self) -> (&[Segment], bool) {
         (&self.prefix, matches!(self.kind, PathKind::Plain))
     }

@@ -187,7 +187,9 @@ impl WorkflowSpec {
 
     /// Reads a spec from a JSON value, refusing bad presentation fields with their location.
     pub fn from_value_strict(value: Value) -> Result<Self, ReadError> {
-        check_presentation(value.get("nodes"), "nodes")?;
+        if let Some(error) = collect_presentation_errors(&value).into_iter().next() {
+            return Err(error);
+        }
         Self::from_value_tolerant(value)
     }
 }
@@ -199,12 +201,23 @@ const HUMAN_TYPES: [&str; 4] = [
     "humanReview",
 ];
 
+/// Every presentation problem in a spec document, in document order.
+pub(crate) fn collect_presentation_errors(value: &Value) -> Vec<ReadError> {
+    let mut out = Vec::new();
+    collect_in(value.get("nodes"), "nodes", 0, &mut out);
+    out
+}
+
 /// Checks `group` and presentation `title` of every node in a node list, fan-out subgraphs
-/// included. Shapes that are not node lists are left for the typed read to report.
-fn check_presentation(nodes: Option<&Value>, at: &str) -> Result<(), ReadError> {
+/// included (down to the fan-out nesting limit). Shapes that are not node lists are left for the
+/// typed read to report.
+fn collect_in(nodes: Option<&Value>, at: &str, depth: usize, out: &mut Vec<ReadError>) {
     let Some(Value::Array(nodes)) = nodes else {
-        return Ok(());
+        return;
     };
+    if depth > crate::validate::MAX_FANOUT_DEPTH {
+        return;
+    }
     for (index, node) in nodes.iter().enumerate() {
         let Value::Object(map) = node else { continue };
         let here = format!("{at}[{index}]");
@@ -225,19 +238,23 @@ fn check_presentation(nodes: Option<&Value>, at: &str) -> Result<(), ReadError> 
             if let Some(raw) = map.get(field)
                 && let Err(reason) = normalise_presentation(raw, max)
             {
-                return Err(ReadError::Presentation {
+                out.push(ReadError::Presentation {
                     path: format!("{here}.{field}"),
-                    node_id,
+                    node_id: node_id.clone(),
                     field,
                     reason,
                 });
             }
         }
         if let Some(subgraph) = map.get("subgraph") {
-            check_presentation(subgraph.get("nodes"), &format!("{here}.subgraph.nodes"))?;
+            collect_in(
+                subgraph.get("nodes"),
+                &format!("{here}.subgraph.nodes"),
+                depth + 1,
+                out,
+            );
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

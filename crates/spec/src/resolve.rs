@@ -58,11 +58,7 @@ pub(crate) fn parse_path(path: &str) -> Result<ContextPath, ExprError> {
 /// One piece of a template: text as is, or a placeholder's expression.
 pub(crate) enum TemplatePart<'a> {
     Text(&'a str),
-    Placeholder {
-        #[expect(dead_code, reason = "read by the validator, which lands next")]
-        offset: usize,
-        source: &'a str,
-    },
+    Placeholder { offset: usize, source: &'a str },
 }
 
 /// Splits a template into text and placeholders.

@@ -1,8 +1,16 @@
 //! `auto-swe spec …`: work with workflow specs.
 
-use clap::{Args, Subcommand};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
-use crate::output::{Format, Status};
+use anyhow::Context as _;
+use auto_swe_spec::{
+    Diagnostic, Report, SourceFormat, StepCatalog, ValidateOptions, parse_document, validate_value,
+};
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use crate::output::{Format, Status, print_error, print_json, print_text};
 
 /// Arguments of `auto-swe spec`.
 #[derive(Debug, Args)]
@@ -13,6 +21,21 @@ pub(crate) struct SpecArgs {
 
 #[derive(Debug, Subcommand)]
 enum SpecCommand {
+    /// Validate spec files (JSON or YAML). Exit 0 when none has errors, 1 when any has, 2 when
+    /// a file cannot be read or parsed.
+    Validate {
+        /// Spec files; `.json` is JSON, `.yaml`/`.yml` YAML, anything else is sniffed.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+        /// Step catalog (JSON or YAML) to check `step` names and inputs against.
+        #[arg(long, value_name = "FILE")]
+        step_catalog: Option<PathBuf>,
+    },
+    /// Print the JSON Schema of the spec document.
+    Schema,
     /// List the node types a spec may use.
     Types {
         /// Output format.
@@ -24,14 +47,140 @@ enum SpecCommand {
 /// Runs `auto-swe spec …`.
 pub(crate) fn run(args: &SpecArgs) -> anyhow::Result<Status> {
     match &args.command {
+        SpecCommand::Validate {
+            files,
+            format,
+            step_catalog,
+        } => validate(files, *format, step_catalog.as_deref()),
+        SpecCommand::Schema => {
+            print_json(&auto_swe_spec::spec_schema())?;
+            Ok(Status::Success)
+        }
         SpecCommand::Types { format } => {
             match format {
-                Format::Json => crate::output::print_json(&auto_swe_spec::NODE_TYPES)?,
-                Format::Text => {
-                    crate::output::print_text(&(auto_swe_spec::NODE_TYPES.join("\n") + "\n"))?;
-                }
+                Format::Json => print_json(&auto_swe_spec::NODE_TYPES)?,
+                Format::Text => print_text(&(auto_swe_spec::NODE_TYPES.join("\n") + "\n"))?,
             }
             Ok(Status::Success)
         }
+    }
+}
+
+/// One file's entry in `--format json` output.
+#[derive(Debug, Serialize)]
+struct FileReport {
+    file: String,
+    valid: bool,
+    errors: Vec<Diagnostic>,
+    warnings: Vec<Diagnostic>,
+}
+
+#[derive(Debug, Serialize)]
+struct ValidateOutput<'a> {
+    files: &'a [FileReport],
+}
+
+fn format_of(path: &Path, text: &str) -> SourceFormat {
+    SourceFormat::from_path(path).unwrap_or_else(|| {
+        if text.trim_start().starts_with(['{', '[']) {
+            SourceFormat::Json
+        } else {
+            SourceFormat::Yaml
+        }
+    })
+}
+
+fn read_catalog(path: &Path) -> anyhow::Result<StepCatalog> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read step catalog {}", path.display()))?;
+    let value = parse_document(&text, format_of(path, &text))
+        .with_context(|| format!("step catalog {}", path.display()))?;
+    serde_json::from_value(value)
+        .with_context(|| format!("step catalog {} is not a catalog", path.display()))
+}
+
+fn read_report(path: &Path, options: ValidateOptions<'_>) -> anyhow::Result<Report> {
+    let text = std::fs::read_to_string(path).context("cannot read file")?;
+    let value = parse_document(&text, format_of(path, &text))?;
+    Ok(validate_value(&value, &options))
+}
+
+fn validate(files: &[PathBuf], format: Format, catalog: Option<&Path>) -> anyhow::Result<Status> {
+    let catalog = catalog.map(read_catalog).transpose()?;
+    let options = match &catalog {
+        Some(catalog) => ValidateOptions::with_step_catalog(catalog),
+        None => ValidateOptions::default(),
+    };
+    let mut reports = Vec::new();
+    let mut unreadable = false;
+    for path in files {
+        match read_report(path, options) {
+            Ok(report) => reports.push(FileReport {
+                file: path.display().to_string(),
+                valid: report.is_valid(),
+                errors: report.errors,
+                warnings: report.warnings,
+            }),
+            Err(error) => {
+                unreadable = true;
+                print_error(&format!("{}: {error:#}", path.display()));
+            }
+        }
+    }
+    match format {
+        Format::Json => print_json(&ValidateOutput { files: &reports })?,
+        Format::Text => print_text(&render_text(&reports))?,
+    }
+    Ok(if unreadable {
+        Status::Unreadable
+    } else if reports.iter().any(|report| !report.valid) {
+        Status::Problems
+    } else {
+        Status::Success
+    })
+}
+
+fn render_text(reports: &[FileReport]) -> String {
+    let mut out = String::new();
+    for report in reports {
+        let mut counts = Vec::new();
+        if !report.errors.is_empty() {
+            counts.push(plural(report.errors.len(), "error"));
+        }
+        if !report.warnings.is_empty() {
+            counts.push(plural(report.warnings.len(), "warning"));
+        }
+        let verdict = if report.valid { "valid" } else { "invalid" };
+        let counts = if counts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", counts.join(", "))
+        };
+        let _ = writeln!(out, "{}: {verdict}{counts}", report.file);
+        for (label, diagnostics) in [("error", &report.errors), ("warning", &report.warnings)] {
+            for diagnostic in diagnostics {
+                let mut location = String::new();
+                if let Some(path) = &diagnostic.path {
+                    let _ = write!(location, " at {path}");
+                }
+                if let Some(node) = &diagnostic.node_id {
+                    let _ = write!(location, " (node {node:?})");
+                }
+                let _ = writeln!(
+                    out,
+                    "  {label} {}{location}: {}",
+                    diagnostic.code, diagnostic.message
+                );
+            }
+        }
+    }
+    out
+}
+
+fn plural(count: usize, noun: &str) -> String {
+    if count == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{count} {noun}s")
     }
 }

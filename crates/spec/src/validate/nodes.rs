@@ -1,0 +1,728 @@
+//! The validator's walk: spec-level fields, then each graph (structure in `graph.rs`), then each
+//! node's own fields and bindings, recursing into fan-out subgraphs.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use super::{Code, Diagnostic, MAX_FANOUT_DEPTH, Report, ValidateOptions, graph, refs};
+use crate::binding::Binding;
+use crate::catalog::StepCatalog;
+use crate::duration::Timeout;
+use crate::expr::Expr;
+use crate::model::{Command, Flow, HumanCommon, Node, NodeKind, OnFail, Transport, WorkflowSpec};
+use crate::presentation::HUMAN_TITLE_MAX_CHARS;
+use crate::resolve::{TemplatePart, parse_path, template_parts};
+use crate::write_path::{RESERVED_SEGMENTS, WritePathError, parse_write_path};
+
+/// Longest node id accepted, in characters.
+pub(crate) const MAX_NODE_ID_CHARS: usize = 128;
+
+/// The node ids one graph can see: its own and those of the graphs enclosing it.
+pub(super) struct Scope<'s> {
+    pub(super) ids: HashSet<&'s str>,
+    pub(super) parent: Option<&'s Scope<'s>>,
+    pub(super) in_fanout: bool,
+}
+
+impl Scope<'_> {
+    pub(super) fn sees(&self, id: &str) -> bool {
+        self.ids.contains(id) || self.parent.is_some_and(|parent| parent.sees(id))
+    }
+}
+
+pub(super) struct Validator<'a> {
+    spec: &'a WorkflowSpec,
+    catalog: Option<&'a StepCatalog>,
+    pub(super) report: Report,
+    /// Segments after `context` of every well-formed write path in the spec.
+    pub(super) writes: Vec<Vec<&'a str>>,
+    /// Declared input names, when the spec declares any.
+    pub(super) inputs: Option<HashSet<&'a str>>,
+}
+
+/// Where a graph sits in the document.
+struct GraphAt<'p, 's> {
+    base: String,
+    parent: Option<&'p Scope<'s>>,
+    in_fanout: bool,
+    shared_signals: bool,
+    depth: usize,
+}
+
+impl<'a> Validator<'a> {
+    pub(super) fn new(spec: &'a WorkflowSpec, options: ValidateOptions<'a>) -> Self {
+        Self {
+            spec,
+            catalog: options.step_catalog,
+            report: Report::default(),
+            writes: Vec::new(),
+            inputs: None,
+        }
+    }
+
+    pub(super) fn into_report(self) -> Report {
+        self.report
+    }
+
+    pub(super) fn push(
+        &mut self,
+        code: Code,
+        node_id: Option<&str>,
+        path: Option<String>,
+        message: String,
+    ) {
+        self.report.push(Diagnostic {
+            code,
+            message,
+            node_id: node_id.map(str::to_owned),
+            path,
+        });
+    }
+
+    fn at(&mut self, code: Code, node: &Node, path: String, message: String) {
+        self.push(code, Some(&node.id), Some(path), message);
+    }
+
+    pub(super) fn run(&mut self) {
+        let spec = self.spec;
+        if spec.max_transitions == Some(0) {
+            self.push(
+                Code::InvalidMaxTransitions,
+                None,
+                Some("maxTransitions".into()),
+                "`maxTransitions` must be at least 1".into(),
+            );
+        }
+        self.inputs = declared_inputs(spec);
+        collect_writes(&spec.nodes, 0, &mut self.writes);
+        self.graph(
+            &spec.nodes,
+            &spec.entry,
+            &GraphAt {
+                base: String::new(),
+                parent: None,
+                in_fanout: false,
+                shared_signals: false,
+                depth: 0,
+            },
+        );
+    }
+
+    fn graph(&mut self, nodes: &'a [Node], entry: &str, at: &GraphAt<'_, '_>) {
+        graph::check_graph(nodes, entry, &at.base, at.shared_signals, &mut self.report);
+        let scope = Scope {
+            ids: nodes.iter().map(|node| node.id.as_str()).collect(),
+            parent: at.parent,
+            in_fanout: at.in_fanout,
+        };
+        for (index, node) in nodes.iter().enumerate() {
+            let path = format!("{}nodes[{index}]", at.base);
+            self.node(node, &path, &scope);
+            if let NodeKind::FanOut(fan) = &node.kind {
+                if at.depth + 1 > MAX_FANOUT_DEPTH {
+                    self.at(
+                        Code::FanoutTooDeep,
+                        node,
+                        format!("{path}.subgraph"),
+                        format!("fan-outs nest deeper than {MAX_FANOUT_DEPTH} levels"),
+                    );
+                    continue;
+                }
+                let inner = GraphAt {
+                    base: format!("{path}.subgraph."),
+                    parent: Some(&scope),
+                    in_fanout: true,
+                    shared_signals: at.shared_signals || fan.concurrency.is_some_and(|c| c != 1),
+                    depth: at.depth + 1,
+                };
+                self.graph(&fan.subgraph.nodes, &fan.subgraph.entry, &inner);
+            }
+        }
+    }
+
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one arm per node kind; splitting it scatters the field checks"
+    )]
+    fn node(&mut self, node: &Node, path: &str, scope: &Scope<'_>) {
+        self.node_id(node, path);
+        if let Some(flow) = node.kind.flow() {
+            self.flow(flow, node, path);
+        }
+        if let Some(common) = node.kind.human() {
+            self.human(common, node, path);
+        }
+        match &node.kind {
+            NodeKind::Step(step) => {
+                self.required_text(&step.step, "step", node, path);
+                self.step_catalog(&step.step, step.inputs.keys(), node, path);
+                self.bindings(step.inputs.iter(), node, &format!("{path}.inputs"), scope);
+            }
+            NodeKind::Agent(agent) => {
+                if !valid_agent_ref(&agent.agent_ref) {
+                    self.at(
+                        Code::InvalidAgentRef,
+                        node,
+                        format!("{path}.agentRef"),
+                        format!(
+                            "agent reference {:?} is not `<key>` or `<key>@<version>`",
+                            agent.agent_ref
+                        ),
+                    );
+                }
+                if let Some(message) = &agent.user_message {
+                    self.binding(message, node, format!("{path}.userMessage"), scope);
+                }
+                self.bindings(agent.inputs.iter(), node, &format!("{path}.inputs"), scope);
+            }
+            NodeKind::Mcp(mcp) => {
+                self.required_text(&mcp.connection_ref, "connectionRef", node, path);
+                self.required_text(&mcp.tool, "tool", node, path);
+                self.bindings(mcp.inputs.iter(), node, &format!("{path}.inputs"), scope);
+            }
+            NodeKind::Eval(eval) => {
+                if eval.scorers.is_empty() {
+                    self.at(
+                        Code::EmptyScorers,
+                        node,
+                        format!("{path}.scorers"),
+                        "an eval needs at least one scorer".into(),
+                    );
+                }
+                self.binding(&eval.target, node, format!("{path}.target"), scope);
+            }
+            NodeKind::Set(set) => {
+                for (key, value) in &set.values {
+                    let at = format!("{path}.values.{key}");
+                    self.write_path(key, node, at.clone());
+                    self.binding(value, node, at, scope);
+                }
+            }
+            NodeKind::Cond(cond) => {
+                self.expression(&cond.expr, node, format!("{path}.expr"), scope);
+            }
+            NodeKind::Signal(signal) => {
+                self.required_text(&signal.name, "name", node, path);
+                self.duration(&signal.timeout, node, format!("{path}.timeout"));
+                if let Some(store) = &signal.store_as {
+                    self.write_path(store, node, format!("{path}.storeAs"));
+                }
+            }
+            NodeKind::Terminate(terminate) => {
+                if let Some(result) = &terminate.result {
+                    self.binding(result, node, format!("{path}.result"), scope);
+                }
+            }
+            NodeKind::FanOut(fan) => {
+                self.binding(&fan.over, node, format!("{path}.over"), scope);
+                if fan.concurrency == Some(0) {
+                    self.at(
+                        Code::InvalidConcurrency,
+                        node,
+                        format!("{path}.concurrency"),
+                        "`concurrency` must be at least 1".into(),
+                    );
+                }
+                for (index, export) in fan.exports.iter().enumerate() {
+                    self.write_path(export, node, format!("{path}.exports[{index}]"));
+                }
+            }
+            NodeKind::Shell(shell) => {
+                self.required_text(&shell.image, "image", node, path);
+                self.command(&shell.command, node, path);
+                if let Some(cpus) = shell.cpus
+                    && !(cpus.is_finite() && cpus > 0.0)
+                {
+                    self.at(
+                        Code::InvalidResource,
+                        node,
+                        format!("{path}.cpus"),
+                        "`cpus` must be a positive number".into(),
+                    );
+                }
+                if let Some(memory) = &shell.memory
+                    && !valid_memory(memory)
+                {
+                    self.at(
+                        Code::InvalidResource,
+                        node,
+                        format!("{path}.memory"),
+                        format!("memory {memory:?} is not a size such as `512m` or `2g`"),
+                    );
+                }
+                self.timeout_ms(shell.timeout_ms, node, path);
+                self.bindings(shell.inputs.iter(), node, &format!("{path}.inputs"), scope);
+            }
+            NodeKind::ContainerStep(container) => {
+                self.required_text(&container.image, "image", node, path);
+                if let Some(command) = &container.command {
+                    self.command(command, node, path);
+                }
+                let sidecar_transport = container.transport == Some(Transport::Sidecar);
+                if sidecar_transport && container.sidecar.is_none() {
+                    self.at(
+                        Code::SidecarRequired,
+                        node,
+                        format!("{path}.sidecar"),
+                        "the `sidecar` transport needs a `sidecar`".into(),
+                    );
+                }
+                if !sidecar_transport && container.sidecar.is_some() {
+                    self.at(
+                        Code::SidecarUnused,
+                        node,
+                        format!("{path}.sidecar"),
+                        "`sidecar` is ignored unless `transport` is `sidecar`".into(),
+                    );
+                }
+                self.timeout_ms(container.timeout_ms, node, path);
+                self.bindings(
+                    container.inputs.iter(),
+                    node,
+                    &format!("{path}.inputs"),
+                    scope,
+                );
+            }
+            NodeKind::HumanApproval(approval) => {
+                if approval.approver_count == Some(0) {
+                    self.at(
+                        Code::InvalidApproverCount,
+                        node,
+                        format!("{path}.approverCount"),
+                        "`approverCount` must be at least 1".into(),
+                    );
+                }
+                self.binding_list(&approval.context_from, node, path, scope);
+            }
+            NodeKind::HumanDecision(decision) => {
+                let count = decision.options.len();
+                if !(2..=10).contains(&count) {
+                    self.at(
+                        Code::DecisionOptionsOutOfRange,
+                        node,
+                        format!("{path}.options"),
+                        format!("a decision needs 2 to 10 options, found {count}"),
+                    );
+                }
+                let mut seen = HashSet::new();
+                for (index, option) in decision.options.iter().enumerate() {
+                    let at = format!("{path}.options[{index}]");
+                    if option.id.trim().is_empty() {
+                        self.at(
+                            Code::EmptyRequiredField,
+                            node,
+                            format!("{at}.id"),
+                            "option `id` is blank".into(),
+                        );
+                    } else if !seen.insert(option.id.as_str()) {
+                        self.at(
+                            Code::DuplicateOptionId,
+                            node,
+                            format!("{at}.id"),
+                            format!("option id {:?} is used twice", option.id),
+                        );
+                    }
+                }
+                self.binding_list(&decision.context_from, node, path, scope);
+                if let Some(store) = &decision.store_as {
+                    self.write_path(store, node, format!("{path}.storeAs"));
+                }
+            }
+            NodeKind::HumanInput(input) => {
+                if input.fields.is_empty() {
+                    self.at(
+                        Code::InvalidFormField,
+                        node,
+                        format!("{path}.fields"),
+                        "a form needs at least one field".into(),
+                    );
+                }
+                let mut seen = HashSet::new();
+                for (index, field) in input.fields.iter().enumerate() {
+                    let at = format!("{path}.fields[{index}]");
+                    let problem = if field.name.trim().is_empty() {
+                        Some("field `name` is blank".to_owned())
+                    } else if !seen.insert(field.name.as_str()) {
+                        Some(format!("field name {:?} is used twice", field.name))
+                    } else if field.kind == crate::model::FieldType::Select
+                        && field.options.is_empty()
+                    {
+                        Some(format!("select field {:?} has no options", field.name))
+                    } else {
+                        None
+                    };
+                    if let Some(message) = problem {
+                        self.at(Code::InvalidFormField, node, at, message);
+                    }
+                }
+                if let Some(store) = &input.store_as {
+                    self.write_path(store, node, format!("{path}.storeAs"));
+                }
+            }
+            NodeKind::HumanReview(review) => {
+                self.binding(
+                    &review.content_from,
+                    node,
+                    format!("{path}.contentFrom"),
+                    scope,
+                );
+                if let Some(store) = &review.store_as {
+                    self.write_path(store, node, format!("{path}.storeAs"));
+                }
+            }
+        }
+    }
+
+    fn node_id(&mut self, node: &Node, path: &str) {
+        let id = node.id.as_str();
+        let problem = if id.is_empty() {
+            Some("node id is empty".to_owned())
+        } else if id.chars().count() > MAX_NODE_ID_CHARS {
+            Some(format!(
+                "node id is longer than {MAX_NODE_ID_CHARS} characters"
+            ))
+        } else if id
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '/' | '[' | ']'))
+        {
+            Some(format!("node id {id:?} holds whitespace, `/`, `[` or `]`"))
+        } else {
+            None
+        };
+        if let Some(message) = problem {
+            self.at(Code::InvalidNodeId, node, format!("{path}.id"), message);
+        }
+        if RESERVED_SEGMENTS.contains(&id) {
+            self.at(
+                Code::ReservedPathSegment,
+                node,
+                format!("{path}.id"),
+                format!("node id {id:?} is reserved (outputs land at `nodes.<id>.output`)"),
+            );
+        }
+    }
+
+    fn flow(&mut self, flow: &Flow, node: &Node, path: &str) {
+        if let Some(OnFail::Retry(policy)) = &flow.on_fail
+            && !(1..=10).contains(&policy.retry)
+        {
+            self.at(
+                Code::RetryOutOfRange,
+                node,
+                format!("{path}.onFail.retry"),
+                format!("`retry` must be 1 to 10, found {}", policy.retry),
+            );
+        }
+        if let Some(store) = &flow.store_as {
+            self.write_path(store, node, format!("{path}.storeAs"));
+        }
+    }
+
+    fn human(&mut self, common: &HumanCommon, node: &Node, path: &str) {
+        let title = common.title.trim();
+        if title.is_empty() || title.chars().count() > HUMAN_TITLE_MAX_CHARS {
+            self.at(
+                Code::HumanTitleInvalid,
+                node,
+                format!("{path}.title"),
+                format!("a human node needs a title of 1 to {HUMAN_TITLE_MAX_CHARS} characters"),
+            );
+        }
+        if let Some(timeout) = &common.timeout {
+            self.duration(timeout, node, format!("{path}.timeout"));
+        }
+    }
+
+    fn required_text(&mut self, value: &str, field: &str, node: &Node, path: &str) {
+        if value.trim().is_empty() {
+            self.at(
+                Code::EmptyRequiredField,
+                node,
+                format!("{path}.{field}"),
+                format!("`{field}` must not be blank"),
+            );
+        }
+    }
+
+    fn command(&mut self, command: &Command, node: &Node, path: &str) {
+        let blank = match command {
+            Command::Shell(text) => text.trim().is_empty(),
+            Command::Argv(argv) => argv.first().is_none_or(|program| program.trim().is_empty()),
+        };
+        if blank {
+            self.at(
+                Code::EmptyRequiredField,
+                node,
+                format!("{path}.command"),
+                "`command` must not be blank".into(),
+            );
+        }
+    }
+
+    fn timeout_ms(&mut self, timeout: Option<u64>, node: &Node, path: &str) {
+        if timeout == Some(0) {
+            self.at(
+                Code::InvalidResource,
+                node,
+                format!("{path}.timeoutMs"),
+                "`timeoutMs` must be at least 1".into(),
+            );
+        }
+    }
+
+    fn duration(&mut self, timeout: &Timeout, node: &Node, path: String) {
+        match timeout.as_millis() {
+            Ok(0) => self.at(
+                Code::InvalidDuration,
+                node,
+                path,
+                "a timeout must be longer than 0".into(),
+            ),
+            Ok(_) => {}
+            Err(error) => self.at(Code::InvalidDuration, node, path, error.to_string()),
+        }
+    }
+
+    fn step_catalog<'k>(
+        &mut self,
+        name: &str,
+        bound: impl Iterator<Item = &'k String> + Clone,
+        node: &Node,
+        path: &str,
+    ) {
+        let Some(catalog) = self.catalog else { return };
+        let Some(step) = catalog.get(name) else {
+            if !name.trim().is_empty() {
+                self.at(
+                    Code::UnknownStep,
+                    node,
+                    format!("{path}.step"),
+                    format!("step {name:?} is not in the step catalog"),
+                );
+            }
+            return;
+        };
+        for (input, descriptor) in &step.inputs {
+            if descriptor.required && !bound.clone().any(|key| key == input) {
+                self.at(
+                    Code::MissingStepInput,
+                    node,
+                    format!("{path}.inputs"),
+                    format!("step {name:?} requires input {input:?}"),
+                );
+            }
+        }
+        for key in bound {
+            if !step.inputs.contains_key(key) {
+                self.at(
+                    Code::UnknownStepInput,
+                    node,
+                    format!("{path}.inputs.{key}"),
+                    format!("step {name:?} does not describe an input {key:?}"),
+                );
+            }
+        }
+    }
+
+    fn write_path(&mut self, path: &str, node: &Node, at: String) {
+        match parse_write_path(path) {
+            Ok(_) => {}
+            Err(WritePathError::Reserved { segment }) => self.at(
+                Code::ReservedPathSegment,
+                node,
+                at,
+                format!("write path {path:?} passes through reserved segment {segment:?}"),
+            ),
+            Err(error) => self.at(Code::InvalidWritePath, node, at, error.to_string()),
+        }
+    }
+
+    fn bindings<'b>(
+        &mut self,
+        bindings: impl Iterator<Item = (&'b String, &'b Binding)>,
+        node: &Node,
+        at: &str,
+        scope: &Scope<'_>,
+    ) {
+        for (key, binding) in bindings {
+            self.binding(binding, node, format!("{at}.{key}"), scope);
+        }
+    }
+
+    fn binding_list(&mut self, bindings: &[Binding], node: &Node, path: &str, scope: &Scope<'_>) {
+        for (index, binding) in bindings.iter().enumerate() {
+            self.binding(binding, node, format!("{path}.contextFrom[{index}]"), scope);
+        }
+    }
+
+    fn binding(&mut self, binding: &Binding, node: &Node, at: String, scope: &Scope<'_>) {
+        match binding {
+            Binding::Path { path, .. } => match parse_path(path) {
+                Ok(parsed) => refs::check_reference(self, &parsed, node, &at, scope),
+                Err(error) => self.at(
+                    Code::InvalidPath,
+                    node,
+                    at,
+                    format!("path {path:?}: {error}"),
+                ),
+            },
+            Binding::Expr(source) => self.expression(source, node, at, scope),
+            Binding::Template(template) => match template_parts(template) {
+                Ok(parts) => {
+                    for part in parts {
+                        if let TemplatePart::Placeholder { offset, source } = part {
+                            match Expr::parse(source) {
+                                Ok(expr) => {
+                                    for path in expr.context_paths() {
+                                        refs::check_reference(self, path, node, &at, scope);
+                                    }
+                                }
+                                Err(error) => self.at(
+                                    Code::InvalidExpression,
+                                    node,
+                                    at.clone(),
+                                    format!("template placeholder at offset {offset}: {error}"),
+                                ),
+                            }
+                        }
+                    }
+                }
+                Err(error) => self.at(Code::InvalidExpression, node, at, error.to_string()),
+            },
+            Binding::Literal(_) => {}
+            Binding::Object(members) => {
+                for (key, member) in members {
+                    self.binding(member, node, format!("{at}.{key}"), scope);
+                }
+            }
+            Binding::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    self.binding(item, node, format!("{at}[{index}]"), scope);
+                }
+            }
+        }
+    }
+
+    fn expression(&mut self, source: &str, node: &Node, at: String, scope: &Scope<'_>) {
+        match Expr::parse(source) {
+            Ok(expr) => {
+                for path in expr.context_paths() {
+                    refs::check_reference(self, path, node, &at, scope);
+                }
+            }
+            Err(error) => self.at(
+                Code::InvalidExpression,
+                node,
+                at,
+                format!("{source:?}: {error}"),
+            ),
+        }
+    }
+}
+
+fn declared_inputs(spec: &WorkflowSpec) -> Option<HashSet<&str>> {
+    if !spec.inputs.is_empty() {
+        return Some(spec.inputs.keys().map(String::as_str).collect());
+    }
+    match spec
+        .input_schema
+        .as_ref()
+        .and_then(|schema| schema.get("properties"))
+    {
+        Some(Value::Object(properties)) => Some(properties.keys().map(String::as_str).collect()),
+        _ => None,
+    }
+}
+
+/// Every well-formed write path in every graph, as the segments after `context`.
+fn collect_writes<'a>(nodes: &'a [Node], depth: usize, out: &mut Vec<Vec<&'a str>>) {
+    if depth > MAX_FANOUT_DEPTH {
+        return;
+    }
+    let mut add = |path: &'a str| {
+        if parse_write_path(path).is_ok() {
+            out.push(path.split('.').skip(1).collect());
+        }
+    };
+    for node in nodes {
+        if let Some(store) = node.kind.store_as() {
+            add(store);
+        }
+        match &node.kind {
+            NodeKind::Set(set) => set.values.keys().for_each(|key| add(key)),
+            NodeKind::FanOut(fan) => fan.exports.iter().for_each(|export| add(export)),
+            _ => {}
+        }
+    }
+    for node in nodes {
+        if let NodeKind::FanOut(fan) = &node.kind {
+            collect_writes(&fan.subgraph.nodes, depth + 1, out);
+        }
+    }
+}
+
+fn valid_agent_ref(reference: &str) -> bool {
+    let mut parts = reference.split('@');
+    let key = parts.next().unwrap_or_default();
+    let version = parts.next();
+    parts.next().is_none()
+        && !key.trim().is_empty()
+        && key.trim() == key
+        && version.is_none_or(|version| !version.trim().is_empty() && version.trim() == version)
+}
+
+/// `512m`, `2g`, `1.5G`, `256Mi`, `1024` (bytes), `64kb`.
+fn valid_memory(text: &str) -> bool {
+    let digits_end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits_end);
+    let number_ok = !number.is_empty()
+        && number.split('.').count() <= 2
+        && number.split('.').all(|part| !part.is_empty())
+        && number.parse::<f64>().is_ok_and(|value| value > 0.0);
+    let unit = unit.to_ascii_lowercase();
+    let unit_ok = matches!(
+        unit.as_str(),
+        "" | "b"
+            | "k"
+            | "kb"
+            | "ki"
+            | "kib"
+            | "m"
+            | "mb"
+            | "mi"
+            | "mib"
+            | "g"
+            | "gb"
+            | "gi"
+            | "gib"
+            | "t"
+            | "tb"
+            | "ti"
+            | "tib"
+    );
+    number_ok && unit_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_refs_and_memory_sizes() {
+        for good in ["reviewer", "reviewer@3", "a.b@v2"] {
+            assert!(valid_agent_ref(good), "{good}");
+        }
+        for bad in ["", "@3", "a@", "a@b@c", " a"] {
+            assert!(!valid_agent_ref(bad), "{bad}");
+        }
+        for good in ["512m", "2g", "1.5G", "256Mi", "1024", "64kb"] {
+            assert!(valid_memory(good), "{good}");
+        }
+        for bad in ["", "m", "0m", "1.m", "2 g", "5x", "1..2g"] {
+            assert!(!valid_memory(bad), "{bad}");
+        }
+    }
+}
