@@ -363,7 +363,7 @@ impl Replayer {
             .collect()
     }
 
-    fn answer(&self, effect: Effect) -> Result<EffectResult, DispatchError> {
+    fn answer(&self, effect: &Effect) -> Result<EffectResult, DispatchError> {
         let next = self
             .pending
             .lock()
@@ -371,7 +371,7 @@ impl Replayer {
             .get_mut(effect.recording_id())
             .and_then(VecDeque::pop_front);
         let message = match next {
-            Some(entry) if entry.effect == effect => return Ok(entry.result),
+            Some(entry) if entry.effect == *effect => return Ok(entry.result),
             Some(entry) => format!(
                 "{}: replay made {:?}, the journal holds {:?}",
                 effect.recording_id(),
@@ -406,7 +406,7 @@ impl Dispatcher for Replayer {
         _cancellation: &CancellationToken,
     ) -> Result<Value, DispatchError> {
         pause(self.shuffle.as_ref()).await;
-        match self.answer(Effect::Step(request.clone()))? {
+        match self.answer(&Effect::Step(request.clone()))? {
             EffectResult::Output(value) => Ok(value),
             EffectResult::Error(error) => Err(error),
             other => Err(diverged(&other)),
@@ -419,7 +419,7 @@ impl Dispatcher for Replayer {
         _cancellation: &CancellationToken,
     ) -> Result<Value, DispatchError> {
         pause(self.shuffle.as_ref()).await;
-        match self.answer(Effect::Shell(request.clone()))? {
+        match self.answer(&Effect::Shell(request.clone()))? {
             EffectResult::Output(value) => Ok(value),
             EffectResult::Error(error) => Err(error),
             other => Err(diverged(&other)),
@@ -432,7 +432,7 @@ impl Dispatcher for Replayer {
         _abandoned: &CancellationToken,
     ) -> Result<SignalWake, DispatchError> {
         pause(self.shuffle.as_ref()).await;
-        match self.answer(Effect::Wait(wait.clone()))? {
+        match self.answer(&Effect::Wait(wait.clone()))? {
             EffectResult::Wake(wake) => Ok(wake),
             EffectResult::Error(error) => Err(error),
             other => Err(diverged(&other)),
@@ -440,7 +440,7 @@ impl Dispatcher for Replayer {
     }
 
     async fn record_step(&self, record: &StepRecord) -> Result<(), DispatchError> {
-        match self.answer(Effect::Record(record.clone()))? {
+        match self.answer(&Effect::Record(record.clone()))? {
             EffectResult::Done => Ok(()),
             EffectResult::Error(error) => Err(error),
             other => Err(diverged(&other)),
@@ -448,7 +448,7 @@ impl Dispatcher for Replayer {
     }
 
     async fn notify_human_step(&self, notice: &HumanStepNotice) -> Result<(), DispatchError> {
-        match self.answer(Effect::Notify(notice.clone()))? {
+        match self.answer(&Effect::Notify(notice.clone()))? {
             EffectResult::Done => Ok(()),
             EffectResult::Error(error) => Err(error),
             other => Err(diverged(&other)),
@@ -459,7 +459,7 @@ impl Dispatcher for Replayer {
         &self,
         resolution: &HumanStepResolution,
     ) -> Result<(), DispatchError> {
-        match self.answer(Effect::Resolve(resolution.clone()))? {
+        match self.answer(&Effect::Resolve(resolution.clone()))? {
             EffectResult::Done => Ok(()),
             EffectResult::Error(error) => Err(error),
             other => Err(diverged(&other)),
@@ -470,7 +470,7 @@ impl Dispatcher for Replayer {
         let effect = Effect::Now {
             recording_id: recording_id.to_owned(),
         };
-        match self.answer(effect)? {
+        match self.answer(&effect)? {
             EffectResult::Time(time) => Ok(time),
             EffectResult::Error(error) => Err(error),
             other => Err(diverged(&other)),

@@ -279,9 +279,9 @@ impl ScriptedDispatcher {
         Picked::Missing
     }
 
-    fn timed_out(&self, wait: &SignalWait) -> Result<SignalWake, DispatchError> {
+    fn timed_out(&self, wait: &SignalWait) -> SignalWake {
         self.advance(wait.timeout_ms.unwrap_or(0));
-        Ok(SignalWake::TimedOut)
+        SignalWake::TimedOut
     }
 
     fn answer_step(&self, request: &StepDispatch) -> Result<Value, DispatchError> {
@@ -357,7 +357,7 @@ impl Dispatcher for ScriptedDispatcher {
                 Picked::Found(SignalAnswer::SlotEmpty { after_ms, .. }) => {
                     let after_ms = after_ms.unwrap_or(0);
                     if wait.timeout_ms.is_some_and(|limit| after_ms >= limit) {
-                        return self.timed_out(wait);
+                        return Ok(self.timed_out(wait));
                     }
                     self.advance(after_ms);
                     return Ok(SignalWake::SlotEmpty);
@@ -387,12 +387,12 @@ impl Dispatcher for ScriptedDispatcher {
             )),
             Picked::Found(Ok((payload, after_ms))) => {
                 if wait.timeout_ms.is_some_and(|limit| after_ms >= limit) {
-                    return self.timed_out(wait);
+                    return Ok(self.timed_out(wait));
                 }
                 self.advance(after_ms);
                 Ok(SignalWake::Delivered { payload })
             }
-            Picked::Found(Err(WaitWord::Timeout)) => self.timed_out(wait),
+            Picked::Found(Err(WaitWord::Timeout)) => Ok(self.timed_out(wait)),
             Picked::Found(Err(WaitWord::Empty)) => Ok(SignalWake::SlotEmpty),
             Picked::Found(Err(WaitWord::Pending)) => {
                 abandoned.cancelled().await;

@@ -36,6 +36,8 @@ enum SpecCommand {
     },
     /// Print the JSON Schema of the spec document.
     Schema,
+    /// Run a spec against a scripted dispatcher and print how the run ends.
+    Simulate(super::simulate::SimulateArgs),
     /// List the node types a spec may use.
     Types {
         /// Output format.
@@ -52,6 +54,7 @@ pub(crate) fn run(args: &SpecArgs) -> anyhow::Result<Status> {
             format,
             step_catalog,
         } => validate(files, *format, step_catalog.as_deref()),
+        SpecCommand::Simulate(simulate) => super::simulate::run(simulate),
         SpecCommand::Schema => {
             print_json(&auto_swe_spec::spec_schema())?;
             Ok(Status::Success)

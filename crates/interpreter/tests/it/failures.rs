@@ -6,6 +6,10 @@ use serde_json::json;
 
 use crate::support::{error_code, sim, status, steps};
 
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "callers build the value inline"
+)]
 fn retry_spec(on_fail: serde_json::Value, on_error: Option<&str>) -> serde_json::Value {
     let mut node = json!({"id": "build", "type": "step", "step": "runBuild", "onFail": on_fail, "next": "after"});
     if let Some(on_error) = on_error {

@@ -6,6 +6,10 @@ use serde_json::{Value, json};
 
 use crate::support::{error_code, sim, status, steps};
 
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "callers build the values inline"
+)]
 fn fan(extra: Value, subgraph: Value) -> Value {
     let mut node = json!({"id": "fan", "type": "fanOut", "over": "$.input.items",
         "subgraph": subgraph, "next": "end"});

@@ -170,7 +170,7 @@ proptest! {
                 prop_assert!(branch["error"]["message"].as_str().unwrap_or("").contains("transition cap"));
             }
         } else {
-            prop_assert_eq!(run.outcome.error.as_ref().map(|e| e.code()), Some("WORKFLOW_SPEC_FAILED"));
+            prop_assert_eq!(run.outcome.error.as_ref().map(auto_swe_interpreter::RunError::code), Some("WORKFLOW_SPEC_FAILED"));
             prop_assert_eq!(run.outcome.transitions, cap + 1);
         }
     }

@@ -1,0 +1,155 @@
+//! `auto-swe spec simulate` through the real binary, on the bundled fixtures.
+
+use std::process::Output;
+
+const FIXTURES: &str = "tests/fixtures/simulate";
+
+#[expect(
+    clippy::expect_used,
+    reason = "a test helper: a failure to run is a test failure"
+)]
+fn auto_swe(args: &[&str]) -> Output {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "end-to-end tests run the CLI binary itself"
+    )]
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_auto-swe"));
+    command
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the binary runs")
+}
+
+fn fixture(name: &str) -> String {
+    format!("{FIXTURES}/{name}")
+}
+
+#[expect(
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a test helper: unexpected output is a test failure"
+)]
+fn json_run(spec: &str, script: &str, extra: &[&str]) -> (i32, serde_json::Value) {
+    let spec = fixture(spec);
+    let script = fixture(script);
+    let mut args = vec![
+        "spec",
+        "simulate",
+        spec.as_str(),
+        "--script",
+        script.as_str(),
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let output = auto_swe(&args);
+    let stdout = String::from_utf8(output.stdout).expect("utf-8");
+    let value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    (output.status.code().expect("exit code"), value)
+}
+
+#[test]
+fn review_loop_runs_to_success() {
+    let (code, out) = json_run(
+        "review-loop.yaml",
+        "review-loop.script.yaml",
+        &["--input", r#"{"ticket": "T-1"}"#],
+    );
+    assert_eq!(code, 0);
+    insta::assert_json_snapshot!(out);
+}
+
+#[test]
+fn fan_out_records_branches_by_item_key() {
+    let (code, out) = json_run("fan-out.json", "fan-out.script.json", &[]);
+    assert_eq!(code, 0);
+    insta::assert_json_snapshot!(out);
+}
+
+#[test]
+fn a_failed_or_cancelled_run_still_exits_zero() {
+    let (code, out) = json_run("review-loop.yaml", "cancel.script.json", &[]);
+    assert_eq!(code, 0);
+    assert_eq!(out["status"], "CANCELLED");
+    assert_eq!(out["error"]["code"], "CANCELLED");
+    assert_eq!(
+        out["steps"],
+        serde_json::json!([
+            {"nodeId": "implement", "recordingId": "implement", "status": "CANCELLED", "attempt": 1}
+        ])
+    );
+    let (code, out) = json_run("fan-out.json", "cancel.script.json", &[]);
+    assert_eq!(code, 0);
+    assert_eq!(out["status"], "FAILED");
+    assert_eq!(out["error"]["code"], "SIMULATION_UNSCRIPTED");
+    assert_eq!(
+        out["error"]["message"],
+        "SIMULATION_UNSCRIPTED: no script entry for step plan (node plan) and no default"
+    );
+}
+
+#[test]
+fn an_invalid_spec_exits_one_with_its_errors() {
+    let (code, out) = json_run("invalid.json", "fan-out.script.json", &[]);
+    assert_eq!(code, 1);
+    insta::assert_json_snapshot!(out);
+}
+
+#[test]
+fn unreadable_input_exits_two() {
+    for args in [
+        vec![
+            "spec",
+            "simulate",
+            "tests/fixtures/simulate/missing.json",
+            "--script",
+            "tests/fixtures/simulate/fan-out.script.json",
+        ],
+        vec![
+            "spec",
+            "simulate",
+            "tests/fixtures/simulate/fan-out.json",
+            "--script",
+            "tests/fixtures/simulate/missing.json",
+        ],
+        vec![
+            "spec",
+            "simulate",
+            "tests/fixtures/simulate/fan-out.json",
+            "--script",
+            "tests/fixtures/simulate/invalid.json",
+        ],
+        vec![
+            "spec",
+            "simulate",
+            "tests/fixtures/simulate/fan-out.json",
+            "--script",
+            "tests/fixtures/simulate/fan-out.script.json",
+            "--input",
+            "{nope",
+        ],
+    ] {
+        let output = auto_swe(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(output.stdout.is_empty(), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&output.stderr).starts_with("error: "),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn text_output_lists_steps() {
+    let output = auto_swe(&[
+        "spec",
+        "simulate",
+        "tests/fixtures/simulate/fan-out.json",
+        "--script",
+        "tests/fixtures/simulate/fan-out.script.json",
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    insta::assert_snapshot!(String::from_utf8(output.stdout).unwrap());
+}
