@@ -100,7 +100,13 @@ impl<'a> Walk<'a> {
         let join_any = node.join == Some(Join::Any);
         let block = node.on_branch_fail != Some(OnBranchFail::Continue);
         let fan_token = self.token.child_token();
-        let input = self.root.get("input").cloned().unwrap_or(Value::Null);
+        // A branch root copies the run input only when the subgraph may read it: copying a large
+        // input into every one of thousands of branches would make a fan-out quadratic.
+        let input = if reads_input(&node.subgraph) {
+            self.root.get("input").cloned().unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        };
         let context = context_of(&self.root);
         let run = self.run;
         let count = items.len();
@@ -270,6 +276,29 @@ fn branch_end(ended: Result<(TerminalStatus, Value), Stop>, exports: Value) -> B
         exports,
         run_cancelled,
     }
+}
+
+/// Whether any text in the subgraph could select `$.input`: a string mentioning `input`, or a
+/// `$` not followed by `.` (the whole root, `$..` descent, `$[…]`). Over-approximates.
+fn reads_input(subgraph: &auto_swe_spec::Subgraph) -> bool {
+    fn text_may_read(text: &str) -> bool {
+        if text.contains("input") {
+            return true;
+        }
+        let bytes = text.as_bytes();
+        bytes.iter().enumerate().any(|(i, b)| {
+            *b == b'$' && (bytes.get(i + 1) != Some(&b'.') || bytes.get(i + 2) == Some(&b'.'))
+        })
+    }
+    fn any_text(value: &Value) -> bool {
+        match value {
+            Value::String(text) => text_may_read(text),
+            Value::Array(items) => items.iter().any(any_text),
+            Value::Object(map) => map.iter().any(|(k, v)| text_may_read(k) || any_text(v)),
+            _ => false,
+        }
+    }
+    serde_json::to_value(subgraph).map_or(true, |value| any_text(&value))
 }
 
 /// The label of each branch in recording ids: its `itemKey` value, else its index.

@@ -314,3 +314,25 @@ fn an_empty_array_completes_at_once() {
         json!({"branches": [], "results": [], "succeeded": 0, "failed": 0, "cancelled": 0})
     );
 }
+
+#[test]
+fn branches_read_the_run_input() {
+    let subgraph = json!({"entry": "impl", "nodes": [
+        {"id": "impl", "type": "step", "step": "implement", "inputs": {"t": "$.input.ticket", "i": "$.item"}}
+    ]});
+    let run = sim(
+        fan(json!({"concurrency": 2}), subgraph),
+        json!({"items": [1, 2], "ticket": "T-9"}),
+        json!({"default": {"output": 0}}),
+    );
+    let mut inputs: Vec<_> = run
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            ScriptedCall::Step(r) => Some(r.inputs.to_string()),
+            _ => None,
+        })
+        .collect();
+    inputs.sort();
+    assert_eq!(inputs, [r#"{"t":"T-9","i":1}"#, r#"{"t":"T-9","i":2}"#]);
+}

@@ -197,3 +197,24 @@ fn the_shuffle_really_changes_the_completion_order() {
         .collect();
     assert!(orders.len() > 1, "every seed gave the same order");
 }
+
+#[test]
+fn a_run_cancelled_before_it_starts_makes_no_calls() {
+    let token = auto_swe_interpreter::CancellationToken::new();
+    token.cancel();
+    let dispatcher = ScriptedDispatcher::new(script(json!({"default": {"output": 1}})));
+    let spec = spec(template(0, 1, false));
+    let outcome = block_on(run_spec(
+        &spec,
+        json!({}),
+        &dispatcher,
+        RunOptions::default().with_cancellation(token),
+    ));
+    assert_eq!(outcome.status, auto_swe_interpreter::RunStatus::Cancelled);
+    assert_eq!(
+        outcome.error.map(|e| e.code().to_owned()).as_deref(),
+        Some("CANCELLED")
+    );
+    assert!(dispatcher.calls().is_empty());
+    assert!(dispatcher.records().is_empty());
+}

@@ -286,3 +286,15 @@ fn human_review_shows_content_and_stores_the_review() {
     };
     assert_eq!(notice.context, json!("text"));
 }
+
+#[test]
+fn a_wait_nothing_will_answer_stalls_the_simulation_and_cancels_the_run() {
+    let run = sim(
+        signal_spec(true),
+        json!({}),
+        json!({"signals": {"ciPipelineSignal": ["pending"]}}),
+    );
+    assert!(run.stalled);
+    assert_eq!(run.outcome.status, RunStatus::Cancelled);
+    assert_eq!(steps(&run.records), ["ci CANCELLED 1"]);
+}
