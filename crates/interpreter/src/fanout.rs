@@ -294,7 +294,7 @@ fn reads_input(subgraph: &auto_swe_spec::Subgraph) -> bool {
         match value {
             Value::String(text) => text_may_read(text),
             Value::Array(items) => items.iter().any(any_text),
-            Value::Object(map) => map.iter().any(|(k, v)| text_may_read(k) || any_text(v)),
+            Value::Object(map) => map.values().any(any_text),
             _ => false,
         }
     }
