@@ -31,7 +31,7 @@ pub use model::{
     FieldType, Flow, FormField, HumanApprovalNode, HumanCommon, HumanDecisionNode, HumanInputNode,
     HumanReviewNode, InputDecl, InputType, Join, McpNode, NODE_TYPES, Node, NodeId, NodeKind,
     OnBranchFail, OnError, OnFail, RetryPolicy, Scorer, ScorerKind, SetNode, ShellNetwork,
-    ShellNode, SignalNode, StepNode, Subgraph, TerminalStatus, TerminateNode, Transport,
+    ShellNode, Sidecar, SignalNode, StepNode, Subgraph, TerminalStatus, TerminateNode, Transport,
     WorkflowSpec, WritePath,
 };
 pub use presentation::{

@@ -14,6 +14,11 @@ use crate::presentation::{
 /// Largest spec text accepted, in bytes.
 pub const MAX_SPEC_BYTES: usize = 8 * 1024 * 1024;
 
+/// Deepest `[`/`{` nesting accepted in YAML text. The YAML parser's time grows with the square
+/// of flow nesting depth, so deeper text is refused before it is parsed (JSON has its own
+/// linear-time limit of 128).
+pub(crate) const MAX_YAML_FLOW_DEPTH: usize = 128;
+
 /// Text format of a spec document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -137,18 +142,78 @@ pub fn parse_document(text: &str, format: SourceFormat) -> Result<Value, ReadErr
             column: error.column(),
             message: strip_location(&error.to_string()),
         }),
-        SourceFormat::Yaml => serde_yaml_ng::from_str(text).map_err(|error| {
-            let (line, column) = error
-                .location()
-                .map_or((0, 0), |at| (at.line(), at.column()));
-            ReadError::Syntax {
-                format: format.name(),
-                line,
-                column,
-                message: strip_location(&error.to_string()),
-            }
-        }),
+        SourceFormat::Yaml => {
+            check_yaml_nesting(text)?;
+            serde_yaml_ng::from_str(text).map_err(|error| {
+                let (line, column) = error
+                    .location()
+                    .map_or((0, 0), |at| (at.line(), at.column()));
+                ReadError::Syntax {
+                    format: format.name(),
+                    line,
+                    column,
+                    message: strip_location(&error.to_string()),
+                }
+            })
+        }
     }
+}
+
+/// Refuses YAML whose flow collections nest deeper than [`MAX_YAML_FLOW_DEPTH`]. Counts `[` and
+/// `{` outside quoted scalars and comments; brackets inside plain scalars count too, which only
+/// matters for text no spec contains (over a hundred unclosed brackets).
+fn check_yaml_nesting(text: &str) -> Result<(), ReadError> {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    let mut previous = '\n';
+    let mut chars = text.chars().peekable();
+    let (mut line, mut column) = (1usize, 0usize);
+    while let Some(ch) = chars.next() {
+        column += 1;
+        if ch == '\n' {
+            line += 1;
+            column = 0;
+        }
+        match quote {
+            Some('"') if ch == '\\' => {
+                chars.next();
+                column += 1;
+            }
+            Some('\'') if ch == '\'' && chars.peek() == Some(&'\'') => {
+                chars.next();
+                column += 1;
+            }
+            Some(open) if ch == open => quote = None,
+            Some(_) => {}
+            None => match ch {
+                '"' | '\'' => quote = Some(ch),
+                '#' if previous.is_whitespace() => {
+                    for next in chars.by_ref() {
+                        if next == '\n' {
+                            line += 1;
+                            column = 0;
+                            break;
+                        }
+                    }
+                }
+                '[' | '{' => {
+                    depth += 1;
+                    if depth > MAX_YAML_FLOW_DEPTH {
+                        return Err(ReadError::Syntax {
+                            format: SourceFormat::Yaml.name(),
+                            line,
+                            column,
+                            message: format!("nested deeper than {MAX_YAML_FLOW_DEPTH} levels"),
+                        });
+                    }
+                }
+                ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+        previous = ch;
+    }
+    Ok(())
 }
 
 /// Drops the parser's own " at line L column C" suffix; the error carries them as fields.
@@ -323,6 +388,27 @@ mod tests {
         assert_eq!(error.code(), "SPEC_SYNTAX");
         let error = read_spec("[1]", SourceFormat::Json, ReadMode::Tolerant).unwrap_err();
         assert_eq!(error.code(), "SPEC_SHAPE");
+    }
+
+    #[test]
+    fn deep_yaml_is_refused_before_parsing() {
+        let deep = format!("{}{}", "{a: ".repeat(200), "}".repeat(200));
+        let error = read_spec(&deep, SourceFormat::Yaml, ReadMode::Tolerant).unwrap_err();
+        assert!(
+            matches!(&error, ReadError::Syntax { line: 1, column: 513, message, .. } if message.contains("nested")),
+            "{error:?}"
+        );
+        let quoted = format!(
+            "entry: '{}'\nnodes: [] # {}",
+            "[".repeat(500),
+            "{".repeat(500)
+        );
+        assert_eq!(
+            read_spec(&quoted, SourceFormat::Yaml, ReadMode::Tolerant)
+                .unwrap()
+                .entry,
+            "[".repeat(500)
+        );
     }
 
     #[test]
