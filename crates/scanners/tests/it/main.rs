@@ -1,4 +1,15 @@
 //! Integration tests of `auto-swe-scanners`, one module per feature.
 
+mod paths;
 mod patterns;
+mod shell;
 mod url_policy;
+
+/// The built-in pack, compiled once for the whole test binary.
+pub(crate) fn builtin() -> &'static auto_swe_scanners::CompiledPatterns {
+    static SET: std::sync::OnceLock<auto_swe_scanners::CompiledPatterns> =
+        std::sync::OnceLock::new();
+    SET.get_or_init(|| {
+        auto_swe_scanners::CompiledPatterns::compile(auto_swe_scanners::builtin_patterns())
+    })
+}
