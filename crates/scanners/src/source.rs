@@ -72,6 +72,12 @@ pub trait PatternSource: Send + Sync {
     fn load(&self) -> Result<SourcePatterns, PatternSourceError>;
 }
 
+impl<S: PatternSource + ?Sized> PatternSource for Arc<S> {
+    fn load(&self) -> Result<SourcePatterns, PatternSourceError> {
+        (**self).load()
+    }
+}
+
 /// A source held in memory, for hosts without a store and for tests.
 #[derive(Debug)]
 pub struct InMemoryPatternSource {
@@ -118,6 +124,12 @@ impl PatternSource for InMemoryPatternSource {
 pub trait Clock: Send + Sync {
     /// The current instant.
     fn now(&self) -> Instant;
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now(&self) -> Instant {
+        (**self).now()
+    }
 }
 
 /// The process's monotonic clock.

@@ -1,5 +1,9 @@
 //! Integration tests of `auto-swe-scanners`, one module per feature.
 
+mod cache;
+mod content;
+mod fence;
+mod gates;
 mod paths;
 mod patterns;
 mod shell;

@@ -40,7 +40,10 @@ fn safe_path_normalises_and_refuses_tricks() {
     ];
     for (input, expect) in cases {
         let got = safe_path(input);
-        let got = got.as_ref().map(|p| p.as_str()).map_err(|e| *e);
+        let got = got
+            .as_ref()
+            .map(auto_swe_scanners::SafePath::as_str)
+            .map_err(|e| *e);
         assert_eq!(got, *expect, "{input:?}");
     }
     assert_eq!(safe_path("..").unwrap_err().code(), "UNSAFE_PATH");
