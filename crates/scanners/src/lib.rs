@@ -29,7 +29,7 @@ pub use safe_path::{PathRefusal, SafePath, safe_path};
 pub use scanners::{
     HarnessConfig, MemoryAccess, format_code_findings, normalise_path_for_matching, scan_all,
     scan_code_diff, scan_content, scan_llm_output, scan_memory, scan_sensitive_path,
-    scan_skill_content,
+    scan_skill_content, scan_url,
 };
 pub use shell::scan_shell_command;
 pub use source::{

@@ -18,6 +18,7 @@ use std::fmt::Write as _;
 use crate::compile::{CompiledPatterns, IncompleteReason};
 use crate::pattern::{PatternType, Severity};
 use crate::result::{Finding, FindingType, ScanResult, Verdict};
+use crate::url_policy::{RequestKind, UrlPolicy};
 use crate::view::View;
 
 /// Whether the run loads the agent harness's own configuration from the repository
@@ -393,6 +394,26 @@ pub fn scan_memory(patterns: &CompiledPatterns, text: &str, access: MemoryAccess
         (false, MemoryAccess::Read | MemoryAccess::Write, _) => Verdict::Allow,
     };
     ScanResult::new(verdict, findings, incomplete)
+}
+
+/// The outbound URL policy as a scan: `block` with the refusal as the one finding (type
+/// `URL_POLICY`, the refusal reason as its id), or `allow`. A host name that passes here is
+/// still checked on every address it resolves to when a request is made.
+#[must_use]
+pub fn scan_url(policy: &UrlPolicy, url: &str, kind: RequestKind) -> ScanResult {
+    match policy.check_url(url, kind) {
+        Ok(_) => ScanResult::new(Verdict::Allow, Vec::new(), None),
+        Err(refusal) => {
+            let finding = Finding::rule(
+                refusal.reason(),
+                FindingType::UrlPolicy,
+                Severity::Critical,
+                &refusal.to_string(),
+                0,
+            );
+            ScanResult::new(Verdict::Block, vec![finding], None)
+        }
+    }
 }
 
 /// Every pattern type over one text, in one pass of the combined set. Advisory verdict; used

@@ -1,0 +1,4 @@
+//! Integration tests of the `auto-swe` binary, one module per command.
+
+#[cfg(test)]
+mod scan;
