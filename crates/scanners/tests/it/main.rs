@@ -1,5 +1,6 @@
 //! Integration tests of `auto-swe-scanners`, one module per feature.
 
+mod benign;
 mod cache;
 mod content;
 mod fence;
