@@ -63,7 +63,10 @@ fn rate<'a>(
 }
 
 #[test]
-#[expect(clippy::too_many_lines, reason = "one table row per scanner reads best in one place")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one table row per scanner reads best in one place"
+)]
 fn benign_corpus_false_positive_rates() {
     let patterns = builtin();
     let documents = documents();
