@@ -20,12 +20,15 @@ struct Cli {
 enum Command {
     /// Validate, inspect and simulate workflow specs.
     Spec(commands::spec::SpecArgs),
+    /// Run a security scanner (or the outbound URL policy) on a text.
+    Scan(commands::scan::ScanArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Spec(args) => commands::spec::run(&args),
+        Command::Scan(args) => commands::scan::run(&args),
     };
     output::finish(result)
 }

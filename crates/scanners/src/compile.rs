@@ -1,0 +1,266 @@
+//! Compiling patterns into per-type `RegexSet`s: validate each pattern, leave out the bad ones
+//! with a coded problem, and remember which types lost a rule so scans can say they are
+//! incomplete.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+
+use regex::bytes::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use serde::Serialize;
+
+use crate::pattern::{Pattern, PatternError, PatternType, Severity};
+
+/// Largest compiled program one pattern may produce; a pattern past it is `INVALID_REGEX`.
+const PATTERN_SIZE_LIMIT: usize = 1 << 20;
+/// Largest compiled program for a whole set.
+const SET_SIZE_LIMIT: usize = 64 << 20;
+/// Lazy-DFA cache per set; larger than the default so a big set does not thrash it.
+const SET_DFA_LIMIT: usize = 16 << 20;
+
+/// Why a scan did not run every rule it should have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum IncompleteReason {
+    /// The host's pattern source could not be read; only the built-in patterns ran.
+    LoadFailed,
+    /// At least one pattern of a scanned type failed to compile and was left out.
+    Partial,
+}
+
+impl Pattern {
+    /// The expression as compiled: the flags become an inline group in front of the pattern.
+    /// Fails with `UNSAFE_FLAGS` for `g`, `y` or an unknown letter.
+    pub fn expression(&self) -> Result<String, PatternError> {
+        let mut on = String::new();
+        let mut unicode = false;
+        for flag in self.flags.chars() {
+            match flag {
+                'i' | 'm' | 's' | 'x' => {
+                    if !on.contains(flag) {
+                        on.push(flag);
+                    }
+                }
+                'u' => unicode = true,
+                other => {
+                    return Err(PatternError::UnsafeFlags {
+                        id: self.id.clone(),
+                        flag: other,
+                    });
+                }
+            }
+        }
+        if !unicode {
+            on.push_str("-u");
+        }
+        // The flag group has no closing part, so a trailing `x`-mode comment cannot swallow it.
+        if on.is_empty() {
+            Ok(self.pattern.clone())
+        } else {
+            Ok(format!("(?{on}){}", self.pattern))
+        }
+    }
+
+    /// Validates and compiles this one pattern on its own.
+    pub fn compile(&self) -> Result<Regex, PatternError> {
+        let expression = self.expression()?;
+        let regex = RegexBuilder::new(&expression)
+            .size_limit(PATTERN_SIZE_LIMIT)
+            .build()
+            .map_err(|error| PatternError::InvalidRegex {
+                id: self.id.clone(),
+                message: error.to_string(),
+            })?;
+        if regex.is_match(b"") {
+            return Err(PatternError::InvalidRegex {
+                id: self.id.clone(),
+                message: "the pattern matches the empty string, so it would match every input"
+                    .to_owned(),
+            });
+        }
+        Ok(regex)
+    }
+}
+
+/// One compiled rule.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) id: String,
+    pub(crate) pattern_type: PatternType,
+    pub(crate) severity: Severity,
+    regex: Regex,
+}
+
+/// The rules of one type, or of all types together, behind one `RegexSet`.
+#[derive(Debug, Clone)]
+struct Group {
+    set: RegexSet,
+    entries: Vec<Entry>,
+}
+
+impl Group {
+    fn build(entries: Vec<Entry>) -> Result<Self, regex::Error> {
+        let set = RegexSetBuilder::new(entries.iter().map(|entry| entry.regex.as_str()))
+            .size_limit(SET_SIZE_LIMIT)
+            .dfa_size_limit(SET_DFA_LIMIT)
+            .build()?;
+        Ok(Self { set, entries })
+    }
+
+    /// One pass of the set decides which rules match at all; only those run again to find
+    /// where. Each rule reports its first match.
+    fn each_match(&self, haystack: &[u8], mut found: impl FnMut(&Entry, Range<usize>)) {
+        for index in &self.set.matches(haystack) {
+            let entry = &self.entries[index];
+            if let Some(matched) = entry.regex.find(haystack) {
+                found(entry, matched.range());
+            }
+        }
+    }
+}
+
+/// A validated, compiled pattern set: one `RegexSet` per type plus one over every type.
+/// Build it with [`CompiledPatterns::compile`]; bad patterns are left out and listed in
+/// [`CompiledPatterns::problems`].
+#[derive(Debug, Clone)]
+pub struct CompiledPatterns {
+    by_type: BTreeMap<PatternType, Group>,
+    all: Option<Group>,
+    problems: Vec<PatternError>,
+    failed_types: BTreeSet<PatternType>,
+    load_failed: bool,
+    pattern_count: usize,
+}
+
+impl CompiledPatterns {
+    /// Compiles the enabled patterns. Later patterns with an id already seen replace the earlier
+    /// one (so a host's pattern overrides a built-in of the same id). A pattern that fails
+    /// validation is reported and left out; the rest still compile.
+    #[must_use]
+    pub fn compile<I: IntoIterator<Item = Pattern>>(patterns: I) -> Self {
+        let mut by_id: BTreeMap<String, (usize, Pattern)> = BTreeMap::new();
+        for (order, pattern) in patterns.into_iter().enumerate() {
+            by_id.insert(pattern.id.clone(), (order, pattern));
+        }
+        let mut ordered: Vec<(usize, Pattern)> = by_id.into_values().collect();
+        ordered.sort_by_key(|(order, _)| *order);
+
+        let mut problems = Vec::new();
+        let mut failed_types = BTreeSet::new();
+        let mut entries_by_type: BTreeMap<PatternType, Vec<Entry>> = BTreeMap::new();
+        for (_, pattern) in ordered {
+            if !pattern.enabled {
+                continue;
+            }
+            match pattern.compile() {
+                Ok(regex) => entries_by_type
+                    .entry(pattern.pattern_type)
+                    .or_default()
+                    .push(Entry {
+                        id: pattern.id,
+                        pattern_type: pattern.pattern_type,
+                        severity: pattern.severity,
+                        regex,
+                    }),
+                Err(problem) => {
+                    failed_types.insert(pattern.pattern_type);
+                    problems.push(problem);
+                }
+            }
+        }
+
+        let mut by_type = BTreeMap::new();
+        let mut all_entries = Vec::new();
+        let mut pattern_count = 0;
+        for (pattern_type, entries) in entries_by_type {
+            all_entries.extend(entries.iter().cloned());
+            let count = entries.len();
+            match Group::build(entries) {
+                Ok(group) => {
+                    pattern_count += count;
+                    by_type.insert(pattern_type, group);
+                }
+                // Every member compiled alone, so only the combined size can fail here.
+                Err(error) => {
+                    failed_types.insert(pattern_type);
+                    problems.push(PatternError::InvalidRegex {
+                        id: format!("{}/*", pattern_type.as_str()),
+                        message: format!(
+                            "the {} set does not compile: {error}",
+                            pattern_type.as_str()
+                        ),
+                    });
+                }
+            }
+        }
+        all_entries.retain(|entry| by_type.contains_key(&entry.pattern_type));
+        let all = Group::build(all_entries).ok();
+        Self {
+            by_type,
+            all,
+            problems,
+            failed_types,
+            load_failed: false,
+            pattern_count,
+        }
+    }
+
+    /// Marks this set as built without the host's patterns (its source failed to load), so every
+    /// scan with it reports `incomplete` with reason `load-failed`.
+    #[must_use]
+    pub fn with_load_failure(mut self) -> Self {
+        self.load_failed = true;
+        self
+    }
+
+    /// The patterns left out, with their codes.
+    #[must_use]
+    pub fn problems(&self) -> &[PatternError] {
+        &self.problems
+    }
+
+    /// How many patterns compiled.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.pattern_count
+    }
+
+    /// Whether no pattern compiled.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.pattern_count == 0
+    }
+
+    /// Why a scan over these types would be incomplete, if it would.
+    #[must_use]
+    pub fn incomplete_for(&self, types: &[PatternType]) -> Option<IncompleteReason> {
+        if self.load_failed {
+            Some(IncompleteReason::LoadFailed)
+        } else if types.iter().any(|t| self.failed_types.contains(t)) {
+            Some(IncompleteReason::Partial)
+        } else {
+            None
+        }
+    }
+
+    /// Runs the rules of the given types over `haystack`, calling `found` for each rule that
+    /// matches with the range of its first match.
+    pub(crate) fn each_match(
+        &self,
+        types: &[PatternType],
+        haystack: &[u8],
+        mut found: impl FnMut(&Entry, Range<usize>),
+    ) {
+        if PatternType::ALL.iter().all(|t| types.contains(t))
+            && let Some(all) = &self.all
+        {
+            all.each_match(haystack, found);
+            return;
+        }
+        for pattern_type in types {
+            if let Some(group) = self.by_type.get(pattern_type) {
+                group.each_match(haystack, &mut found);
+            }
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! auto-swe security scanners and guards: the checkpoints on every path that untrusted text
+//! takes — what an agent runs, writes, remembers and is told — plus the outbound URL policy that
+//! every HTTP client in the workspace applies.
+//!
+//! Everything here is pure: no I/O, no threads, and the clock only through an injected clock. Regular
+//! expressions use the linear-time `regex` engine, so a scan always completes and needs no time
+//! budget or quarantine.
+
+mod builtin;
+mod compile;
+mod fence;
+mod pattern;
+mod redact;
+mod result;
+mod safe_path;
+mod scanners;
+mod shell;
+mod source;
+mod url_policy;
+mod view;
+
+pub use builtin::{BuiltinPattern, builtin_patterns, builtin_table};
+pub use compile::{CompiledPatterns, IncompleteReason};
+pub use fence::{LEFT_ANGLE, RIGHT_ANGLE, fence_untrusted, neutralise_angle_brackets};
+pub use pattern::{Pattern, PatternError, PatternType, Severity};
+pub use redact::{REDACTED, Redactor, mask_credential_shapes};
+pub use result::{EXCERPT_MAX_CHARS, Finding, FindingType, ScanResult, Verdict};
+pub use safe_path::{PathRefusal, SafePath, safe_path};
+pub use scanners::{
+    HarnessConfig, MemoryAccess, format_code_findings, normalise_path_for_matching, scan_all,
+    scan_code_diff, scan_content, scan_llm_output, scan_memory, scan_sensitive_path,
+    scan_skill_content, scan_url,
+};
+pub use shell::scan_shell_command;
+pub use source::{
+    Clock, DEFAULT_PATTERN_TTL, InMemoryPatternSource, ManualClock, MonotonicClock, PatternCache,
+    PatternSource, PatternSourceError, SourcePatterns, compile_with_source,
+};
+pub use url_policy::{CheckedUrl, RequestKind, UrlPolicy, UrlRefusal};

@@ -1,0 +1,432 @@
+//! The scanners and their blocking rules (the shell scanner lives in `shell.rs`).
+//!
+//! | scanner | types run | verdict |
+//! |---|---|---|
+//! | sensitive path | `SENSITIVE_FILE` + harness configuration | block on WARNING or above (hard block), warn on INFO |
+//! | pre-write content | `SECRET` | block on CRITICAL, warn below |
+//! | shell command | `SHELL_COMMAND`, `EXFILTRATION`, targets as paths, `SECRET` when it writes | block on WARNING or above (soft block: the message goes back to the model) |
+//! | code security | `CODE_SECURITY` on a diff's added lines | warn (advisory, for the reviewer) |
+//! | skill content | `INJECTION`, `EXFILTRATION` | warn (advisory) |
+//! | LLM output | `INJECTION` | warn (advisory) |
+//! | memory | `INJECTION` | block (write: also when incomplete; read: also when the source failed) |
+//!
+//! The blocking scanners fail closed: an incomplete scan blocks, because a rule that did not run
+//! cannot clear the input.
+
+use std::fmt::Write as _;
+
+use crate::compile::{CompiledPatterns, IncompleteReason};
+use crate::pattern::{PatternType, Severity};
+use crate::result::{Finding, FindingType, ScanResult, Verdict};
+use crate::url_policy::{RequestKind, UrlPolicy};
+use crate::view::View;
+
+/// Whether the run loads the agent harness's own configuration from the repository
+/// (`.claude/`, `CLAUDE.md`, `AGENTS.md`, `.mcp.json`, …). When it does, writing those files is
+/// refused: the agent would be rewriting its own instructions and permissions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum HarnessConfig {
+    /// The harness reads its configuration from the checkout: protect it.
+    #[default]
+    Loaded,
+    /// The harness ignores repository configuration: the files are ordinary files.
+    NotLoaded,
+}
+
+/// Which side of the memory gate is scanning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryAccess {
+    /// Text about to be stored: a match refuses it, and so does an incomplete scan.
+    Write,
+    /// Text recalled into a prompt: a match drops it, and so does a pattern source that could
+    /// not load; a partial scan keeps it.
+    Read,
+}
+
+/// Runs `types` over a view and appends findings at original offsets.
+pub(crate) fn collect(
+    patterns: &CompiledPatterns,
+    types: &[PatternType],
+    view: &View,
+    findings: &mut Vec<Finding>,
+) {
+    let haystack = view.text.as_bytes();
+    patterns.each_match(types, haystack, |entry, range| {
+        findings.push(Finding::from_entry(
+            entry,
+            &haystack[range.clone()],
+            view.original_offset(range.start),
+        ));
+    });
+}
+
+/// Verdict of a blocking scanner: `SECRET` findings block at CRITICAL and warn below; other
+/// findings block at WARNING and above and warn at INFO; an incomplete scan blocks.
+pub(crate) fn blocking_verdict(
+    findings: &[Finding],
+    incomplete: Option<IncompleteReason>,
+) -> Verdict {
+    if incomplete.is_some() {
+        return Verdict::Block;
+    }
+    findings
+        .iter()
+        .map(|finding| match (finding.finding_type, finding.severity) {
+            (_, Severity::Pass) => Verdict::Allow,
+            (FindingType::Secret, Severity::Critical) => Verdict::Block,
+            (FindingType::Secret, _) | (_, Severity::Info) => Verdict::Warn,
+            _ => Verdict::Block,
+        })
+        .max()
+        .unwrap_or(Verdict::Allow)
+}
+
+/// Verdict of an advisory scanner: warn when anything above PASS matched.
+fn advisory_verdict(findings: &[Finding]) -> Verdict {
+    if findings.iter().any(|f| f.severity > Severity::Pass) {
+        Verdict::Warn
+    } else {
+        Verdict::Allow
+    }
+}
+
+/// File-name endings of templates that hold placeholders, not secrets.
+const TEMPLATE_SUFFIXES: [&str; 4] = [".example", ".sample", ".template", ".dist"];
+
+/// Directories of agent harness configuration.
+const HARNESS_DIRS: [&str; 6] = [
+    ".claude",
+    ".codex",
+    ".gemini",
+    ".cursor",
+    ".agents",
+    ".windsurf",
+];
+/// Files of agent harness configuration.
+const HARNESS_FILES: [&str; 8] = [
+    "claude.md",
+    "claude.local.md",
+    "agents.md",
+    "gemini.md",
+    ".mcp.json",
+    ".cursorrules",
+    ".windsurfrules",
+    "agent.md",
+];
+
+/// Folds a path into the form the `SENSITIVE_FILE` patterns are written against: `/` separators,
+/// lowercase, fullwidth and look-alike separators and dots folded, invisible characters removed,
+/// `.` and empty components dropped, `..` resolved lexically, trailing dots and spaces trimmed
+/// from each component (Windows ignores them), NTFS stream suffixes cut and `git~1` short names
+/// read as `.git`. An absolute path keeps its leading `/`.
+#[must_use]
+pub fn normalise_path_for_matching(path: &str) -> String {
+    let folded: String =
+        path.chars()
+            .filter_map(|c| match c {
+                '\\' | '\u{2215}' | '\u{2044}' | '\u{29F8}' | '\u{FF3C}' | '\u{FE68}'
+                | '\u{29F9}' => Some('/'),
+                '\u{2024}' | '\u{FE52}' => Some('.'),
+                '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{FEFF}'
+                | '\u{00AD}' => None,
+                '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0),
+                other => Some(other),
+            })
+            .collect::<String>()
+            .to_lowercase();
+    let absolute = folded.starts_with('/');
+    let mut parts: Vec<String> = Vec::new();
+    for component in folded.split('/') {
+        let component = component.split("::").next().unwrap_or(component);
+        match component {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            other => {
+                let trimmed = other.trim_end_matches(['.', ' ']);
+                if trimmed.is_empty() {
+                    continue;
+                }
+                let is_short_git = trimmed.strip_prefix("git~").is_some_and(|rest| {
+                    !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit())
+                });
+                parts.push(if is_short_git {
+                    ".git".to_owned()
+                } else {
+                    trimmed.to_owned()
+                });
+            }
+        }
+    }
+    let joined = parts.join("/");
+    if absolute {
+        format!("/{joined}")
+    } else {
+        joined
+    }
+}
+
+/// Sensitive-path findings for one path, with offsets set to `offset`.
+pub(crate) fn sensitive_path_findings(
+    patterns: &CompiledPatterns,
+    path: &str,
+    harness: HarnessConfig,
+    offset: usize,
+) -> Vec<Finding> {
+    let normalised = normalise_path_for_matching(path);
+    let mut findings = Vec::new();
+    collect(
+        patterns,
+        &[PatternType::SensitiveFile],
+        &View::identity(&normalised),
+        &mut findings,
+    );
+    let file_name = normalised.rsplit('/').next().unwrap_or("");
+    if TEMPLATE_SUFFIXES.iter().any(|s| file_name.ends_with(s)) {
+        findings.retain(|f| f.pattern_id == "path.git-dir");
+    }
+    if harness == HarnessConfig::Loaded {
+        let components: Vec<&str> = normalised.split('/').collect();
+        let in_dir = components
+            .iter()
+            .take(components.len().saturating_sub(1))
+            .any(|c| HARNESS_DIRS.contains(c));
+        if in_dir || HARNESS_FILES.contains(&file_name) || HARNESS_DIRS.contains(&file_name) {
+            findings.push(Finding::rule(
+                "guard.harness-config",
+                FindingType::SensitiveFile,
+                Severity::Critical,
+                &normalised,
+                0,
+            ));
+        }
+    }
+    for finding in &mut findings {
+        finding.offset = offset;
+    }
+    findings
+}
+
+/// The sensitive file path scanner (hard block): `.env*` but not templates, keys, credential
+/// files, anything under `.git/`, and the harness's own configuration while the run loads it.
+#[must_use]
+pub fn scan_sensitive_path(
+    patterns: &CompiledPatterns,
+    path: &str,
+    harness: HarnessConfig,
+) -> ScanResult {
+    let findings = sensitive_path_findings(patterns, path, harness, 0);
+    let incomplete = patterns.incomplete_for(&[PatternType::SensitiveFile]);
+    ScanResult::new(
+        blocking_verdict(&findings, incomplete),
+        findings,
+        incomplete,
+    )
+}
+
+/// The pre-write content scanner: secrets and tokens in text about to be written. CRITICAL
+/// blocks; lower severities warn (the warning goes back to the model).
+#[must_use]
+pub fn scan_content(patterns: &CompiledPatterns, content: &str) -> ScanResult {
+    let mut findings = Vec::new();
+    collect(
+        patterns,
+        &[PatternType::Secret],
+        &View::identity(content),
+        &mut findings,
+    );
+    let incomplete = patterns.incomplete_for(&[PatternType::Secret]);
+    ScanResult::new(
+        blocking_verdict(&findings, incomplete),
+        findings,
+        incomplete,
+    )
+}
+
+/// Whether `text` looks like a unified diff.
+fn is_diff(text: &str) -> bool {
+    text.lines().any(|line| {
+        line.starts_with("diff --git ") || line.starts_with("@@ ") || line.starts_with("+++ ")
+    })
+}
+
+/// The added lines of a diff (without their `+`), or the whole text when it is not a diff.
+fn added_lines(text: &str) -> View {
+    if !is_diff(text) {
+        return View::identity(text);
+    }
+    let mut pieces = Vec::new();
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with('+') && !line.starts_with("+++") {
+            pieces.push((&line[1..], offset + 1));
+        }
+        offset += line.len();
+    }
+    View::from_pieces(pieces, text.len())
+}
+
+/// The code security scanner: `CODE_SECURITY` patterns over the lines a diff adds (or over the
+/// whole text when it is not a diff). Advisory: findings go to the security reviewer; see
+/// [`format_code_findings`].
+#[must_use]
+pub fn scan_code_diff(patterns: &CompiledPatterns, diff: &str) -> ScanResult {
+    let mut findings = Vec::new();
+    collect(
+        patterns,
+        &[PatternType::CodeSecurity],
+        &added_lines(diff),
+        &mut findings,
+    );
+    let incomplete = patterns.incomplete_for(&[PatternType::CodeSecurity]);
+    ScanResult::new(advisory_verdict(&findings), findings, incomplete)
+}
+
+/// Where an offset of a diff lands: the file (`+++ b/…`) and the line number in the new file.
+fn locate_in_diff(diff: &str, offset: usize) -> (Option<String>, Option<usize>) {
+    let mut file = None;
+    let mut next_new: Option<usize> = None;
+    let mut start = 0;
+    for line in diff.split_inclusive('\n') {
+        let end = start + line.len();
+        let inside = offset >= start && offset < end;
+        if let Some(rest) = line.strip_prefix("+++ ") {
+            let name = rest.trim_end();
+            file = Some(name.strip_prefix("b/").unwrap_or(name).to_owned());
+        } else if let Some(rest) = line.strip_prefix("@@ ") {
+            // `@@ -a,b +c,d @@`: the next line of the new file is line c.
+            next_new = rest
+                .split_whitespace()
+                .find_map(|part| part.strip_prefix('+'))
+                .and_then(|part| part.split(',').next())
+                .and_then(|n| n.parse::<usize>().ok());
+        } else if line.starts_with('+') || line.starts_with(' ') {
+            if inside {
+                return (file, next_new);
+            }
+            if let Some(n) = next_new.as_mut() {
+                *n += 1;
+            }
+        }
+        if inside {
+            return (file, None);
+        }
+        start = end;
+    }
+    (file, None)
+}
+
+/// Renders code-security findings for the security reviewer's prompt: one line per finding
+/// with file, line, rule, severity and the excerpt, in a form the reviewer can quote.
+#[must_use]
+pub fn format_code_findings(diff: &str, result: &ScanResult) -> String {
+    if result.findings.is_empty() {
+        return if result.incomplete {
+            "Automated code scan: no findings, but the scan was incomplete.\n".to_owned()
+        } else {
+            "Automated code scan: no findings.\n".to_owned()
+        };
+    }
+    let mut out =
+        String::from("Automated code scan findings (verify each; they may be false positives):\n");
+    for finding in &result.findings {
+        let (file, line) = locate_in_diff(diff, finding.offset);
+        let place = match (file, line) {
+            (Some(file), Some(line)) => format!("{file}:{line}"),
+            (Some(file), None) => file,
+            (None, _) => format!("offset {}", finding.offset),
+        };
+        let _ = writeln!(
+            out,
+            "- {place} [{} {}] {}",
+            finding.severity.as_str(),
+            finding.pattern_id,
+            crate::fence::neutralise_angle_brackets(&finding.excerpt)
+        );
+    }
+    if result.incomplete {
+        out.push_str("(The scan was incomplete: some rules did not run.)\n");
+    }
+    out
+}
+
+/// The skill content scanner: `INJECTION` and `EXFILTRATION`. Advisory: warns, never blocks.
+#[must_use]
+pub fn scan_skill_content(patterns: &CompiledPatterns, text: &str) -> ScanResult {
+    let types = [PatternType::Injection, PatternType::Exfiltration];
+    let mut findings = Vec::new();
+    collect(patterns, &types, &View::identity(text), &mut findings);
+    let incomplete = patterns.incomplete_for(&types);
+    ScanResult::new(advisory_verdict(&findings), findings, incomplete)
+}
+
+/// The LLM output scanner: `INJECTION` in what a model produced. Advisory.
+#[must_use]
+pub fn scan_llm_output(patterns: &CompiledPatterns, text: &str) -> ScanResult {
+    let types = [PatternType::Injection];
+    let mut findings = Vec::new();
+    collect(patterns, &types, &View::identity(text), &mut findings);
+    let incomplete = patterns.incomplete_for(&types);
+    ScanResult::new(advisory_verdict(&findings), findings, incomplete)
+}
+
+/// The memory gate: `INJECTION` only (`EXFILTRATION` never gates memory — lessons name URLs and
+/// curl as a matter of course). A match always blocks. On write an incomplete scan blocks too;
+/// on read only a pattern source that could not load does, and a partial scan keeps the item.
+#[must_use]
+pub fn scan_memory(patterns: &CompiledPatterns, text: &str, access: MemoryAccess) -> ScanResult {
+    let types = [PatternType::Injection];
+    let mut findings = Vec::new();
+    collect(patterns, &types, &View::identity(text), &mut findings);
+    let incomplete = patterns.incomplete_for(&types);
+    let matched = findings.iter().any(|f| f.severity > Severity::Pass);
+    let verdict = match (matched, access, incomplete) {
+        (true, _, _)
+        | (false, MemoryAccess::Write, Some(_))
+        | (false, MemoryAccess::Read, Some(IncompleteReason::LoadFailed)) => Verdict::Block,
+        (false, MemoryAccess::Read | MemoryAccess::Write, _) => Verdict::Allow,
+    };
+    ScanResult::new(verdict, findings, incomplete)
+}
+
+/// The outbound URL policy as a scan: `block` with the refusal as the one finding (type
+/// `URL_POLICY`, the refusal reason as its id), or `allow`. A host name that passes here is
+/// still checked on every address it resolves to when a request is made.
+#[must_use]
+pub fn scan_url(policy: &UrlPolicy, url: &str, kind: RequestKind) -> ScanResult {
+    match policy.check_url(url, kind) {
+        Ok(_) => ScanResult::new(Verdict::Allow, Vec::new(), None),
+        Err(refusal) => {
+            let finding = Finding::rule(
+                refusal.reason(),
+                FindingType::UrlPolicy,
+                Severity::Critical,
+                &refusal.to_string(),
+                0,
+            );
+            ScanResult::new(Verdict::Block, vec![finding], None)
+        }
+    }
+}
+
+/// Every pattern type over one text, in one pass of the combined set. Advisory verdict; used
+/// for ad-hoc checks and as the throughput baseline.
+#[must_use]
+pub fn scan_all(patterns: &CompiledPatterns, text: &str) -> ScanResult {
+    let mut findings = Vec::new();
+    collect(
+        patterns,
+        &PatternType::ALL,
+        &View::identity(text),
+        &mut findings,
+    );
+    let incomplete = patterns.incomplete_for(&PatternType::ALL);
+    ScanResult::new(advisory_verdict(&findings), findings, incomplete)
+}
