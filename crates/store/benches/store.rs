@@ -1,0 +1,2 @@
+//! Store benchmark.
+fn main() {}
