@@ -86,7 +86,7 @@ auto_swe_pg_main() {
       chown "$run_user" "$data" "$pwfile"
     fi
     chmod 700 "$data"
-    as_pg "$bin/initdb" -D "$data" -U postgres --pwfile="$pwfile" \
+    as_pg "$bin/initdb" -D "$data" -U postgres --pwfile="$pwfile" --no-sync \
       --auth-host=scram-sha-256 --auth-local=scram-sha-256 -E UTF8 --locale=C.UTF-8 \
       >"$home/initdb.log" 2>&1 || { cat "$home/initdb.log" >&2; return 1; }
     # Test databases are disposable: trade durability for speed.

@@ -14,6 +14,9 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+compile_error!("auto-swe-store needs a backend: enable the `sqlite` or `postgres` feature");
+
 mod backend;
 mod clock;
 mod enums;

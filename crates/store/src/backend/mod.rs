@@ -49,7 +49,7 @@ pub(crate) mod prelude {
         SkillRevision, SkillStore,
     };
     pub(crate) use crate::records::memory::{
-        MemoryHit, MemoryItem, MemoryQuery, MemoryStore, NewMemoryItem, SearchMode,
+        MemoryHit, MemoryItem, MemoryQuery, MemoryStore, NewMemoryItem,
     };
     pub(crate) use crate::records::queue::{
         Claim, ClaimRequest, QueueState, QueueStore, Release, WakeOn, WorkWaiter,

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
 
 use super::prelude::*;
+use crate::records::memory::SearchMode;
 use crate::records::queue::WORK_CHANNEL;
 
 type DbKind = sqlx::Postgres;

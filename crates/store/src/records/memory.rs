@@ -209,10 +209,12 @@ pub fn cosine_distance(a: &[f32], b: &[f32]) -> f64 {
 }
 
 /// Little-endian `f32` bytes, the `SQLite` column encoding.
+#[cfg(feature = "sqlite")]
 pub(crate) fn embedding_to_bytes(embedding: &[f32]) -> Vec<u8> {
     embedding.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
+#[cfg(feature = "sqlite")]
 pub(crate) fn embedding_from_bytes(bytes: &[u8]) -> StoreResult<Vec<f32>> {
     if bytes.len() != EMBEDDING_DIMENSIONS * 4 {
         return Err(StoreError::corrupt(

@@ -161,6 +161,24 @@ impl TestDb {
         }
     }
 
+    /// Counts rows with raw SQL (`SELECT COUNT(*) …`), to inspect what is really stored.
+    pub(crate) async fn raw_count(&self, sql: &str) -> i64 {
+        match self.kind {
+            Kind::Sqlite => {
+                let mut conn = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+                let n: i64 = sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap();
+                conn.close().await.unwrap();
+                n
+            }
+            Kind::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                let n: i64 = sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap();
+                conn.close().await.unwrap();
+                n
+            }
+        }
+    }
+
     /// Drops the database (`PostgreSQL`); the `SQLite` file goes with its temp dir.
     pub(crate) async fn finish(self) {
         self.store.close().await;
