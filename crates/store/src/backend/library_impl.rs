@@ -127,6 +127,30 @@ macro_rules! impl_library_stores {
                 Self::agent_from_row(&row)
             }
 
+            async fn set_agent_active(
+                &self,
+                key: &str,
+                scope: LibraryScope,
+                scope_id: Option<&str>,
+                active: bool,
+            ) -> StoreResult<()> {
+                let scope_key = scope_key(scope, scope_id)?;
+                let done = sqlx::query(
+                    "UPDATE agents SET is_active = $1 WHERE key = $2 AND scope = $3 \
+                     AND scope_key = $4 AND is_current",
+                )
+                .bind(active)
+                .bind(key)
+                .bind(scope.as_str())
+                .bind(&scope_key)
+                .execute(&self.pool)
+                .await?;
+                if done.rows_affected() == 0 {
+                    return Err(StoreError::not_found("agent", key));
+                }
+                Ok(())
+            }
+
             async fn reseal_column(
                 &self,
                 table: &'static str,
@@ -207,12 +231,17 @@ macro_rules! impl_library_stores {
                 if retired.rows_affected() != 1 {
                     tx.rollback().await?;
                     let current = self.current_agent(key, scope, scope_id).await?;
-                    return Err(StoreError::Conflict {
-                        entity: "agent",
-                        detail: format!(
+                    let detail = if current.is_active {
+                        format!(
                             "AGENT_CHANGED: current version is {}, not {expected_version}",
                             current.version
-                        ),
+                        )
+                    } else {
+                        "AGENT_INACTIVE: the agent is deactivated".to_owned()
+                    };
+                    return Err(StoreError::Conflict {
+                        entity: "agent",
+                        detail,
                     });
                 }
                 let agent = self
@@ -227,6 +256,24 @@ macro_rules! impl_library_stores {
                     .await?;
                 tx.commit().await?;
                 Ok(agent)
+            }
+
+            async fn deactivate_agent(
+                &self,
+                key: &str,
+                scope: LibraryScope,
+                scope_id: Option<&str>,
+            ) -> StoreResult<()> {
+                self.set_agent_active(key, scope, scope_id, false).await
+            }
+
+            async fn reactivate_agent(
+                &self,
+                key: &str,
+                scope: LibraryScope,
+                scope_id: Option<&str>,
+            ) -> StoreResult<()> {
+                self.set_agent_active(key, scope, scope_id, true).await
             }
 
             async fn current_agent(

@@ -100,6 +100,20 @@ pub trait AgentStore: Send + Sync {
         expected_version: i64,
         definition: AgentDefinition,
     ) -> StoreResult<AgentVersion>;
+    /// Deactivates a lineage: it keeps its versions but takes no edits until reactivated.
+    async fn deactivate_agent(
+        &self,
+        key: &str,
+        scope: LibraryScope,
+        scope_id: Option<&str>,
+    ) -> StoreResult<()>;
+    /// Reactivates a deactivated lineage.
+    async fn reactivate_agent(
+        &self,
+        key: &str,
+        scope: LibraryScope,
+        scope_id: Option<&str>,
+    ) -> StoreResult<()>;
     /// The current version of a lineage.
     async fn current_agent(
         &self,

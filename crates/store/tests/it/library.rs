@@ -91,6 +91,47 @@ async fn agents_are_versioned_per_lineage(db: &TestDb) {
         "p1"
     );
 
+    db.store
+        .deactivate_agent("implementer", LibraryScope::Global, None)
+        .await
+        .unwrap();
+    let inactive = db
+        .store
+        .update_agent(
+            "implementer",
+            LibraryScope::Global,
+            None,
+            2,
+            definition("p4"),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        inactive.to_string().contains("AGENT_INACTIVE"),
+        "{inactive}"
+    );
+    db.store
+        .reactivate_agent("implementer", LibraryScope::Global, None)
+        .await
+        .unwrap();
+    let v3 = db
+        .store
+        .update_agent(
+            "implementer",
+            LibraryScope::Global,
+            None,
+            2,
+            definition("p4"),
+        )
+        .await
+        .unwrap();
+    assert_eq!((v3.version, v3.is_active), (3, true));
+    let ghost = db
+        .store
+        .deactivate_agent("ghost", LibraryScope::Global, None)
+        .await;
+    assert_eq!(ghost.unwrap_err().code(), "STORE_NOT_FOUND");
+
     let bad_scope = db
         .store
         .create_agent("x", LibraryScope::Global, Some("team-1"), definition("p"))
