@@ -1,0 +1,282 @@
+//! Store benchmark, run against both backends: journal appends/s, claims/s with 8 concurrent
+//! claimers, and memory top-10 search latency over 1536-dimension vectors with and without the
+//! `HNSW` index.
+//!
+//! `cargo bench -p auto-swe-store --bench store`. `PostgreSQL` is measured when
+//! `AUTO_SWE_POSTGRES_URL` names an admin URL (a fresh database is created and dropped).
+//! `AUTO_SWE_BENCH_MEMORY_SIZES` (default `10000,100000`) sets the memory corpus sizes.
+#![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+#![expect(clippy::unwrap_used, reason = "a benchmark stops on any error")]
+#![expect(
+    clippy::cast_precision_loss,
+    reason = "rates and latencies are approximate"
+)]
+
+use std::time::{Duration, Instant};
+
+use auto_swe_store::{
+    ClaimRequest, EMBEDDING_DIMENSIONS, JournalAppend, Keyring, MemoryQuery, NewMemoryItem, NewRun,
+    Release, SearchMode, Store, StoreConfig, cosine_distance,
+};
+use sqlx::Connection;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next_f32(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        f32::from(u16::try_from(self.0 >> 48).unwrap()) / 32_768.0 - 1.0
+    }
+
+    fn vector(&mut self) -> Vec<f32> {
+        (0..EMBEDDING_DIMENSIONS).map(|_| self.next_f32()).collect()
+    }
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+async fn journal_appends(store: &Store) {
+    let run = store
+        .create_run(NewRun::new(serde_json::json!({})))
+        .await
+        .unwrap();
+    let n = 2_000;
+    let started = Instant::now();
+    for i in 0..n {
+        store
+            .append_journal(JournalAppend {
+                run_id: run.id.clone(),
+                recording_id: format!("node-{i}"),
+                attempt: 1,
+                kind: "step".to_owned(),
+                result: serde_json::json!({"output": i, "status": "SUCCESS"}),
+            })
+            .await
+            .unwrap();
+    }
+    let sequential = f64::from(n) / started.elapsed().as_secs_f64();
+    // Eight writers on eight runs at once.
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let run = store
+                .create_run(NewRun::new(serde_json::json!({})))
+                .await
+                .unwrap();
+            for i in 0..500 {
+                store
+                    .append_journal(JournalAppend {
+                        run_id: run.id.clone(),
+                        recording_id: format!("node-{i}"),
+                        attempt: 1,
+                        kind: "step".to_owned(),
+                        result: serde_json::json!({"output": i}),
+                    })
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let concurrent = 4_000.0 / started.elapsed().as_secs_f64();
+    println!("  journal appends/s: {sequential:.0} (1 writer), {concurrent:.0} (8 writers)");
+}
+
+async fn claims(store: &Store) {
+    let runs = 4_000;
+    for _ in 0..runs {
+        let run = store
+            .create_run(NewRun::new(serde_json::json!({})))
+            .await
+            .unwrap();
+        store.enqueue(&run.id).await.unwrap();
+    }
+    for batch in [1, 10] {
+        if batch == 10 {
+            for _ in 0..runs {
+                let run = store
+                    .create_run(NewRun::new(serde_json::json!({})))
+                    .await
+                    .unwrap();
+                store.enqueue(&run.id).await.unwrap();
+            }
+        }
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for worker in 0..8 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let request = ClaimRequest {
+                    worker: format!("w{worker}"),
+                    limit: batch,
+                    lease: Duration::from_secs(60),
+                };
+                let mut claimed = 0_u32;
+                loop {
+                    let got = store.claim(&request).await.unwrap();
+                    if got.is_empty() {
+                        return claimed;
+                    }
+                    for claim in got {
+                        store.release(&claim, Release::Done).await.unwrap();
+                        claimed += 1;
+                    }
+                }
+            }));
+        }
+        let mut total = 0;
+        for task in tasks {
+            total += task.await.unwrap();
+        }
+        let rate = f64::from(total) / started.elapsed().as_secs_f64();
+        println!(
+            "  claims/s (8 claimers, batch {batch}, claim + release): {rate:.0} ({total} runs)"
+        );
+    }
+}
+
+async fn memory(store: &Store, sizes: &[usize], postgres: bool) {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut corpus: Vec<(String, Vec<f32>)> = Vec::new();
+    for &size in sizes {
+        let started = Instant::now();
+        let missing = size - corpus.len();
+        let mut tasks = Vec::new();
+        let per_task = missing.div_ceil(4);
+        for t in 0..4 {
+            let count = per_task.min(missing.saturating_sub(t * per_task));
+            let vectors: Vec<Vec<f32>> = (0..count).map(|_| rng.vector()).collect();
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut out = Vec::with_capacity(vectors.len());
+                for v in vectors {
+                    let item = NewMemoryItem::new("bench", "org", "lesson", v.clone());
+                    out.push((store.add_memory(item).await.unwrap().id, v));
+                }
+                out
+            }));
+        }
+        for task in tasks {
+            corpus.extend(task.await.unwrap());
+        }
+        println!(
+            "  memory: inserted {missing} vectors in {:.1} s ({} total)",
+            started.elapsed().as_secs_f64(),
+            corpus.len()
+        );
+        let queries: Vec<Vec<f32>> = (0..7).map(|_| rng.vector()).collect();
+        let modes: &[(SearchMode, &str)] = if postgres {
+            &[
+                (SearchMode::Exact, "exact, no index"),
+                (SearchMode::Approximate, "HNSW index"),
+            ]
+        } else {
+            &[(SearchMode::Exact, "exact in Rust, no index")]
+        };
+        for (mode, label) in modes {
+            let mut samples = Vec::new();
+            let mut recall = 0;
+            for query in &queries {
+                let started = Instant::now();
+                let hits = store
+                    .search_memory(&MemoryQuery {
+                        scope: "bench".to_owned(),
+                        org_id: "org".to_owned(),
+                        team_id: None,
+                        connection_id: None,
+                        embedding: query.clone(),
+                        limit: 10,
+                        mode: *mode,
+                    })
+                    .await
+                    .unwrap();
+                samples.push(started.elapsed());
+                let mut truth: Vec<(f64, &str)> = corpus
+                    .iter()
+                    .map(|(id, v)| (cosine_distance(query, v), id.as_str()))
+                    .collect();
+                truth.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let truth: Vec<&str> = truth.iter().take(10).map(|t| t.1).collect();
+                recall += hits
+                    .iter()
+                    .filter(|h| truth.contains(&h.item.id.as_str()))
+                    .count();
+            }
+            println!(
+                "  memory top-10 over {size}: median {:.2} ms ({label}), recall@10 {:.2}",
+                median(samples).as_secs_f64() * 1e3,
+                recall as f64 / (10.0 * queries.len() as f64)
+            );
+        }
+    }
+}
+
+async fn bench(label: &str, store: &Store, sizes: &[usize], postgres: bool) {
+    println!("{label}");
+    journal_appends(store).await;
+    claims(store).await;
+    memory(store, sizes, postgres).await;
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+async fn main() {
+    let sizes: Vec<usize> = std::env::var("AUTO_SWE_BENCH_MEMORY_SIZES")
+        .unwrap_or_else(|_| "10000,100000".to_owned())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let keyring = Keyring::single(1, [9; 32]);
+    let only = std::env::var("AUTO_SWE_BENCH_ONLY").unwrap_or_default();
+
+    if only.is_empty() || only == "sqlite" {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("bench.db").display());
+        let store = Store::open(StoreConfig::new(url, keyring.clone()))
+            .await
+            .unwrap();
+        bench("SQLite (file, WAL)", &store, &sizes, false).await;
+        store.close().await;
+    }
+
+    if only.is_empty() || only == "postgres" {
+        let Some(admin_url) = std::env::var("AUTO_SWE_POSTGRES_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        else {
+            println!("PostgreSQL: skipped (AUTO_SWE_POSTGRES_URL is not set)");
+            return;
+        };
+        let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
+        let name = format!("bench_{}", std::process::id());
+        sqlx::query(&format!("CREATE DATABASE \"{name}\""))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        let url = match admin_url.rsplit_once('/') {
+            Some((base, _)) => format!("{base}/{name}"),
+            None => admin_url.clone(),
+        };
+        let store = Store::open(StoreConfig::new(url, keyring)).await.unwrap();
+        bench(
+            "PostgreSQL 16 + pgvector (HNSW m=16, ef_construction=64)",
+            &store,
+            &sizes,
+            true,
+        )
+        .await;
+        store.close().await;
+        sqlx::query(&format!("DROP DATABASE \"{name}\" WITH (FORCE)"))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+    }
+}

@@ -1,0 +1,402 @@
+//! Steps, human steps, signals, artifacts and traces, written once for both backends.
+
+macro_rules! impl_execution_stores {
+    ($store:ty, $row:ty) => {
+        impl $store {
+            fn step_from_row(row: &$row) -> StoreResult<WorkflowStep> {
+                let status: String = row.try_get("status")?;
+                let ended_at: Option<i64> = row.try_get("ended_at")?;
+                Ok(WorkflowStep {
+                    id: row.try_get("id")?,
+                    run_id: row.try_get("run_id")?,
+                    recording_id: row.try_get("recording_id")?,
+                    node_id: row.try_get("node_id")?,
+                    attempt: row.try_get("attempt")?,
+                    status: parse_stored("workflow_steps", &status)?,
+                    output: from_json_text("workflow_steps", &row.try_get::<String, _>("output")?)?,
+                    started_at: Timestamp::from_millis(row.try_get("started_at")?),
+                    ended_at: ended_at.map(Timestamp::from_millis),
+                })
+            }
+
+            fn human_step_from_row(row: &$row) -> StoreResult<HumanStep> {
+                let kind: String = row.try_get("kind")?;
+                let status: String = row.try_get("status")?;
+                let answer: Option<String> = row.try_get("answer")?;
+                Ok(HumanStep {
+                    id: row.try_get("id")?,
+                    run_id: row.try_get("run_id")?,
+                    node_id: row.try_get("node_id")?,
+                    kind: parse_stored("human_steps", &kind)?,
+                    prompt: from_json_text("human_steps", &row.try_get::<String, _>("prompt")?)?,
+                    status: parse_stored("human_steps", &status)?,
+                    answer: answer.map(|a| from_json_text("human_steps", &a)).transpose()?,
+                    answered_by: row.try_get("answered_by")?,
+                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                })
+            }
+
+            fn signal_from_row(row: &$row) -> StoreResult<Signal> {
+                Ok(Signal {
+                    seq: row.try_get("seq")?,
+                    run_id: row.try_get("run_id")?,
+                    name: row.try_get("name")?,
+                    payload: from_json_text("signals", &row.try_get::<String, _>("payload")?)?,
+                    received_at: Timestamp::from_millis(row.try_get("received_at")?),
+                })
+            }
+
+            fn artifact_from_row(row: &$row) -> StoreResult<Artifact> {
+                Ok(Artifact {
+                    id: row.try_get("id")?,
+                    run_id: row.try_get("run_id")?,
+                    name: row.try_get("name")?,
+                    content_type: row.try_get("content_type")?,
+                    size: row.try_get("size")?,
+                    sha256: row.try_get("sha256")?,
+                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                })
+            }
+
+            fn trace_from_row(row: &$row) -> StoreResult<AgentTrace> {
+                Ok(AgentTrace {
+                    seq: row.try_get("seq")?,
+                    run_id: row.try_get("run_id")?,
+                    workflow_id: row.try_get("workflow_id")?,
+                    node_id: row.try_get("node_id")?,
+                    recording_id: row.try_get("recording_id")?,
+                    activity: row.try_get("activity")?,
+                    kind: row.try_get("kind")?,
+                    payload: from_json_text("agent_traces", &row.try_get::<String, _>("payload")?)?,
+                    spend_owner_org_id: row.try_get("spend_owner_org_id")?,
+                    model: row.try_get("model")?,
+                    usage: Usage {
+                        cost_micros: row.try_get("cost_micros")?,
+                        input_tokens: row.try_get("input_tokens")?,
+                        output_tokens: row.try_get("output_tokens")?,
+                    },
+                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                })
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl StepStore for $store {
+            async fn start_step(
+                &self,
+                run_id: &str,
+                recording_id: &str,
+                node_id: &str,
+                attempt: i64,
+            ) -> StoreResult<WorkflowStep> {
+                limits::short_text("recording id", recording_id)?;
+                limits::short_text("node id", node_id)?;
+                limits::non_negative("attempt", attempt)?;
+                let id = new_id();
+                let row = sqlx::query(
+                    "INSERT INTO workflow_steps (id, run_id, recording_id, node_id, attempt, \
+                     status, output, started_at) VALUES ($1, $2, $3, $4, $5, 'RUNNING', 'null', $6) \
+                     RETURNING *",
+                )
+                .bind(&id)
+                .bind(run_id)
+                .bind(recording_id)
+                .bind(node_id)
+                .bind(attempt)
+                .bind(self.clock.now().as_millis())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map_write("step", recording_id, e))?;
+                Self::step_from_row(&row)
+            }
+
+            async fn finish_step(
+                &self,
+                id: &str,
+                status: StepStatus,
+                output: &serde_json::Value,
+            ) -> StoreResult<WorkflowStep> {
+                if status == StepStatus::Running {
+                    return Err(StoreError::invalid("step status", "finish needs a final status"));
+                }
+                let output = limits::json_text("step output", output)?;
+                let row = sqlx::query(
+                    "UPDATE workflow_steps SET status = $1, output = $2, ended_at = $3 \
+                     WHERE id = $4 AND ended_at IS NULL RETURNING *",
+                )
+                .bind(status.as_str())
+                .bind(&output)
+                .bind(self.clock.now().as_millis())
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+                if let Some(row) = row {
+                    return Self::step_from_row(&row);
+                }
+                let exists: Option<String> =
+                    sqlx::query_scalar("SELECT id FROM workflow_steps WHERE id = $1")
+                        .bind(id)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                match exists {
+                    Some(_) => Err(StoreError::Conflict {
+                        entity: "step",
+                        detail: format!("step {id} has already finished"),
+                    }),
+                    None => Err(StoreError::not_found("step", id)),
+                }
+            }
+
+            async fn list_steps(&self, run_id: &str) -> StoreResult<Vec<WorkflowStep>> {
+                let rows = sqlx::query(
+                    "SELECT * FROM workflow_steps WHERE run_id = $1 ORDER BY started_at, id",
+                )
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(Self::step_from_row).collect()
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl InteractionStore for $store {
+            async fn create_human_step(
+                &self,
+                run_id: &str,
+                node_id: &str,
+                kind: HumanStepKind,
+                prompt: &serde_json::Value,
+            ) -> StoreResult<HumanStep> {
+                limits::short_text("node id", node_id)?;
+                let prompt = limits::json_text("prompt", prompt)?;
+                let id = new_id();
+                let row = sqlx::query(
+                    "INSERT INTO human_steps (id, run_id, node_id, kind, prompt, status, \
+                     created_at) VALUES ($1, $2, $3, $4, $5, 'PENDING', $6) RETURNING *",
+                )
+                .bind(&id)
+                .bind(run_id)
+                .bind(node_id)
+                .bind(kind.as_str())
+                .bind(&prompt)
+                .bind(self.clock.now().as_millis())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map_write("human step", node_id, e))?;
+                Self::human_step_from_row(&row)
+            }
+
+            async fn answer_human_step(
+                &self,
+                id: &str,
+                answered_by: &str,
+                answer: &serde_json::Value,
+            ) -> StoreResult<HumanStep> {
+                limits::short_text("answered by", answered_by)?;
+                let answer = limits::json_text("answer", answer)?;
+                let mut tx = self.pool.begin().await?;
+                let row = sqlx::query(
+                    "UPDATE human_steps SET status = 'ANSWERED', answer = $1, answered_by = $2, \
+                     answered_at = $3 WHERE id = $4 AND status = 'PENDING' RETURNING *",
+                )
+                .bind(&answer)
+                .bind(answered_by)
+                .bind(self.clock.now().as_millis())
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(row) = row else {
+                    tx.rollback().await?;
+                    self.get_human_step(id).await?;
+                    return Err(StoreError::Conflict {
+                        entity: "human step",
+                        detail: format!("human step {id} is no longer pending"),
+                    });
+                };
+                let step = Self::human_step_from_row(&row)?;
+                self.wake_parked(&mut tx, &step.run_id, &WakeOn::HumanStep { id: id.to_owned() })
+                    .await?;
+                tx.commit().await?;
+                self.woke();
+                Ok(step)
+            }
+
+            async fn get_human_step(&self, id: &str) -> StoreResult<HumanStep> {
+                let row = sqlx::query("SELECT * FROM human_steps WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("human step", id))?;
+                Self::human_step_from_row(&row)
+            }
+
+            async fn send_signal(
+                &self,
+                run_id: &str,
+                name: &str,
+                payload: &serde_json::Value,
+            ) -> StoreResult<Signal> {
+                limits::short_text("signal name", name)?;
+                let payload = limits::json_text("signal payload", payload)?;
+                let mut tx = self.pool.begin().await?;
+                let row = sqlx::query(
+                    "INSERT INTO signals (run_id, name, payload, received_at) \
+                     VALUES ($1, $2, $3, $4) RETURNING *",
+                )
+                .bind(run_id)
+                .bind(name)
+                .bind(&payload)
+                .bind(self.clock.now().as_millis())
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|e| map_write("signal", name, e))?;
+                let signal = Self::signal_from_row(&row)?;
+                self.wake_parked(&mut tx, run_id, &WakeOn::Signal { name: name.to_owned() })
+                    .await?;
+                tx.commit().await?;
+                self.woke();
+                Ok(signal)
+            }
+
+            async fn list_signals(&self, run_id: &str, name: &str) -> StoreResult<Vec<Signal>> {
+                let rows = sqlx::query(
+                    "SELECT * FROM signals WHERE run_id = $1 AND name = $2 ORDER BY seq",
+                )
+                .bind(run_id)
+                .bind(name)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(Self::signal_from_row).collect()
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl ArtifactStore for $store {
+            async fn put_artifact(
+                &self,
+                run_id: &str,
+                name: &str,
+                content_type: &str,
+                body: &[u8],
+            ) -> StoreResult<Artifact> {
+                limits::short_text("artifact name", name)?;
+                limits::short_text("content type", content_type)?;
+                if body.len() > limits::MAX_ARTIFACT_BYTES {
+                    return Err(StoreError::TooLarge {
+                        field: "artifact body",
+                        limit: limits::MAX_ARTIFACT_BYTES,
+                        actual: body.len(),
+                    });
+                }
+                let id = new_id();
+                let size = i64::try_from(body.len())
+                    .map_err(|_| StoreError::invalid("artifact body", "too large"))?;
+                let row = sqlx::query(
+                    "INSERT INTO artifacts (id, run_id, name, content_type, size, sha256, body, \
+                     created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                     RETURNING id, run_id, name, content_type, size, sha256, created_at",
+                )
+                .bind(&id)
+                .bind(run_id)
+                .bind(name)
+                .bind(content_type)
+                .bind(size)
+                .bind(sha256_hex(body))
+                .bind(body)
+                .bind(self.clock.now().as_millis())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map_write("artifact", name, e))?;
+                Self::artifact_from_row(&row)
+            }
+
+            async fn get_artifact(&self, id: &str) -> StoreResult<(Artifact, Vec<u8>)> {
+                let row = sqlx::query("SELECT * FROM artifacts WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("artifact", id))?;
+                let body: Vec<u8> = row.try_get("body")?;
+                let artifact = Self::artifact_from_row(&row)?;
+                if sha256_hex(&body) != artifact.sha256 {
+                    return Err(StoreError::corrupt("artifacts", "body does not match its hash"));
+                }
+                Ok((artifact, body))
+            }
+
+            async fn list_artifacts(&self, run_id: &str) -> StoreResult<Vec<Artifact>> {
+                let rows = sqlx::query(
+                    "SELECT id, run_id, name, content_type, size, sha256, created_at \
+                     FROM artifacts WHERE run_id = $1 ORDER BY created_at, id",
+                )
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(Self::artifact_from_row).collect()
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl TraceStore for $store {
+            async fn append_traces(&self, traces: Vec<NewAgentTrace>) -> StoreResult<()> {
+                const MAX_BATCH: usize = 10_000;
+                if traces.len() > MAX_BATCH {
+                    return Err(StoreError::TooLarge {
+                        field: "trace batch",
+                        limit: MAX_BATCH,
+                        actual: traces.len(),
+                    });
+                }
+                let mut rows = Vec::with_capacity(traces.len());
+                for trace in &traces {
+                    limits::short_text("workflow id", &trace.workflow_id)?;
+                    limits::short_text("activity", &trace.activity)?;
+                    limits::short_text("trace kind", &trace.kind)?;
+                    limits::non_negative("cost", trace.usage.cost_micros)?;
+                    rows.push(limits::json_text("trace payload", &trace.payload)?);
+                }
+                let now = self.clock.now().as_millis();
+                let mut tx = self.pool.begin().await?;
+                for (trace, payload) in traces.iter().zip(&rows) {
+                    sqlx::query(
+                        "INSERT INTO agent_traces (run_id, workflow_id, node_id, recording_id, \
+                         activity, kind, payload, spend_owner_org_id, model, cost_micros, \
+                         input_tokens, output_tokens, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                    )
+                    .bind(&trace.run_id)
+                    .bind(&trace.workflow_id)
+                    .bind(&trace.node_id)
+                    .bind(&trace.recording_id)
+                    .bind(&trace.activity)
+                    .bind(&trace.kind)
+                    .bind(payload)
+                    .bind(&trace.spend_owner_org_id)
+                    .bind(&trace.model)
+                    .bind(trace.usage.cost_micros)
+                    .bind(trace.usage.input_tokens)
+                    .bind(trace.usage.output_tokens)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| map_write("trace", &trace.workflow_id, e))?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn list_traces(&self, run_id: &str, limit: u32) -> StoreResult<Vec<AgentTrace>> {
+                let limit = i64::from(limit.clamp(1, 5_000));
+                let rows = sqlx::query(
+                    "SELECT * FROM (SELECT * FROM agent_traces WHERE run_id = $1 \
+                     ORDER BY seq DESC LIMIT $2) AS newest ORDER BY seq",
+                )
+                .bind(run_id)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(Self::trace_from_row).collect()
+            }
+        }
+    };
+}

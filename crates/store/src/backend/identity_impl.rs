@@ -1,0 +1,482 @@
+//! Organizations, users, tokens and connections, written once for both backends.
+
+macro_rules! impl_identity_stores {
+    ($store:ty, $row:ty) => {
+        impl $store {
+            fn org_from_row(row: &$row) -> StoreResult<Organization> {
+                Ok(Organization {
+                    id: row.try_get("id")?,
+                    slug: row.try_get("slug")?,
+                    name: row.try_get("name")?,
+                    monthly_budget_cents: row.try_get("monthly_budget_cents")?,
+                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                })
+            }
+
+            fn team_from_row(row: &$row) -> StoreResult<Team> {
+                Ok(Team {
+                    id: row.try_get("id")?,
+                    org_id: row.try_get("org_id")?,
+                    name: row.try_get("name")?,
+                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                })
+            }
+
+            fn user_from_row(row: &$row) -> StoreResult<User> {
+                Ok(User {
+                    id: row.try_get("id")?,
+                    email: row.try_get("email")?,
+                    name: row.try_get("name")?,
+                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                })
+            }
+
+            fn principal_from_row(row: &$row) -> StoreResult<ServicePrincipal> {
+                Ok(ServicePrincipal {
+                    id: row.try_get("id")?,
+                    team_id: row.try_get("team_id")?,
+                    name: row.try_get("name")?,
+                    allowed_connection_ids: from_json_text(
+                        "service_principals",
+                        &row.try_get::<String, _>("allowed_connection_ids")?,
+                    )?,
+                    allowed_template_ids: from_json_text(
+                        "service_principals",
+                        &row.try_get::<String, _>("allowed_template_ids")?,
+                    )?,
+                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                })
+            }
+
+            fn token_from_row(row: &$row) -> StoreResult<ApiToken> {
+                let user: Option<String> = row.try_get("user_id")?;
+                let principal: Option<String> = row.try_get("service_principal_id")?;
+                let owner = match (user, principal) {
+                    (Some(user), None) => TokenOwner::User(user),
+                    (None, Some(principal)) => TokenOwner::ServicePrincipal(principal),
+                    _ => return Err(StoreError::corrupt("api_tokens", "token owner")),
+                };
+                let expires_at: Option<i64> = row.try_get("expires_at")?;
+                let revoked_at: Option<i64> = row.try_get("revoked_at")?;
+                Ok(ApiToken {
+                    id: row.try_get("id")?,
+                    owner,
+                    name: row.try_get("name")?,
+                    prefix: row.try_get("prefix")?,
+                    expires_at: expires_at.map(Timestamp::from_millis),
+                    revoked_at: revoked_at.map(Timestamp::from_millis),
+                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                })
+            }
+
+            fn connection_from_row(row: &$row) -> StoreResult<Connection> {
+                let kind: String = row.try_get("type")?;
+                let host: Option<String> = row.try_get("repo_host")?;
+                let owner: Option<String> = row.try_get("repo_owner")?;
+                let name: Option<String> = row.try_get("repo_name")?;
+                let branch: Option<String> = row.try_get("default_branch")?;
+                let repo = match (host, owner, name, branch) {
+                    (Some(host), Some(owner), Some(name), Some(default_branch)) => {
+                        Some(RepoCoordinates {
+                            host,
+                            owner,
+                            name,
+                            default_branch,
+                        })
+                    }
+                    _ => None,
+                };
+                let token: Option<String> = row.try_get("token_envelope")?;
+                Ok(Connection {
+                    id: row.try_get("id")?,
+                    team_id: row.try_get("team_id")?,
+                    kind: parse_stored("connections", &kind)?,
+                    name: row.try_get("name")?,
+                    repo,
+                    config: from_json_text("connections", &row.try_get::<String, _>("config")?)?,
+                    has_token: token.is_some(),
+                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                })
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl OrganizationStore for $store {
+            async fn create_org(&self, slug: &str, name: &str) -> StoreResult<Organization> {
+                limits::short_text("slug", slug)?;
+                limits::short_text("org name", name)?;
+                let id = new_id();
+                let row = sqlx::query(
+                    "INSERT INTO organizations (id, slug, name, created_at) \
+                     VALUES ($1, $2, $3, $4) RETURNING *",
+                )
+                .bind(&id)
+                .bind(slug)
+                .bind(name)
+                .bind(self.clock.now().as_millis())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map_write("organization", slug, e))?;
+                Self::org_from_row(&row)
+            }
+
+            async fn get_org(&self, id: &str) -> StoreResult<Organization> {
+                let row = sqlx::query("SELECT * FROM organizations WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("organization", id))?;
+                Self::org_from_row(&row)
+            }
+
+            async fn set_org_budget(&self, id: &str, cents: Option<i64>) -> StoreResult<()> {
+                if let Some(cents) = cents {
+                    limits::non_negative("monthly budget", cents)?;
+                }
+                let done = sqlx::query(
+                    "UPDATE organizations SET monthly_budget_cents = $1 WHERE id = $2",
+                )
+                .bind(cents)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+                if done.rows_affected() == 0 {
+                    return Err(StoreError::not_found("organization", id));
+                }
+                Ok(())
+            }
+
+            async fn create_team(&self, org_id: &str, name: &str) -> StoreResult<Team> {
+                limits::short_text("team name", name)?;
+                let id = new_id();
+                let row = sqlx::query(
+                    "INSERT INTO teams (id, org_id, name, created_at) VALUES ($1, $2, $3, $4) \
+                     RETURNING *",
+                )
+                .bind(&id)
+                .bind(org_id)
+                .bind(name)
+                .bind(self.clock.now().as_millis())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map_write("team", name, e))?;
+                Self::team_from_row(&row)
+            }
+
+            async fn get_team(&self, id: &str) -> StoreResult<Team> {
+                let row = sqlx::query("SELECT * FROM teams WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("team", id))?;
+                Self::team_from_row(&row)
+            }
+
+            async fn set_org_role(
+                &self,
+                org_id: &str,
+                user_id: &str,
+                role: OrgRole,
+            ) -> StoreResult<()> {
+                sqlx::query(
+                    "INSERT INTO org_memberships (org_id, user_id, role) VALUES ($1, $2, $3) \
+                     ON CONFLICT (org_id, user_id) DO UPDATE SET role = excluded.role",
+                )
+                .bind(org_id)
+                .bind(user_id)
+                .bind(role.as_str())
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_write("org membership", user_id, e))?;
+                Ok(())
+            }
+
+            async fn org_role(&self, org_id: &str, user_id: &str) -> StoreResult<Option<OrgRole>> {
+                let role: Option<String> = sqlx::query_scalar(
+                    "SELECT role FROM org_memberships WHERE org_id = $1 AND user_id = $2",
+                )
+                .bind(org_id)
+                .bind(user_id)
+                .fetch_optional(&self.pool)
+                .await?;
+                role.map(|r| parse_stored("org_memberships", &r)).transpose()
+            }
+
+            async fn set_team_role(
+                &self,
+                team_id: &str,
+                user_id: &str,
+                role: TeamRole,
+            ) -> StoreResult<()> {
+                sqlx::query(
+                    "INSERT INTO team_memberships (team_id, user_id, role) VALUES ($1, $2, $3) \
+                     ON CONFLICT (team_id, user_id) DO UPDATE SET role = excluded.role",
+                )
+                .bind(team_id)
+                .bind(user_id)
+                .bind(role.as_str())
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_write("team membership", user_id, e))?;
+                Ok(())
+            }
+
+            async fn team_role(
+                &self,
+                team_id: &str,
+                user_id: &str,
+            ) -> StoreResult<Option<TeamRole>> {
+                let role: Option<String> = sqlx::query_scalar(
+                    "SELECT role FROM team_memberships WHERE team_id = $1 AND user_id = $2",
+                )
+                .bind(team_id)
+                .bind(user_id)
+                .fetch_optional(&self.pool)
+                .await?;
+                role.map(|r| parse_stored("team_memberships", &r)).transpose()
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl UserStore for $store {
+            async fn create_user(&self, email: &str, name: &str) -> StoreResult<User> {
+                limits::short_text("email", email)?;
+                limits::short_text("user name", name)?;
+                if !email.contains('@') {
+                    return Err(StoreError::invalid("email", "must contain '@'"));
+                }
+                let email = email.trim().to_lowercase();
+                let id = new_id();
+                let row = sqlx::query(
+                    "INSERT INTO users (id, email, name, created_at) VALUES ($1, $2, $3, $4) \
+                     RETURNING *",
+                )
+                .bind(&id)
+                .bind(&email)
+                .bind(name)
+                .bind(self.clock.now().as_millis())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map_write("user", &email, e))?;
+                Self::user_from_row(&row)
+            }
+
+            async fn get_user(&self, id: &str) -> StoreResult<User> {
+                let row = sqlx::query("SELECT * FROM users WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("user", id))?;
+                Self::user_from_row(&row)
+            }
+
+            async fn find_user_by_email(&self, email: &str) -> StoreResult<Option<User>> {
+                let row = sqlx::query("SELECT * FROM users WHERE email = $1")
+                    .bind(email.trim().to_lowercase())
+                    .fetch_optional(&self.pool)
+                    .await?;
+                row.as_ref().map(Self::user_from_row).transpose()
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl TokenStore for $store {
+            async fn create_service_principal(
+                &self,
+                team_id: &str,
+                name: &str,
+                allowed_connection_ids: Vec<String>,
+                allowed_template_ids: Vec<String>,
+            ) -> StoreResult<ServicePrincipal> {
+                limits::short_text("principal name", name)?;
+                let id = new_id();
+                let row = sqlx::query(
+                    "INSERT INTO service_principals (id, team_id, name, allowed_connection_ids, \
+                     allowed_template_ids, created_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING *",
+                )
+                .bind(&id)
+                .bind(team_id)
+                .bind(name)
+                .bind(to_json_text("allowed connections", &allowed_connection_ids)?)
+                .bind(to_json_text("allowed templates", &allowed_template_ids)?)
+                .bind(self.clock.now().as_millis())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map_write("service principal", name, e))?;
+                Self::principal_from_row(&row)
+            }
+
+            async fn get_service_principal(&self, id: &str) -> StoreResult<ServicePrincipal> {
+                let row = sqlx::query("SELECT * FROM service_principals WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("service principal", id))?;
+                Self::principal_from_row(&row)
+            }
+
+            async fn create_token(
+                &self,
+                token: NewApiToken,
+            ) -> StoreResult<(ApiToken, SecretString)> {
+                limits::short_text("token name", &token.name)?;
+                let (user, principal) = match &token.owner {
+                    TokenOwner::User(id) => (Some(id.as_str()), None),
+                    TokenOwner::ServicePrincipal(id) => (None, Some(id.as_str())),
+                };
+                let plaintext = crate::records::tokens::mint_token();
+                let prefix: String = plaintext.expose().chars().take(10).collect();
+                let id = new_id();
+                let row = sqlx::query(
+                    "INSERT INTO api_tokens (id, token_hash, prefix, user_id, \
+                     service_principal_id, name, expires_at, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *",
+                )
+                .bind(&id)
+                .bind(crate::records::tokens::hash_token(plaintext.expose()))
+                .bind(&prefix)
+                .bind(user)
+                .bind(principal)
+                .bind(&token.name)
+                .bind(token.expires_at.map(Timestamp::as_millis))
+                .bind(self.clock.now().as_millis())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map_write("api token", &id, e))?;
+                Ok((Self::token_from_row(&row)?, plaintext))
+            }
+
+            async fn authenticate_token(
+                &self,
+                plaintext: &SecretString,
+            ) -> StoreResult<Option<ApiToken>> {
+                if plaintext.expose().len() > limits::MAX_SHORT_TEXT_BYTES {
+                    return Ok(None);
+                }
+                let row = sqlx::query(
+                    "SELECT * FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL \
+                     AND (expires_at IS NULL OR expires_at > $2)",
+                )
+                .bind(crate::records::tokens::hash_token(plaintext.expose()))
+                .bind(self.clock.now().as_millis())
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(Self::token_from_row).transpose()
+            }
+
+            async fn revoke_token(&self, id: &str) -> StoreResult<()> {
+                let done = sqlx::query(
+                    "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2",
+                )
+                .bind(self.clock.now().as_millis())
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+                if done.rows_affected() == 0 {
+                    return Err(StoreError::not_found("api token", id));
+                }
+                Ok(())
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl ConnectionStore for $store {
+            async fn create_connection(
+                &self,
+                connection: NewConnection,
+            ) -> StoreResult<Connection> {
+                limits::short_text("connection name", &connection.name)?;
+                let config = limits::json_text("config", &connection.config)?;
+                let repo = match (connection.kind, &connection.repo) {
+                    (ConnectionType::GitRepo, Some(repo)) => {
+                        limits::short_text("repository host", &repo.host)?;
+                        limits::short_text("repository owner", &repo.owner)?;
+                        limits::short_text("repository name", &repo.name)?;
+                        limits::short_text("default branch", &repo.default_branch)?;
+                        Some(repo)
+                    }
+                    (ConnectionType::GitRepo, None) => {
+                        return Err(StoreError::invalid("repo", "a git_repo connection needs one"));
+                    }
+                    (_, Some(_)) => {
+                        return Err(StoreError::invalid("repo", "only git_repo connections have one"));
+                    }
+                    (_, None) => None,
+                };
+                let id = new_id();
+                let row = sqlx::query(
+                    "INSERT INTO connections (id, team_id, type, name, repo_host, repo_owner, \
+                     repo_name, default_branch, config, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING *",
+                )
+                .bind(&id)
+                .bind(&connection.team_id)
+                .bind(connection.kind.as_str())
+                .bind(&connection.name)
+                .bind(repo.map(|r| r.host.to_lowercase()))
+                .bind(repo.map(|r| r.owner.clone()))
+                .bind(repo.map(|r| r.name.clone()))
+                .bind(repo.map(|r| r.default_branch.clone()))
+                .bind(&config)
+                .bind(self.clock.now().as_millis())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map_write("connection", &connection.name, e))?;
+                Self::connection_from_row(&row)
+            }
+
+            async fn get_connection(&self, id: &str) -> StoreResult<Connection> {
+                let row = sqlx::query("SELECT * FROM connections WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("connection", id))?;
+                Self::connection_from_row(&row)
+            }
+
+            async fn set_connection_token(&self, id: &str, token: &SecretString) -> StoreResult<()> {
+                limits::short_text("token", token.expose()).map_err(|_| {
+                    StoreError::invalid("token", "must be 1-512 bytes without NUL")
+                })?;
+                let sealed = self.keyring.seal_string(
+                    SecretOwner {
+                        table: "connections",
+                        column: "token_envelope",
+                        row_id: id,
+                    },
+                    token,
+                )?;
+                let done = sqlx::query("UPDATE connections SET token_envelope = $1 WHERE id = $2")
+                    .bind(&sealed)
+                    .bind(id)
+                    .execute(&self.pool)
+                    .await?;
+                if done.rows_affected() == 0 {
+                    return Err(StoreError::not_found("connection", id));
+                }
+                Ok(())
+            }
+
+            async fn connection_token(&self, id: &str) -> StoreResult<Option<SecretString>> {
+                let row = sqlx::query("SELECT token_envelope FROM connections WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("connection", id))?;
+                let sealed: Option<String> = row.try_get("token_envelope")?;
+                sealed
+                    .map(|s| {
+                        self.keyring.open_string(
+                            SecretOwner {
+                                table: "connections",
+                                column: "token_envelope",
+                                row_id: id,
+                            },
+                            &s,
+                        )
+                    })
+                    .transpose()
+            }
+        }
+    };
+}

@@ -1,0 +1,71 @@
+//! The two backends. All SQL of the crate lives under this module.
+
+#[macro_use]
+mod execution_impl;
+#[macro_use]
+mod identity_impl;
+#[macro_use]
+mod library_impl;
+#[macro_use]
+mod queue_impl;
+#[macro_use]
+mod runs_impl;
+pub(crate) mod shared;
+
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
+#[cfg(feature = "sqlite")]
+pub(crate) mod sqlite;
+
+/// Imports every backend body needs; each backend does `use super::prelude::*`.
+pub(crate) mod prelude {
+    pub(crate) use std::time::Duration;
+
+    pub(crate) use sqlx::Row;
+
+    pub(crate) use super::shared::{
+        from_json_text, new_id, parse_stored, scope_key, sha256_hex, to_json_text,
+    };
+    pub(crate) use crate::clock::{Clock, Timestamp};
+    pub(crate) use crate::error::{StoreError, StoreResult, map_write};
+    pub(crate) use crate::limits;
+    pub(crate) use crate::records::admin::{
+        AuditEntry, AuditLog, NewAuditEntry, OutcomeClaim, OutcomeLedger, OutcomeState,
+        PatternCategory, ProviderCredential, ProviderCredentialStore, ScannerPattern,
+        ScannerPatternStore, SecretRotation,
+    };
+    pub(crate) use crate::records::connections::{
+        Connection, ConnectionStore, ConnectionType, NewConnection, RepoCoordinates,
+    };
+    pub(crate) use crate::records::execution::{
+        AgentTrace, Artifact, ArtifactStore, HumanStep, HumanStepKind, InteractionStore,
+        NewAgentTrace, Signal, StepStatus, StepStore, TraceStore, WorkflowStep,
+    };
+    pub(crate) use crate::records::journal::{
+        AppendOutcome, JournalAppend, JournalEntry, JournalStore,
+    };
+    pub(crate) use crate::records::library::{
+        AgentDefinition, AgentStore, AgentVersion, LibraryScope, ReasoningLevel, Skill,
+        SkillRevision, SkillStore,
+    };
+    pub(crate) use crate::records::memory::{
+        MemoryHit, MemoryItem, MemoryQuery, MemoryStore, NewMemoryItem,
+    };
+    pub(crate) use crate::records::queue::{
+        Claim, ClaimRequest, QueueState, QueueStore, Release, WakeOn, WorkWaiter,
+    };
+    pub(crate) use crate::records::runs::{
+        FinalizeOutcome, FinalizeRun, MonthlyUsage, NewRun, NewRunInput, Run, RunInput,
+        RunInputStore, RunStatus, RunStore, SubmitOutcome, Usage,
+    };
+    pub(crate) use crate::records::templates::{
+        NewTemplate, NewTemplateVersion, TemplateStore, TemplateVersion, WorkflowTemplate,
+    };
+    pub(crate) use crate::records::tenancy::{
+        OrgRole, Organization, OrganizationStore, Team, TeamRole, User, UserStore,
+    };
+    pub(crate) use crate::records::tokens::{
+        ApiToken, NewApiToken, ServicePrincipal, TokenOwner, TokenStore,
+    };
+    pub(crate) use crate::secret::{Keyring, SecretOwner, SecretString};
+}

@@ -1,0 +1,228 @@
+//! The `PostgreSQL` backend: scale-out coordination, `pgvector` memory search.
+//!
+//! Claims lock candidate rows with `FOR UPDATE SKIP LOCKED`, so concurrent workers on any number
+//! of machines never block on, or share, a run. Writes that make work runnable queue a
+//! `NOTIFY` on [`crate::WORK_CHANNEL`] that `PostgreSQL` delivers when they commit.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
+
+use super::prelude::*;
+use crate::records::memory::SearchMode;
+use crate::records::queue::WORK_CHANNEL;
+
+type DbKind = sqlx::Postgres;
+
+/// The `PostgreSQL` store.
+#[derive(Debug)]
+pub(crate) struct PgStore {
+    pool: sqlx::PgPool,
+    keyring: Keyring,
+    clock: Arc<dyn Clock>,
+}
+
+impl PgStore {
+    const CLAIM_SQL: &'static str = "WITH picked AS ( \
+           SELECT run_id FROM run_queue \
+           WHERE (state = 'RUNNABLE' AND available_at <= $3) \
+              OR (state = 'LEASED' AND lease_until <= $3) \
+           ORDER BY available_at, run_id LIMIT $4 \
+           FOR UPDATE SKIP LOCKED) \
+         UPDATE run_queue AS q SET state = 'LEASED', worker = $1, lease_until = $2, \
+           claim_count = q.claim_count + 1, wake_pending = FALSE \
+         FROM picked WHERE q.run_id = picked.run_id \
+         RETURNING q.run_id, q.claim_count";
+
+    pub(crate) async fn open(
+        url: &str,
+        keyring: Keyring,
+        clock: Arc<dyn Clock>,
+        max_connections: u32,
+    ) -> StoreResult<Self> {
+        let options = PgConnectOptions::from_str(url).map_err(|_| StoreError::UnsupportedUrl)?;
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections.max(2))
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+        Ok(Self {
+            pool,
+            keyring,
+            clock,
+        })
+    }
+
+    async fn wake_in_tx(
+        &self,
+        tx: &mut sqlx::Transaction<'_, DbKind>,
+        run_id: &str,
+    ) -> StoreResult<()> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(WORK_CHANNEL)
+            .bind(run_id)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    #[expect(clippy::unused_self, reason = "same shape as the SQLite hook")]
+    fn woke(&self) {}
+
+    async fn work_waiter(&self) -> StoreResult<Box<dyn WorkWaiter>> {
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen(WORK_CHANNEL).await?;
+        Ok(Box::new(PgWaiter { listener }))
+    }
+
+    fn memory_from_row(row: &PgRow) -> StoreResult<MemoryItem> {
+        Ok(MemoryItem {
+            id: row.try_get("id")?,
+            scope: row.try_get("scope")?,
+            org_id: row.try_get("org_id")?,
+            team_id: row.try_get("team_id")?,
+            connection_id: row.try_get("connection_id")?,
+            content: row.try_get("content")?,
+            metadata: from_json_text("memory_items", &row.try_get::<String, _>("metadata")?)?,
+            skills_active: from_json_text(
+                "memory_items",
+                &row.try_get::<String, _>("skills_active")?,
+            )?,
+            created_at: Timestamp::from_millis(row.try_get("created_at")?),
+        })
+    }
+}
+
+struct PgWaiter {
+    listener: PgListener,
+}
+
+#[async_trait::async_trait]
+impl WorkWaiter for PgWaiter {
+    async fn wait(&mut self, max_wait: Duration) -> StoreResult<bool> {
+        match tokio::time::timeout(max_wait, self.listener.recv()).await {
+            Ok(Ok(_)) => {
+                // Drain what else already arrived: one wake-up covers them all.
+                while self.listener.next_buffered().is_some() {}
+                Ok(true)
+            }
+            Ok(Err(error)) => Err(StoreError::Database(error)),
+            Err(_) => Ok(false),
+        }
+    }
+}
+
+impl_run_stores!(PgStore, PgRow);
+impl_queue_store!(PgStore);
+impl_identity_stores!(PgStore, PgRow);
+impl_execution_stores!(PgStore, PgRow);
+impl_library_stores!(PgStore, PgRow);
+
+const MEMORY_COLUMNS: &str =
+    "id, scope, org_id, team_id, connection_id, content, metadata, skills_active, created_at";
+
+#[async_trait::async_trait]
+impl MemoryStore for PgStore {
+    async fn add_memory(&self, item: NewMemoryItem) -> StoreResult<MemoryItem> {
+        crate::records::memory::validate_item(&item)?;
+        let metadata = limits::json_text("metadata", &item.metadata)?;
+        let skills = to_json_text("skills", &item.skills_active)?;
+        let id = new_id();
+        let row = sqlx::query(&format!(
+            "INSERT INTO memory_items (id, scope, org_id, team_id, connection_id, content, \
+             metadata, skills_active, embedding, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {MEMORY_COLUMNS}"
+        ))
+        .bind(&id)
+        .bind(&item.scope)
+        .bind(&item.org_id)
+        .bind(&item.team_id)
+        .bind(&item.connection_id)
+        .bind(&item.content)
+        .bind(&metadata)
+        .bind(&skills)
+        .bind(pgvector::Vector::from(item.embedding))
+        .bind(self.clock.now().as_millis())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| map_write("memory item", &id, e))?;
+        Self::memory_from_row(&row)
+    }
+
+    async fn get_memory(&self, id: &str) -> StoreResult<MemoryItem> {
+        let row = sqlx::query(&format!(
+            "SELECT {MEMORY_COLUMNS} FROM memory_items WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::not_found("memory item", id))?;
+        Self::memory_from_row(&row)
+    }
+
+    async fn delete_memory(&self, id: &str) -> StoreResult<()> {
+        let done = sqlx::query("DELETE FROM memory_items WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::not_found("memory item", id));
+        }
+        Ok(())
+    }
+
+    async fn search_memory(&self, query: &MemoryQuery) -> StoreResult<Vec<MemoryHit>> {
+        crate::records::memory::validate_query(query)?;
+        let mut tx = self.pool.begin().await?;
+        match query.mode {
+            // Without index scans the planner compares every candidate: exact neighbours.
+            SearchMode::Exact => {
+                sqlx::query("SET LOCAL enable_indexscan = off")
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            SearchMode::Approximate => {
+                let ef_search = (query.limit * 2).max(40);
+                sqlx::query(&format!("SET LOCAL hnsw.ef_search = {ef_search}"))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        let rows = sqlx::query(&format!(
+            "SELECT {MEMORY_COLUMNS}, embedding <=> $1 AS distance FROM memory_items \
+             WHERE org_id = $2 AND scope = $3 AND ($4::text IS NULL OR team_id = $4) \
+             AND ($5::text IS NULL OR connection_id = $5) \
+             ORDER BY embedding <=> $1 LIMIT $6"
+        ))
+        .bind(pgvector::Vector::from(query.embedding.clone()))
+        .bind(&query.org_id)
+        .bind(&query.scope)
+        .bind(&query.team_id)
+        .bind(&query.connection_id)
+        .bind(i64::from(query.limit))
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        rows.iter()
+            .map(|row| {
+                Ok(MemoryHit {
+                    item: Self::memory_from_row(row)?,
+                    distance: row.try_get("distance")?,
+                })
+            })
+            .collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::StoreBackend for PgStore {
+    fn backend(&self) -> crate::BackendKind {
+        crate::BackendKind::Postgres
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}

@@ -1,0 +1,511 @@
+//! Runs, run inputs, journal and templates, written once for both backends.
+//!
+//! The SQL here is portable between `SQLite` and `PostgreSQL` (numbered `$n` parameters, `RETURNING`,
+//! `ON CONFLICT`); each backend expands the macro over its own pool and row types.
+
+macro_rules! impl_run_stores {
+    ($store:ty, $row:ty) => {
+        impl $store {
+            fn run_from_row(row: &$row) -> StoreResult<Run> {
+                let status: String = row.try_get("status")?;
+                let ended_at: Option<i64> = row.try_get("ended_at")?;
+                Ok(Run {
+                    id: row.try_get("id")?,
+                    org_id: row.try_get("org_id")?,
+                    team_id: row.try_get("team_id")?,
+                    template_version_id: row.try_get("template_version_id")?,
+                    run_input_id: row.try_get("run_input_id")?,
+                    launched_by: row.try_get("launched_by")?,
+                    status: parse_stored("workflow_runs", &status)?,
+                    spec_snapshot: from_json_text(
+                        "workflow_runs",
+                        &row.try_get::<String, _>("spec_snapshot")?,
+                    )?,
+                    pins: from_json_text("workflow_runs", &row.try_get::<String, _>("pins")?)?,
+                    authorized_connection_ids: from_json_text(
+                        "workflow_runs",
+                        &row.try_get::<String, _>("authorized_connection_ids")?,
+                    )?,
+                    usage: Usage {
+                        cost_micros: row.try_get("cost_micros")?,
+                        input_tokens: row.try_get("input_tokens")?,
+                        output_tokens: row.try_get("output_tokens")?,
+                    },
+                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                    ended_at: ended_at.map(Timestamp::from_millis),
+                })
+            }
+
+            fn run_input_from_row(row: &$row) -> StoreResult<RunInput> {
+                Ok(RunInput {
+                    id: row.try_get("id")?,
+                    submitter: row.try_get("submitter")?,
+                    idempotency_key: row.try_get("idempotency_key")?,
+                    template_id: row.try_get("template_id")?,
+                    connection_id: row.try_get("connection_id")?,
+                    billing_org_id: row.try_get("billing_org_id")?,
+                    payload: from_json_text("run_inputs", &row.try_get::<String, _>("payload")?)?,
+                    request_hash: row.try_get("request_hash")?,
+                    started_run_id: row.try_get("started_run_id")?,
+                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                })
+            }
+
+            fn journal_from_row(row: &$row) -> StoreResult<JournalEntry> {
+                Ok(JournalEntry {
+                    seq: row.try_get("seq")?,
+                    run_id: row.try_get("run_id")?,
+                    recording_id: row.try_get("recording_id")?,
+                    attempt: row.try_get("attempt")?,
+                    kind: row.try_get("kind")?,
+                    result: from_json_text("run_journal", &row.try_get::<String, _>("result")?)?,
+                    recorded_at: Timestamp::from_millis(row.try_get("recorded_at")?),
+                })
+            }
+
+            fn template_from_row(row: &$row) -> StoreResult<WorkflowTemplate> {
+                Ok(WorkflowTemplate {
+                    id: row.try_get("id")?,
+                    team_id: row.try_get("team_id")?,
+                    name: row.try_get("name")?,
+                    description: row.try_get("description")?,
+                    latest_version: row.try_get("latest_version")?,
+                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                })
+            }
+
+            fn template_version_from_row(row: &$row) -> StoreResult<TemplateVersion> {
+                Ok(TemplateVersion {
+                    id: row.try_get("id")?,
+                    template_id: row.try_get("template_id")?,
+                    version: row.try_get("version")?,
+                    spec: from_json_text(
+                        "workflow_template_versions",
+                        &row.try_get::<String, _>("spec")?,
+                    )?,
+                    input_schema: from_json_text(
+                        "workflow_template_versions",
+                        &row.try_get::<String, _>("input_schema")?,
+                    )?,
+                    spec_hash: row.try_get("spec_hash")?,
+                    created_by: row.try_get("created_by")?,
+                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                })
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl RunStore for $store {
+            async fn create_run(&self, run: NewRun) -> StoreResult<Run> {
+                limits::optional_short_text("org id", run.org_id.as_deref())?;
+                limits::optional_short_text("team id", run.team_id.as_deref())?;
+                limits::optional_short_text("launched by", run.launched_by.as_deref())?;
+                let spec = limits::json_text("spec snapshot", &run.spec_snapshot)?;
+                let pins = to_json_text("pins", &run.pins)?;
+                let connections = to_json_text("connection ids", &run.authorized_connection_ids)?;
+                let id = new_id();
+                let now = self.clock.now().as_millis();
+                let row = sqlx::query(
+                    "INSERT INTO workflow_runs (id, org_id, team_id, template_version_id, \
+                     run_input_id, launched_by, status, spec_snapshot, pins, \
+                     authorized_connection_ids, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', $7, $8, $9, $10, $10) RETURNING *",
+                )
+                .bind(&id)
+                .bind(&run.org_id)
+                .bind(&run.team_id)
+                .bind(&run.template_version_id)
+                .bind(&run.run_input_id)
+                .bind(&run.launched_by)
+                .bind(&spec)
+                .bind(&pins)
+                .bind(&connections)
+                .bind(now)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map_write("run", &id, e))?;
+                Self::run_from_row(&row)
+            }
+
+            async fn get_run(&self, id: &str) -> StoreResult<Run> {
+                let row = sqlx::query("SELECT * FROM workflow_runs WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("run", id))?;
+                Self::run_from_row(&row)
+            }
+
+            async fn set_run_status(&self, id: &str, status: RunStatus) -> StoreResult<()> {
+                if status.is_terminal() {
+                    return Err(StoreError::invalid(
+                        "run status",
+                        "terminal statuses are set by finalize_run",
+                    ));
+                }
+                let done = sqlx::query(
+                    "UPDATE workflow_runs SET status = $1, updated_at = $2 \
+                     WHERE id = $3 AND ended_at IS NULL",
+                )
+                .bind(status.as_str())
+                .bind(self.clock.now().as_millis())
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+                if done.rows_affected() == 1 {
+                    return Ok(());
+                }
+                self.get_run(id).await?;
+                Err(StoreError::Conflict {
+                    entity: "run",
+                    detail: format!("run {id} has already ended"),
+                })
+            }
+
+            async fn add_run_usage(&self, id: &str, usage: Usage) -> StoreResult<Usage> {
+                limits::non_negative("cost", usage.cost_micros)?;
+                limits::non_negative("input tokens", usage.input_tokens)?;
+                limits::non_negative("output tokens", usage.output_tokens)?;
+                let row = sqlx::query(
+                    "UPDATE workflow_runs SET cost_micros = cost_micros + $1, \
+                     input_tokens = input_tokens + $2, output_tokens = output_tokens + $3, \
+                     updated_at = $4 WHERE id = $5 AND ended_at IS NULL \
+                     RETURNING cost_micros, input_tokens, output_tokens",
+                )
+                .bind(usage.cost_micros)
+                .bind(usage.input_tokens)
+                .bind(usage.output_tokens)
+                .bind(self.clock.now().as_millis())
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+                match row {
+                    Some(row) => Ok(Usage {
+                        cost_micros: row.try_get("cost_micros")?,
+                        input_tokens: row.try_get("input_tokens")?,
+                        output_tokens: row.try_get("output_tokens")?,
+                    }),
+                    None => {
+                        self.get_run(id).await?;
+                        Err(StoreError::Conflict {
+                            entity: "run",
+                            detail: format!("run {id} has already ended"),
+                        })
+                    }
+                }
+            }
+
+            async fn finalize_run(
+                &self,
+                id: &str,
+                finalize: FinalizeRun,
+            ) -> StoreResult<FinalizeOutcome> {
+                if !finalize.status.is_terminal() {
+                    return Err(StoreError::invalid("run status", "finalize needs a terminal status"));
+                }
+                limits::non_negative("cost", finalize.usage.cost_micros)?;
+                limits::non_negative("input tokens", finalize.usage.input_tokens)?;
+                limits::non_negative("output tokens", finalize.usage.output_tokens)?;
+                let now = self.clock.now();
+                let mut tx = self.pool.begin().await?;
+                // Only the write that sets ended_at passes this filter, so only it bills.
+                let row = sqlx::query(
+                    "UPDATE workflow_runs SET status = $1, ended_at = $2, updated_at = $2, \
+                     cost_micros = cost_micros + $3, input_tokens = input_tokens + $4, \
+                     output_tokens = output_tokens + $5 WHERE id = $6 AND ended_at IS NULL \
+                     RETURNING org_id, cost_micros, input_tokens, output_tokens",
+                )
+                .bind(finalize.status.as_str())
+                .bind(now.as_millis())
+                .bind(finalize.usage.cost_micros)
+                .bind(finalize.usage.input_tokens)
+                .bind(finalize.usage.output_tokens)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(row) = row else {
+                    tx.rollback().await?;
+                    self.get_run(id).await?;
+                    return Ok(FinalizeOutcome::AlreadyFinalized);
+                };
+                let org_id: Option<String> = row.try_get("org_id")?;
+                let usage = Usage {
+                    cost_micros: row.try_get("cost_micros")?,
+                    input_tokens: row.try_get("input_tokens")?,
+                    output_tokens: row.try_get("output_tokens")?,
+                };
+                let year_month = now.year_month();
+                if let Some(org_id) = &org_id {
+                    let completed = i64::from(finalize.status == RunStatus::Succeeded);
+                    sqlx::query(
+                        "INSERT INTO org_monthly_usage (org_id, year_month, cost_micros, \
+                         input_tokens, output_tokens, runs_completed, runs_finalized) \
+                         VALUES ($1, $2, $3, $4, $5, $6, 1) \
+                         ON CONFLICT (org_id, year_month) DO UPDATE SET \
+                         cost_micros = org_monthly_usage.cost_micros + excluded.cost_micros, \
+                         input_tokens = org_monthly_usage.input_tokens + excluded.input_tokens, \
+                         output_tokens = org_monthly_usage.output_tokens + excluded.output_tokens, \
+                         runs_completed = org_monthly_usage.runs_completed + excluded.runs_completed, \
+                         runs_finalized = org_monthly_usage.runs_finalized + 1",
+                    )
+                    .bind(org_id)
+                    .bind(&year_month)
+                    .bind(usage.cost_micros)
+                    .bind(usage.input_tokens)
+                    .bind(usage.output_tokens)
+                    .bind(completed)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(FinalizeOutcome::Billed {
+                    usage,
+                    org_id,
+                    year_month,
+                })
+            }
+
+            async fn monthly_usage(
+                &self,
+                org_id: &str,
+                year_month: &str,
+            ) -> StoreResult<MonthlyUsage> {
+                let row = sqlx::query(
+                    "SELECT * FROM org_monthly_usage WHERE org_id = $1 AND year_month = $2",
+                )
+                .bind(org_id)
+                .bind(year_month)
+                .fetch_optional(&self.pool)
+                .await?;
+                let Some(row) = row else {
+                    return Ok(MonthlyUsage::default());
+                };
+                Ok(MonthlyUsage {
+                    usage: Usage {
+                        cost_micros: row.try_get("cost_micros")?,
+                        input_tokens: row.try_get("input_tokens")?,
+                        output_tokens: row.try_get("output_tokens")?,
+                    },
+                    runs_completed: row.try_get("runs_completed")?,
+                    runs_finalized: row.try_get("runs_finalized")?,
+                })
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl RunInputStore for $store {
+            async fn submit_run_input(
+                &self,
+                input: NewRunInput,
+            ) -> StoreResult<(RunInput, SubmitOutcome)> {
+                limits::short_text("submitter", &input.submitter)?;
+                limits::optional_short_text("idempotency key", input.idempotency_key.as_deref())?;
+                let payload = limits::json_text("payload", &input.payload)?;
+                let hash = crate::records::runs::request_hash(&input);
+                let id = new_id();
+                let inserted = sqlx::query(
+                    "INSERT INTO run_inputs (id, submitter, idempotency_key, template_id, \
+                     connection_id, billing_org_id, payload, request_hash, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                     ON CONFLICT (submitter, idempotency_key) WHERE idempotency_key IS NOT NULL \
+                     DO NOTHING RETURNING *",
+                )
+                .bind(&id)
+                .bind(&input.submitter)
+                .bind(&input.idempotency_key)
+                .bind(&input.template_id)
+                .bind(&input.connection_id)
+                .bind(&input.billing_org_id)
+                .bind(&payload)
+                .bind(&hash)
+                .bind(self.clock.now().as_millis())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| map_write("run input", &id, e))?;
+                if let Some(row) = inserted {
+                    return Ok((Self::run_input_from_row(&row)?, SubmitOutcome::Created));
+                }
+                let row = sqlx::query(
+                    "SELECT * FROM run_inputs WHERE submitter = $1 AND idempotency_key = $2",
+                )
+                .bind(&input.submitter)
+                .bind(&input.idempotency_key)
+                .fetch_one(&self.pool)
+                .await?;
+                let existing = Self::run_input_from_row(&row)?;
+                if existing.request_hash != hash {
+                    return Err(StoreError::IdempotencyKeyMismatch);
+                }
+                Ok((existing, SubmitOutcome::Existing))
+            }
+
+            async fn get_run_input(&self, id: &str) -> StoreResult<RunInput> {
+                let row = sqlx::query("SELECT * FROM run_inputs WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("run input", id))?;
+                Self::run_input_from_row(&row)
+            }
+
+            async fn mark_run_input_started(&self, id: &str, run_id: &str) -> StoreResult<()> {
+                let done = sqlx::query(
+                    "UPDATE run_inputs SET started_run_id = $1 WHERE id = $2 \
+                     AND (started_run_id IS NULL OR started_run_id = $1)",
+                )
+                .bind(run_id)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+                if done.rows_affected() == 1 {
+                    return Ok(());
+                }
+                self.get_run_input(id).await?;
+                Err(StoreError::Conflict {
+                    entity: "run input",
+                    detail: format!("run input {id} already started another run"),
+                })
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl JournalStore for $store {
+            async fn append_journal(
+                &self,
+                entry: JournalAppend,
+            ) -> StoreResult<(JournalEntry, AppendOutcome)> {
+                let result = crate::records::journal::validate_append(&entry)?;
+                let inserted = sqlx::query(
+                    "INSERT INTO run_journal (run_id, recording_id, attempt, kind, result, \
+                     recorded_at) VALUES ($1, $2, $3, $4, $5, $6) \
+                     ON CONFLICT (run_id, recording_id, attempt, kind) DO NOTHING RETURNING *",
+                )
+                .bind(&entry.run_id)
+                .bind(&entry.recording_id)
+                .bind(entry.attempt)
+                .bind(&entry.kind)
+                .bind(&result)
+                .bind(self.clock.now().as_millis())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| map_write("journal entry", &entry.recording_id, e))?;
+                if let Some(row) = inserted {
+                    return Ok((Self::journal_from_row(&row)?, AppendOutcome::Inserted));
+                }
+                let row = sqlx::query(
+                    "SELECT * FROM run_journal WHERE run_id = $1 AND recording_id = $2 \
+                     AND attempt = $3 AND kind = $4",
+                )
+                .bind(&entry.run_id)
+                .bind(&entry.recording_id)
+                .bind(entry.attempt)
+                .bind(&entry.kind)
+                .fetch_one(&self.pool)
+                .await?;
+                Ok((Self::journal_from_row(&row)?, AppendOutcome::AlreadyRecorded))
+            }
+
+            async fn read_journal(&self, run_id: &str) -> StoreResult<Vec<JournalEntry>> {
+                let rows = sqlx::query("SELECT * FROM run_journal WHERE run_id = $1 ORDER BY seq")
+                    .bind(run_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map(Self::journal_from_row).collect()
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl TemplateStore for $store {
+            async fn create_template(&self, template: NewTemplate) -> StoreResult<WorkflowTemplate> {
+                limits::short_text("template name", &template.name)?;
+                limits::long_text("description", &template.description)?;
+                let id = new_id();
+                let row = sqlx::query(
+                    "INSERT INTO workflow_templates (id, team_id, name, description, created_at) \
+                     VALUES ($1, $2, $3, $4, $5) RETURNING *",
+                )
+                .bind(&id)
+                .bind(&template.team_id)
+                .bind(&template.name)
+                .bind(&template.description)
+                .bind(self.clock.now().as_millis())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map_write("template", &id, e))?;
+                Self::template_from_row(&row)
+            }
+
+            async fn get_template(&self, id: &str) -> StoreResult<WorkflowTemplate> {
+                let row = sqlx::query("SELECT * FROM workflow_templates WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("template", id))?;
+                Self::template_from_row(&row)
+            }
+
+            async fn add_template_version(
+                &self,
+                version: NewTemplateVersion,
+            ) -> StoreResult<TemplateVersion> {
+                let spec = limits::json_text("spec", &version.spec)?;
+                let schema = limits::json_text("input schema", &version.input_schema)?;
+                limits::optional_short_text("created by", version.created_by.as_deref())?;
+                let mut tx = self.pool.begin().await?;
+                // Bumping the counter first takes the row's write lock, so versions never collide.
+                let number: Option<i64> = sqlx::query_scalar(
+                    "UPDATE workflow_templates SET latest_version = latest_version + 1 \
+                     WHERE id = $1 RETURNING latest_version",
+                )
+                .bind(&version.template_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(number) = number else {
+                    return Err(StoreError::not_found("template", &version.template_id));
+                };
+                let id = new_id();
+                let row = sqlx::query(
+                    "INSERT INTO workflow_template_versions (id, template_id, version, spec, \
+                     input_schema, spec_hash, created_by, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *",
+                )
+                .bind(&id)
+                .bind(&version.template_id)
+                .bind(number)
+                .bind(&spec)
+                .bind(&schema)
+                .bind(sha256_hex(spec.as_bytes()))
+                .bind(&version.created_by)
+                .bind(self.clock.now().as_millis())
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|e| map_write("template version", &id, e))?;
+                tx.commit().await?;
+                Self::template_version_from_row(&row)
+            }
+
+            async fn get_template_version(&self, id: &str) -> StoreResult<TemplateVersion> {
+                let row = sqlx::query("SELECT * FROM workflow_template_versions WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("template version", id))?;
+                Self::template_version_from_row(&row)
+            }
+
+            async fn list_template_versions(
+                &self,
+                template_id: &str,
+            ) -> StoreResult<Vec<TemplateVersion>> {
+                let rows = sqlx::query(
+                    "SELECT * FROM workflow_template_versions WHERE template_id = $1 \
+                     ORDER BY version",
+                )
+                .bind(template_id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(Self::template_version_from_row).collect()
+            }
+        }
+    };
+}

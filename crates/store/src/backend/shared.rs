@@ -1,0 +1,58 @@
+//! Helpers both backends use to turn rows into records.
+
+use crate::error::{StoreError, StoreResult};
+
+pub(crate) fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+pub(crate) fn parse_stored<T>(entity: &'static str, text: &str) -> StoreResult<T>
+where
+    T: std::str::FromStr<Err = StoreError>,
+{
+    text.parse()
+        .map_err(|_| StoreError::corrupt(entity, format!("unexpected value {text:?}")))
+}
+
+pub(crate) fn from_json_text<T: serde::de::DeserializeOwned>(
+    entity: &'static str,
+    text: &str,
+) -> StoreResult<T> {
+    serde_json::from_str(text).map_err(|e| StoreError::corrupt(entity, e.to_string()))
+}
+
+pub(crate) fn to_json_text<T: serde::Serialize>(
+    field: &'static str,
+    value: &T,
+) -> StoreResult<String> {
+    let value =
+        serde_json::to_value(value).map_err(|e| StoreError::invalid(field, e.to_string()))?;
+    crate::limits::json_text(field, &value)
+}
+
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+pub(crate) fn scope_key(
+    scope: crate::records::library::LibraryScope,
+    scope_id: Option<&str>,
+) -> StoreResult<String> {
+    use crate::records::library::LibraryScope;
+    match (scope, scope_id) {
+        (LibraryScope::Global, None) => Ok(String::new()),
+        (LibraryScope::Global, Some(_)) => Err(StoreError::invalid(
+            "scope id",
+            "a GLOBAL row has no scope id",
+        )),
+        (_, Some(id)) => {
+            crate::limits::short_text("scope id", id)?;
+            Ok(id.to_owned())
+        }
+        (_, None) => Err(StoreError::invalid(
+            "scope id",
+            "a scoped row needs a scope id",
+        )),
+    }
+}

@@ -1,0 +1,224 @@
+//! The `SQLite` backend: embedded, one machine, exact memory search in Rust.
+//!
+//! `SQLite` has one writer at a time, so every claim is a single `UPDATE … RETURNING` statement that
+//! runs under the write lock; no two claimers can pick the same row. Waiters are woken in-process.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
+
+use super::prelude::*;
+
+type DbKind = sqlx::Sqlite;
+
+/// The `SQLite` store.
+#[derive(Debug)]
+pub(crate) struct SqliteStore {
+    pool: sqlx::SqlitePool,
+    keyring: Keyring,
+    clock: Arc<dyn Clock>,
+    wake: tokio::sync::watch::Sender<u64>,
+}
+
+impl SqliteStore {
+    const CLAIM_SQL: &'static str = "UPDATE run_queue SET state = 'LEASED', worker = $1, \
+         lease_until = $2, claim_count = claim_count + 1, wake_pending = FALSE \
+         WHERE run_id IN (SELECT run_id FROM run_queue \
+           WHERE (state = 'RUNNABLE' AND available_at <= $3) \
+              OR (state = 'LEASED' AND lease_until <= $3) \
+           ORDER BY available_at, run_id LIMIT $4) \
+         RETURNING run_id, claim_count";
+
+    pub(crate) async fn open(
+        url: &str,
+        keyring: Keyring,
+        clock: Arc<dyn Clock>,
+        max_connections: u32,
+    ) -> StoreResult<Self> {
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|_| StoreError::UnsupportedUrl)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(60))
+            .foreign_keys(true);
+        // An in-memory database exists per connection, so it gets exactly one.
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let pool = SqlitePoolOptions::new()
+            .max_connections(if in_memory { 1 } else { max_connections.max(1) })
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+        let (wake, _) = tokio::sync::watch::channel(0);
+        Ok(Self {
+            pool,
+            keyring,
+            clock,
+            wake,
+        })
+    }
+
+    #[expect(clippy::unused_async, reason = "same shape as the PostgreSQL hook")]
+    async fn wake_in_tx(
+        &self,
+        _tx: &mut sqlx::Transaction<'_, DbKind>,
+        _run_id: &str,
+    ) -> StoreResult<()> {
+        Ok(())
+    }
+
+    fn woke(&self) {
+        self.wake.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    #[expect(clippy::unused_async, reason = "same shape as the PostgreSQL hook")]
+    async fn work_waiter(&self) -> StoreResult<Box<dyn WorkWaiter>> {
+        let mut receiver = self.wake.subscribe();
+        receiver.borrow_and_update();
+        Ok(Box::new(SqliteWaiter { receiver }))
+    }
+
+    fn memory_from_row(row: &SqliteRow) -> StoreResult<MemoryItem> {
+        Ok(MemoryItem {
+            id: row.try_get("id")?,
+            scope: row.try_get("scope")?,
+            org_id: row.try_get("org_id")?,
+            team_id: row.try_get("team_id")?,
+            connection_id: row.try_get("connection_id")?,
+            content: row.try_get("content")?,
+            metadata: from_json_text("memory_items", &row.try_get::<String, _>("metadata")?)?,
+            skills_active: from_json_text(
+                "memory_items",
+                &row.try_get::<String, _>("skills_active")?,
+            )?,
+            created_at: Timestamp::from_millis(row.try_get("created_at")?),
+        })
+    }
+}
+
+struct SqliteWaiter {
+    receiver: tokio::sync::watch::Receiver<u64>,
+}
+
+#[async_trait::async_trait]
+impl WorkWaiter for SqliteWaiter {
+    async fn wait(&mut self, max_wait: Duration) -> StoreResult<bool> {
+        match tokio::time::timeout(max_wait, self.receiver.changed()).await {
+            Ok(Ok(())) => {
+                self.receiver.borrow_and_update();
+                Ok(true)
+            }
+            Ok(Err(_)) | Err(_) => Ok(false),
+        }
+    }
+}
+
+impl_run_stores!(SqliteStore, SqliteRow);
+impl_queue_store!(SqliteStore);
+impl_identity_stores!(SqliteStore, SqliteRow);
+impl_execution_stores!(SqliteStore, SqliteRow);
+impl_library_stores!(SqliteStore, SqliteRow);
+
+const MEMORY_COLUMNS: &str =
+    "id, scope, org_id, team_id, connection_id, content, metadata, skills_active, created_at";
+
+#[async_trait::async_trait]
+impl MemoryStore for SqliteStore {
+    async fn add_memory(&self, item: NewMemoryItem) -> StoreResult<MemoryItem> {
+        crate::records::memory::validate_item(&item)?;
+        let metadata = limits::json_text("metadata", &item.metadata)?;
+        let skills = to_json_text("skills", &item.skills_active)?;
+        let id = new_id();
+        let row = sqlx::query(&format!(
+            "INSERT INTO memory_items (id, scope, org_id, team_id, connection_id, content, \
+             metadata, skills_active, embedding, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {MEMORY_COLUMNS}"
+        ))
+        .bind(&id)
+        .bind(&item.scope)
+        .bind(&item.org_id)
+        .bind(&item.team_id)
+        .bind(&item.connection_id)
+        .bind(&item.content)
+        .bind(&metadata)
+        .bind(&skills)
+        .bind(crate::records::memory::embedding_to_bytes(&item.embedding))
+        .bind(self.clock.now().as_millis())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| map_write("memory item", &id, e))?;
+        Self::memory_from_row(&row)
+    }
+
+    async fn get_memory(&self, id: &str) -> StoreResult<MemoryItem> {
+        let row = sqlx::query(&format!(
+            "SELECT {MEMORY_COLUMNS} FROM memory_items WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or_else(|| StoreError::not_found("memory item", id))?;
+        Self::memory_from_row(&row)
+    }
+
+    async fn delete_memory(&self, id: &str) -> StoreResult<()> {
+        let done = sqlx::query("DELETE FROM memory_items WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::not_found("memory item", id));
+        }
+        Ok(())
+    }
+
+    async fn search_memory(&self, query: &MemoryQuery) -> StoreResult<Vec<MemoryHit>> {
+        crate::records::memory::validate_query(query)?;
+        // Exact search: score every candidate, keep the nearest, then load only those rows.
+        let rows = sqlx::query(
+            "SELECT id, embedding FROM memory_items WHERE org_id = $1 AND scope = $2 \
+             AND ($3 IS NULL OR team_id = $3) AND ($4 IS NULL OR connection_id = $4)",
+        )
+        .bind(&query.org_id)
+        .bind(&query.scope)
+        .bind(&query.team_id)
+        .bind(&query.connection_id)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut scored = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let bytes: Vec<u8> = row.try_get("embedding")?;
+            let embedding = crate::records::memory::embedding_from_bytes(&bytes)?;
+            let distance = crate::records::memory::cosine_distance(&query.embedding, &embedding);
+            scored.push((distance, row.try_get::<String, _>("id")?));
+        }
+        let keep = (query.limit as usize).min(scored.len());
+        if keep < scored.len() {
+            scored.select_nth_unstable_by(keep, |a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            scored.truncate(keep);
+        }
+        scored.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut hits = Vec::with_capacity(scored.len());
+        for (distance, id) in scored {
+            hits.push(MemoryHit {
+                item: self.get_memory(&id).await?,
+                distance,
+            });
+        }
+        Ok(hits)
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::StoreBackend for SqliteStore {
+    fn backend(&self) -> crate::BackendKind {
+        crate::BackendKind::Sqlite
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}

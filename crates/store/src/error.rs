@@ -1,0 +1,204 @@
+//! The store's typed error, with stable codes.
+
+/// Everything a store operation can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The named row does not exist.
+    #[error("{entity} {id} not found")]
+    NotFound {
+        /// What kind of row was looked up.
+        entity: &'static str,
+        /// The id that was looked up.
+        id: String,
+    },
+    /// A uniqueness rule or an optimistic version check refused the write.
+    #[error("{entity} conflict: {detail}")]
+    Conflict {
+        /// What kind of row was written.
+        entity: &'static str,
+        /// What collided.
+        detail: String,
+    },
+    /// An input value is malformed (bad enum, wrong dimension, empty name, …).
+    #[error("invalid {field}: {reason}")]
+    InvalidInput {
+        /// The offending field.
+        field: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// An input value exceeds its size limit.
+    #[error("{field} is {actual} bytes, over the limit of {limit}")]
+    TooLarge {
+        /// The offending field.
+        field: &'static str,
+        /// The limit in bytes (or items).
+        limit: usize,
+        /// The size that was offered.
+        actual: usize,
+    },
+    /// The same idempotency key was reused for a different request.
+    #[error("idempotency key reused for a different request")]
+    IdempotencyKeyMismatch,
+    /// A lease is no longer held by the caller (expired and re-claimed, or released).
+    #[error("the lease on run {run_id} is no longer held by this worker")]
+    LeaseLost {
+        /// The run whose lease was lost.
+        run_id: String,
+    },
+    /// A sealed secret did not open: wrong row, wrong key, or tampered.
+    #[error("sealed secret does not open for this row with the configured keys")]
+    SecretOpen,
+    /// A sealed secret names a key version the keyring does not hold.
+    #[error("sealed secret uses key version {version}, which the keyring does not hold")]
+    UnknownKeyVersion {
+        /// The version the envelope names.
+        version: u32,
+    },
+    /// The keyring configuration is unusable.
+    #[error("invalid keyring: {0}")]
+    Keyring(String),
+    /// The database URL names no backend compiled into this build.
+    #[error("unsupported database URL scheme (expected sqlite: or postgres:)")]
+    UnsupportedUrl,
+    /// A stored row could not be decoded (a value outside its enum, malformed JSON, …).
+    #[error("stored {entity} row is malformed: {detail}")]
+    Corrupt {
+        /// The table the row came from.
+        entity: &'static str,
+        /// What was wrong.
+        detail: String,
+    },
+    /// Applying migrations failed.
+    #[error("migration failed")]
+    Migration(#[source] sqlx::migrate::MigrateError),
+    /// The database reported an error.
+    #[error("database error")]
+    Database(#[source] sqlx::Error),
+}
+
+impl StoreError {
+    /// The stable, machine-readable code of this error.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NotFound { .. } => "STORE_NOT_FOUND",
+            Self::Conflict { .. } => "STORE_CONFLICT",
+            Self::InvalidInput { .. } => "STORE_INVALID_INPUT",
+            Self::TooLarge { .. } => "STORE_VALUE_TOO_LARGE",
+            Self::IdempotencyKeyMismatch => "IDEMPOTENCY_KEY_MISMATCH",
+            Self::LeaseLost { .. } => "LEASE_LOST",
+            Self::SecretOpen => "SECRET_OPEN_FAILED",
+            Self::UnknownKeyVersion { .. } => "SECRET_UNKNOWN_KEY_VERSION",
+            Self::Keyring(_) => "SECRET_KEYRING_INVALID",
+            Self::UnsupportedUrl => "STORE_UNSUPPORTED_URL",
+            Self::Corrupt { .. } => "STORE_CORRUPT_ROW",
+            Self::Migration(_) => "STORE_MIGRATION_FAILED",
+            Self::Database(_) => "STORE_DATABASE",
+        }
+    }
+
+    /// Whether retrying the same call may succeed.
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Database(error) => {
+                matches!(
+                    error,
+                    sqlx::Error::Io(_)
+                        | sqlx::Error::PoolTimedOut
+                        | sqlx::Error::PoolClosed
+                        | sqlx::Error::WorkerCrashed
+                ) || is_transient_database_error(error)
+            }
+            Self::Conflict { .. }
+            | Self::NotFound { .. }
+            | Self::InvalidInput { .. }
+            | Self::TooLarge { .. }
+            | Self::IdempotencyKeyMismatch
+            | Self::LeaseLost { .. }
+            | Self::SecretOpen
+            | Self::UnknownKeyVersion { .. }
+            | Self::Keyring(_)
+            | Self::UnsupportedUrl
+            | Self::Corrupt { .. }
+            | Self::Migration(_) => false,
+        }
+    }
+
+    pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            field,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn not_found(entity: &'static str, id: impl Into<String>) -> Self {
+        Self::NotFound {
+            entity,
+            id: id.into(),
+        }
+    }
+
+    pub(crate) fn corrupt(entity: &'static str, detail: impl Into<String>) -> Self {
+        Self::Corrupt {
+            entity,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Serialization failures and deadlocks (`PostgreSQL`) and busy databases (`SQLite`) clear on retry.
+fn is_transient_database_error(error: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = error else {
+        return false;
+    };
+    matches!(
+        db.code().as_deref(),
+        Some("40001" | "40P01" | "55P03" | "5" | "6" | "517" | "261" | "262")
+    )
+}
+
+/// What a database error means for a write, mapped once for both backends.
+pub(crate) fn map_write(entity: &'static str, id: &str, error: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(db) = &error {
+        match db.kind() {
+            sqlx::error::ErrorKind::UniqueViolation => {
+                return StoreError::Conflict {
+                    entity,
+                    detail: format!("{id} already exists"),
+                };
+            }
+            sqlx::error::ErrorKind::ForeignKeyViolation => {
+                return StoreError::NotFound {
+                    entity: "referenced row",
+                    id: format!("referenced by {entity} {id}"),
+                };
+            }
+            sqlx::error::ErrorKind::CheckViolation => {
+                return StoreError::InvalidInput {
+                    field: entity,
+                    reason: "a value is outside its allowed set".to_owned(),
+                };
+            }
+            _ => {}
+        }
+    }
+    StoreError::Database(error)
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Database(error)
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(error: sqlx::migrate::MigrateError) -> Self {
+        Self::Migration(error)
+    }
+}
+
+/// Shorthand for store results.
+pub type StoreResult<T> = Result<T, StoreError>;

@@ -1,0 +1,212 @@
+//! `auto-swe-store`: durable state for auto-swe.
+//!
+//! One trait per aggregate (runs, journal, queue, templates, identities, agents, memory, …) and
+//! two backends behind cargo features: `SQLite` (`sqlite`, the embedded default) and `PostgreSQL` with
+//! `pgvector` (`postgres`, for many workers). Both apply their migrations at open and behave the
+//! same; one conformance suite checks both.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), auto_swe_store::StoreError> {
+//! use auto_swe_store::{Keyring, NewRun, RunStore, Store, StoreConfig};
+//! let keyring = Keyring::from_hex(1, &"00".repeat(32))?;
+//! let store = Store::open(StoreConfig::new("sqlite:///tmp/auto-swe.db", keyring)).await?;
+//! let run = store.create_run(NewRun::new(serde_json::json!({"entry": "start"}))).await?;
+//! # Ok(()) }
+//! ```
+
+#[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+compile_error!("auto-swe-store needs a backend: enable the `sqlite` or `postgres` feature");
+
+mod backend;
+mod clock;
+mod enums;
+mod error;
+mod limits;
+mod records;
+mod secret;
+
+use std::sync::Arc;
+
+pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use error::{StoreError, StoreResult};
+pub use limits::{MAX_ARTIFACT_BYTES, MAX_JSON_BYTES, MAX_LONG_TEXT_BYTES, MAX_SHORT_TEXT_BYTES};
+pub use records::admin::{
+    AuditEntry, AuditLog, NewAuditEntry, OutcomeClaim, OutcomeLedger, OutcomeState,
+    PatternCategory, ProviderCredential, ProviderCredentialStore, ScannerPattern,
+    ScannerPatternStore, SecretRotation,
+};
+pub use records::connections::{
+    Connection, ConnectionStore, ConnectionType, NewConnection, RepoCoordinates,
+};
+pub use records::execution::{
+    AgentTrace, Artifact, ArtifactStore, HumanStep, HumanStepKind, HumanStepStatus,
+    InteractionStore, NewAgentTrace, Signal, StepStatus, StepStore, TraceStore, WorkflowStep,
+};
+pub use records::journal::{AppendOutcome, JournalAppend, JournalEntry, JournalStore};
+pub use records::library::{
+    AgentDefinition, AgentStore, AgentVersion, LibraryScope, ReasoningLevel, Skill, SkillRevision,
+    SkillStore,
+};
+pub use records::memory::{
+    EMBEDDING_DIMENSIONS, MAX_SEARCH_LIMIT, MemoryHit, MemoryItem, MemoryQuery, MemoryStore,
+    NewMemoryItem, SearchMode, cosine_distance,
+};
+pub use records::queue::{
+    Claim, ClaimRequest, MAX_CLAIM_BATCH, MAX_LEASE, QueueState, QueueStore, Release, WORK_CHANNEL,
+    WakeOn, WorkWaiter,
+};
+pub use records::runs::{
+    FinalizeOutcome, FinalizeRun, MonthlyUsage, NewRun, NewRunInput, Run, RunInput, RunInputStore,
+    RunPins, RunStatus, RunStore, SubmitOutcome, Usage,
+};
+pub use records::templates::{
+    NewTemplate, NewTemplateVersion, TemplateStore, TemplateVersion, WorkflowTemplate,
+};
+pub use records::tenancy::{
+    OrgRole, Organization, OrganizationStore, Team, TeamRole, User, UserStore,
+};
+pub use records::tokens::{
+    ApiToken, NewApiToken, ServicePrincipal, TOKEN_PREFIX, TokenOwner, TokenStore,
+};
+pub use secret::{Envelope, Keyring, SecretOwner, SecretString};
+
+/// Which backend a store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendKind {
+    /// Embedded `SQLite`.
+    Sqlite,
+    /// `PostgreSQL` with `pgvector`.
+    Postgres,
+}
+
+/// Every aggregate trait, implemented by each backend.
+#[async_trait::async_trait]
+pub trait StoreBackend:
+    RunStore
+    + RunInputStore
+    + JournalStore
+    + QueueStore
+    + TemplateStore
+    + OrganizationStore
+    + UserStore
+    + TokenStore
+    + ConnectionStore
+    + StepStore
+    + InteractionStore
+    + ArtifactStore
+    + TraceStore
+    + AgentStore
+    + SkillStore
+    + ProviderCredentialStore
+    + SecretRotation
+    + ScannerPatternStore
+    + OutcomeLedger
+    + AuditLog
+    + MemoryStore
+    + std::fmt::Debug
+    + Send
+    + Sync
+{
+    /// Which backend this is.
+    fn backend(&self) -> BackendKind;
+    /// Closes the connection pool, waiting for connections in use to be returned.
+    async fn close(&self);
+}
+
+/// How to open a store.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    url: String,
+    keyring: Keyring,
+    clock: Arc<dyn Clock>,
+    max_connections: u32,
+}
+
+impl StoreConfig {
+    /// A store at `url` (`sqlite://path`, `sqlite::memory:`, `postgres://…`) sealing secrets with
+    /// `keyring`, on the system clock, with up to 16 connections.
+    #[must_use]
+    pub fn new(url: impl Into<String>, keyring: Keyring) -> Self {
+        Self {
+            url: url.into(),
+            keyring,
+            clock: Arc::new(SystemClock),
+            max_connections: 16,
+        }
+    }
+
+    /// Uses `clock` for every timestamp and lease.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Caps the connection pool.
+    #[must_use]
+    pub fn with_max_connections(mut self, max_connections: u32) -> Self {
+        self.max_connections = max_connections;
+        self
+    }
+}
+
+/// An open store: every aggregate trait, on the backend its URL names.
+///
+/// Cloning is cheap and shares the connection pool.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<dyn StoreBackend>,
+}
+
+impl Store {
+    /// Connects, applies pending migrations and returns the store.
+    pub async fn open(config: StoreConfig) -> StoreResult<Self> {
+        let url = config.url.as_str();
+        if url.starts_with("sqlite:") {
+            #[cfg(feature = "sqlite")]
+            {
+                let store = backend::sqlite::SqliteStore::open(
+                    url,
+                    config.keyring,
+                    config.clock,
+                    config.max_connections,
+                )
+                .await?;
+                return Ok(Self {
+                    inner: Arc::new(store),
+                });
+            }
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            #[cfg(feature = "postgres")]
+            {
+                let store = backend::postgres::PgStore::open(
+                    url,
+                    config.keyring,
+                    config.clock,
+                    config.max_connections,
+                )
+                .await?;
+                return Ok(Self {
+                    inner: Arc::new(store),
+                });
+            }
+        }
+        Err(StoreError::UnsupportedUrl)
+    }
+
+    /// The backend as a trait object.
+    #[must_use]
+    pub fn backend(&self) -> &dyn StoreBackend {
+        &*self.inner
+    }
+}
+
+impl std::ops::Deref for Store {
+    type Target = dyn StoreBackend;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.inner
+    }
+}

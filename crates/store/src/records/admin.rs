@@ -1,0 +1,182 @@
+//! Provider credentials, scanner patterns, the outcome ledger, the audit log and key rotation.
+
+use async_trait::async_trait;
+
+use crate::clock::Timestamp;
+use crate::enums::string_enum;
+use crate::error::StoreResult;
+use crate::records::library::LibraryScope;
+use crate::secret::SecretString;
+
+/// A model-provider API key (sealed at rest).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProviderCredential {
+    /// Id.
+    pub id: String,
+    /// Provider (`anthropic`, `openai`, …).
+    pub provider: String,
+    /// Scope.
+    pub scope: LibraryScope,
+    /// Scope id.
+    pub scope_id: Option<String>,
+    /// Label.
+    pub label: String,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// Provider credentials.
+///
+/// Implementors guarantee: the key is sealed to its row; only
+/// [`ProviderCredentialStore::open_provider_credential`] returns it.
+#[async_trait]
+pub trait ProviderCredentialStore: Send + Sync {
+    /// Stores a credential.
+    async fn create_provider_credential(
+        &self,
+        provider: &str,
+        scope: LibraryScope,
+        scope_id: Option<&str>,
+        label: &str,
+        api_key: &SecretString,
+    ) -> StoreResult<ProviderCredential>;
+    /// Reads a credential's metadata.
+    async fn get_provider_credential(&self, id: &str) -> StoreResult<ProviderCredential>;
+    /// Opens a credential's key.
+    async fn open_provider_credential(&self, id: &str) -> StoreResult<SecretString>;
+}
+
+/// Re-sealing every envelope under the keyring's current key.
+#[async_trait]
+pub trait SecretRotation: Send + Sync {
+    /// Re-seals every sealed value not yet under the current key; returns how many were re-sealed.
+    async fn rotate_secrets(&self) -> StoreResult<u64>;
+}
+
+string_enum! {
+    /// What a scanner pattern screens.
+    PatternCategory, "pattern category" {
+        /// Prompt injection.
+        Injection => "INJECTION",
+        /// Data exfiltration.
+        Exfiltration => "EXFILTRATION",
+        /// Dangerous shell commands.
+        ShellCommand => "SHELL_COMMAND",
+        /// Insecure code.
+        CodeSecurity => "CODE_SECURITY",
+        /// Sensitive file paths.
+        SensitiveFile => "SENSITIVE_FILE",
+        /// Credential shapes.
+        Credential => "CREDENTIAL",
+    }
+}
+
+/// A scanner pattern row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScannerPattern {
+    /// Unique key.
+    pub key: String,
+    /// Category.
+    pub category: PatternCategory,
+    /// Regular expression source.
+    pub pattern: String,
+    /// Severity label.
+    pub severity: String,
+    /// Active flag.
+    pub is_active: bool,
+}
+
+/// Database-backed scanner patterns.
+#[async_trait]
+pub trait ScannerPatternStore: Send + Sync {
+    /// Inserts or replaces a pattern by key.
+    async fn upsert_pattern(&self, pattern: &ScannerPattern) -> StoreResult<()>;
+    /// Active patterns of a category, by key.
+    async fn active_patterns(&self, category: PatternCategory) -> StoreResult<Vec<ScannerPattern>>;
+}
+
+string_enum! {
+    /// An external effect's ledger state.
+    OutcomeState, "outcome state" {
+        /// Claimed; may or may not have reached the provider.
+        Pending => "PENDING",
+        /// Sent and recorded.
+        Done => "DONE",
+    }
+}
+
+/// What claiming an external effect found.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum OutcomeClaim {
+    /// This call claimed it; send the effect, then complete it.
+    Claimed,
+    /// An earlier attempt claimed it and did not record completion: it may have been sent.
+    Ambiguous,
+    /// Already sent; here is its recorded result.
+    Done(serde_json::Value),
+}
+
+/// The outcome ledger for effects that must not repeat.
+///
+/// Implementors guarantee: one row per (run, effect key); exactly one concurrent claimer gets
+/// `Claimed`.
+#[async_trait]
+pub trait OutcomeLedger: Send + Sync {
+    /// Claims an effect before sending it.
+    async fn claim_outcome(&self, run_id: &str, effect_key: &str) -> StoreResult<OutcomeClaim>;
+    /// Records that a claimed effect was sent.
+    async fn complete_outcome(
+        &self,
+        run_id: &str,
+        effect_key: &str,
+        result: &serde_json::Value,
+    ) -> StoreResult<()>;
+}
+
+/// One audit entry.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct AuditEntry {
+    /// Position.
+    pub seq: i64,
+    /// When.
+    pub at: Timestamp,
+    /// Who.
+    pub actor: String,
+    /// What (`agent.update`, `token.revoke`, …).
+    pub action: String,
+    /// Target kind.
+    pub target_kind: String,
+    /// Target id.
+    pub target_id: String,
+    /// Details (never secrets).
+    pub detail: serde_json::Value,
+}
+
+/// An entry to append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewAuditEntry {
+    /// Who.
+    pub actor: String,
+    /// What.
+    pub action: String,
+    /// Target kind.
+    pub target_kind: String,
+    /// Target id.
+    pub target_id: String,
+    /// Details.
+    pub detail: serde_json::Value,
+}
+
+/// An append-only audit log.
+///
+/// Implementors guarantee: entries are never changed or deleted through this trait.
+#[async_trait]
+pub trait AuditLog: Send + Sync {
+    /// Appends an entry.
+    async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry>;
+    /// Entries about one target, oldest first.
+    async fn audit_for(&self, target_kind: &str, target_id: &str) -> StoreResult<Vec<AuditEntry>>;
+}

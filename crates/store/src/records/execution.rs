@@ -1,0 +1,268 @@
+//! Workflow steps, human steps, signals, artifacts and agent traces of a run.
+
+use async_trait::async_trait;
+
+use crate::clock::Timestamp;
+use crate::enums::string_enum;
+use crate::error::StoreResult;
+
+string_enum! {
+    /// A step's state.
+    StepStatus, "step status" {
+        /// Executing.
+        Running => "RUNNING",
+        /// Done.
+        Succeeded => "SUCCESS",
+        /// Failed.
+        Failed => "FAILED",
+        /// Skipped.
+        Skipped => "SKIPPED",
+    }
+}
+
+string_enum! {
+    /// The kind of human node.
+    HumanStepKind, "human step kind" {
+        /// Approve or reject.
+        Approval => "APPROVAL",
+        /// Pick one of several options.
+        Decision => "DECISION",
+        /// Fill a form.
+        Input => "INPUT",
+        /// Review content.
+        Review => "REVIEW",
+    }
+}
+
+string_enum! {
+    /// A human step's state.
+    HumanStepStatus, "human step status" {
+        /// Waiting for an answer.
+        Pending => "PENDING",
+        /// Answered.
+        Answered => "ANSWERED",
+        /// Its timeout fired.
+        TimedOut => "TIMED_OUT",
+    }
+}
+
+/// One executed node of a run.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct WorkflowStep {
+    /// Id.
+    pub id: String,
+    /// Run.
+    pub run_id: String,
+    /// Recording id.
+    pub recording_id: String,
+    /// Node id.
+    pub node_id: String,
+    /// Attempt.
+    pub attempt: i64,
+    /// Status.
+    pub status: StepStatus,
+    /// Output.
+    pub output: serde_json::Value,
+    /// Start.
+    pub started_at: Timestamp,
+    /// End.
+    pub ended_at: Option<Timestamp>,
+}
+
+/// A human step.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct HumanStep {
+    /// Id.
+    pub id: String,
+    /// Run.
+    pub run_id: String,
+    /// Node id.
+    pub node_id: String,
+    /// Kind.
+    pub kind: HumanStepKind,
+    /// What the person is shown.
+    pub prompt: serde_json::Value,
+    /// State.
+    pub status: HumanStepStatus,
+    /// The answer.
+    pub answer: Option<serde_json::Value>,
+    /// Who answered.
+    pub answered_by: Option<String>,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// A signal sent to a run.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Signal {
+    /// Position (increasing).
+    pub seq: i64,
+    /// Run.
+    pub run_id: String,
+    /// Signal name.
+    pub name: String,
+    /// Payload.
+    pub payload: serde_json::Value,
+    /// When it arrived.
+    pub received_at: Timestamp,
+}
+
+/// Steps of runs.
+#[async_trait]
+pub trait StepStore: Send + Sync {
+    /// Records a step start.
+    async fn start_step(
+        &self,
+        run_id: &str,
+        recording_id: &str,
+        node_id: &str,
+        attempt: i64,
+    ) -> StoreResult<WorkflowStep>;
+    /// Records a step end (once).
+    async fn finish_step(
+        &self,
+        id: &str,
+        status: StepStatus,
+        output: &serde_json::Value,
+    ) -> StoreResult<WorkflowStep>;
+    /// A run's steps in start order.
+    async fn list_steps(&self, run_id: &str) -> StoreResult<Vec<WorkflowStep>>;
+}
+
+/// Human steps and signals: writing one wakes the run parked on it.
+///
+/// Implementors guarantee: an answer is written once; answering a human step or sending a signal
+/// makes the run parked on it claimable in the same transaction.
+#[async_trait]
+pub trait InteractionStore: Send + Sync {
+    /// Opens a human step.
+    async fn create_human_step(
+        &self,
+        run_id: &str,
+        node_id: &str,
+        kind: HumanStepKind,
+        prompt: &serde_json::Value,
+    ) -> StoreResult<HumanStep>;
+    /// Answers a pending human step.
+    async fn answer_human_step(
+        &self,
+        id: &str,
+        answered_by: &str,
+        answer: &serde_json::Value,
+    ) -> StoreResult<HumanStep>;
+    /// Reads a human step.
+    async fn get_human_step(&self, id: &str) -> StoreResult<HumanStep>;
+    /// Sends a signal to a run.
+    async fn send_signal(
+        &self,
+        run_id: &str,
+        name: &str,
+        payload: &serde_json::Value,
+    ) -> StoreResult<Signal>;
+    /// A run's signals with this name, oldest first.
+    async fn list_signals(&self, run_id: &str, name: &str) -> StoreResult<Vec<Signal>>;
+}
+
+/// A stored artifact's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Artifact {
+    /// Id.
+    pub id: String,
+    /// Run.
+    pub run_id: String,
+    /// Name.
+    pub name: String,
+    /// Media type.
+    pub content_type: String,
+    /// Size in bytes.
+    pub size: i64,
+    /// SHA-256 of the body.
+    pub sha256: String,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// Large values spilled out of run context.
+#[async_trait]
+pub trait ArtifactStore: Send + Sync {
+    /// Stores an artifact.
+    async fn put_artifact(
+        &self,
+        run_id: &str,
+        name: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> StoreResult<Artifact>;
+    /// Reads an artifact and its body.
+    async fn get_artifact(&self, id: &str) -> StoreResult<(Artifact, Vec<u8>)>;
+    /// A run's artifacts.
+    async fn list_artifacts(&self, run_id: &str) -> StoreResult<Vec<Artifact>>;
+}
+
+/// One agent trace row.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct AgentTrace {
+    /// Position (increasing).
+    pub seq: i64,
+    /// Run (absent for runless workflows).
+    pub run_id: Option<String>,
+    /// Workflow (execution) id.
+    pub workflow_id: String,
+    /// Node that produced it.
+    pub node_id: Option<String>,
+    /// Recording id of the dispatch.
+    pub recording_id: Option<String>,
+    /// Activity name.
+    pub activity: String,
+    /// Row kind (`tool_call`, `llm_response`, `event`, …).
+    pub kind: String,
+    /// Body.
+    pub payload: serde_json::Value,
+    /// Org the spend is attributed to.
+    pub spend_owner_org_id: Option<String>,
+    /// Model.
+    pub model: Option<String>,
+    /// Spend.
+    pub usage: crate::records::runs::Usage,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// A trace row to write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewAgentTrace {
+    /// Run.
+    pub run_id: Option<String>,
+    /// Workflow id.
+    pub workflow_id: String,
+    /// Node.
+    pub node_id: Option<String>,
+    /// Recording id.
+    pub recording_id: Option<String>,
+    /// Activity.
+    pub activity: String,
+    /// Kind.
+    pub kind: String,
+    /// Body.
+    pub payload: serde_json::Value,
+    /// Spend owner.
+    pub spend_owner_org_id: Option<String>,
+    /// Model.
+    pub model: Option<String>,
+    /// Spend.
+    pub usage: crate::records::runs::Usage,
+}
+
+/// Agent traces.
+#[async_trait]
+pub trait TraceStore: Send + Sync {
+    /// Writes trace rows in one transaction.
+    async fn append_traces(&self, traces: Vec<NewAgentTrace>) -> StoreResult<()>;
+    /// A run's newest `limit` traces, oldest first.
+    async fn list_traces(&self, run_id: &str, limit: u32) -> StoreResult<Vec<AgentTrace>>;
+}

@@ -1,0 +1,13 @@
+//! Domain records and one storage trait per aggregate.
+
+pub(crate) mod admin;
+pub(crate) mod connections;
+pub(crate) mod execution;
+pub(crate) mod journal;
+pub(crate) mod library;
+pub(crate) mod memory;
+pub(crate) mod queue;
+pub(crate) mod runs;
+pub(crate) mod templates;
+pub(crate) mod tenancy;
+pub(crate) mod tokens;

@@ -1,0 +1,351 @@
+//! Workflow runs, run inputs (work requests) and billing-safe finalize.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+
+use crate::clock::Timestamp;
+use crate::enums::string_enum;
+use crate::error::StoreResult;
+
+string_enum! {
+    /// Where a run is in its life.
+    RunStatus, "run status" {
+        /// Created, not yet picked up.
+        Pending => "PENDING",
+        /// A worker is executing it.
+        Running => "RUNNING",
+        /// Parked on a signal, human step or timer.
+        Waiting => "WAITING",
+        /// Finished successfully.
+        Succeeded => "SUCCESS",
+        /// Finished with a failure.
+        Failed => "FAILED",
+        /// Cancelled by a person or the system.
+        Cancelled => "CANCELLED",
+        /// Stopped by a timeout.
+        TimedOut => "TIMED_OUT",
+    }
+}
+
+impl RunStatus {
+    /// Whether this status ends a run.
+    #[must_use]
+    pub fn is_terminal(self) -> bool {
+        match self {
+            Self::Succeeded | Self::Failed | Self::Cancelled | Self::TimedOut => true,
+            Self::Pending | Self::Running | Self::Waiting => false,
+        }
+    }
+}
+
+/// What a run froze at start: agent versions, skill revisions and agent runtimes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunPins {
+    /// Agent key → pinned agent version id.
+    pub agent_versions: BTreeMap<String, String>,
+    /// Skill id → pinned revision number.
+    pub skill_revisions: BTreeMap<String, i64>,
+    /// Agent key → pinned runtime.
+    pub agent_runtimes: BTreeMap<String, String>,
+}
+
+/// Cost and token counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Cost in millionths of a US dollar.
+    pub cost_micros: i64,
+    /// Input (prompt) tokens.
+    pub input_tokens: i64,
+    /// Output (completion) tokens.
+    pub output_tokens: i64,
+}
+
+/// A run to create.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct NewRun {
+    /// The org the run is billed to and counted under.
+    pub org_id: Option<String>,
+    /// The team the run is attributed to.
+    pub team_id: Option<String>,
+    /// The template version it runs.
+    pub template_version_id: Option<String>,
+    /// The work request it records.
+    pub run_input_id: Option<String>,
+    /// The user who launched it.
+    pub launched_by: Option<String>,
+    /// The frozen spec.
+    pub spec_snapshot: serde_json::Value,
+    /// The frozen pins.
+    pub pins: RunPins,
+    /// Connections the run may use.
+    pub authorized_connection_ids: Vec<String>,
+}
+
+impl NewRun {
+    /// A run of the given spec snapshot with no attribution.
+    #[must_use]
+    pub fn new(spec_snapshot: serde_json::Value) -> Self {
+        Self {
+            spec_snapshot,
+            ..Self::default()
+        }
+    }
+
+    /// Attributes the run to an org (and so bills it there).
+    #[must_use]
+    pub fn with_org(mut self, org_id: impl Into<String>) -> Self {
+        self.org_id = Some(org_id.into());
+        self
+    }
+
+    /// Attributes the run to a team.
+    #[must_use]
+    pub fn with_team(mut self, team_id: impl Into<String>) -> Self {
+        self.team_id = Some(team_id.into());
+        self
+    }
+
+    /// Records the template version.
+    #[must_use]
+    pub fn with_template_version(mut self, version_id: impl Into<String>) -> Self {
+        self.template_version_id = Some(version_id.into());
+        self
+    }
+
+    /// Records the work request.
+    #[must_use]
+    pub fn with_run_input(mut self, run_input_id: impl Into<String>) -> Self {
+        self.run_input_id = Some(run_input_id.into());
+        self
+    }
+
+    /// Records who launched it.
+    #[must_use]
+    pub fn launched_by(mut self, user_id: impl Into<String>) -> Self {
+        self.launched_by = Some(user_id.into());
+        self
+    }
+
+    /// Sets the pins.
+    #[must_use]
+    pub fn with_pins(mut self, pins: RunPins) -> Self {
+        self.pins = pins;
+        self
+    }
+
+    /// Sets the authorized connections.
+    #[must_use]
+    pub fn with_connections(mut self, ids: Vec<String>) -> Self {
+        self.authorized_connection_ids = ids;
+        self
+    }
+}
+
+/// A stored run.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Run {
+    /// Run id.
+    pub id: String,
+    /// Billing org.
+    pub org_id: Option<String>,
+    /// Attributed team.
+    pub team_id: Option<String>,
+    /// Template version.
+    pub template_version_id: Option<String>,
+    /// Work request.
+    pub run_input_id: Option<String>,
+    /// Launching user.
+    pub launched_by: Option<String>,
+    /// Status.
+    pub status: RunStatus,
+    /// Frozen spec.
+    pub spec_snapshot: serde_json::Value,
+    /// Frozen pins.
+    pub pins: RunPins,
+    /// Authorized connections.
+    pub authorized_connection_ids: Vec<String>,
+    /// Cost and token totals so far.
+    pub usage: Usage,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// Set once, by the finalize that billed the run.
+    pub ended_at: Option<Timestamp>,
+}
+
+/// The final word on a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinalizeRun {
+    /// A terminal status.
+    pub status: RunStatus,
+    /// Spend not yet added with [`RunStore::add_run_usage`].
+    pub usage: Usage,
+}
+
+/// What a finalize call did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FinalizeOutcome {
+    /// This call set `ended_at` and billed the run's totals.
+    Billed {
+        /// The totals billed.
+        usage: Usage,
+        /// The org billed, if any.
+        org_id: Option<String>,
+        /// The `YYYY-MM` bucket billed.
+        year_month: String,
+    },
+    /// The run had already ended; nothing was billed.
+    AlreadyFinalized,
+}
+
+/// An org's usage for one month.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MonthlyUsage {
+    /// Cost and tokens of finalized runs.
+    pub usage: Usage,
+    /// Finalized runs that succeeded.
+    pub runs_completed: i64,
+    /// Finalized runs of any terminal status.
+    pub runs_finalized: i64,
+}
+
+/// Runs: create, read, status, usage, and the one finalize that bills.
+///
+/// Implementors guarantee: `ended_at` is written at most once; only the call that writes it adds
+/// the run's totals to the org's month, in the same transaction; usage added after the end is
+/// refused.
+#[async_trait]
+pub trait RunStore: Send + Sync {
+    /// Creates a run in `PENDING`.
+    async fn create_run(&self, run: NewRun) -> StoreResult<Run>;
+    /// Reads a run.
+    async fn get_run(&self, id: &str) -> StoreResult<Run>;
+    /// Moves a live run to a non-terminal status (terminal ones go through finalize).
+    async fn set_run_status(&self, id: &str, status: RunStatus) -> StoreResult<()>;
+    /// Adds spend to a live run's totals.
+    async fn add_run_usage(&self, id: &str, usage: Usage) -> StoreResult<Usage>;
+    /// Ends a run and bills it, once.
+    async fn finalize_run(&self, id: &str, finalize: FinalizeRun) -> StoreResult<FinalizeOutcome>;
+    /// An org's finalized usage for a `YYYY-MM` month.
+    async fn monthly_usage(&self, org_id: &str, year_month: &str) -> StoreResult<MonthlyUsage>;
+}
+
+/// A work request to submit.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct NewRunInput {
+    /// The submitting user or service principal id.
+    pub submitter: String,
+    /// Optional idempotency key, unique per submitter.
+    pub idempotency_key: Option<String>,
+    /// The template to run.
+    pub template_id: Option<String>,
+    /// The connection the work targets.
+    pub connection_id: Option<String>,
+    /// The org the request is charged to when it has no connection.
+    pub billing_org_id: Option<String>,
+    /// The request body.
+    pub payload: serde_json::Value,
+}
+
+impl NewRunInput {
+    /// A request from `submitter` with `payload`.
+    #[must_use]
+    pub fn new(submitter: impl Into<String>, payload: serde_json::Value) -> Self {
+        Self {
+            submitter: submitter.into(),
+            idempotency_key: None,
+            template_id: None,
+            connection_id: None,
+            billing_org_id: None,
+            payload,
+        }
+    }
+
+    /// Sets the idempotency key.
+    #[must_use]
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Sets the template.
+    #[must_use]
+    pub fn with_template(mut self, template_id: impl Into<String>) -> Self {
+        self.template_id = Some(template_id.into());
+        self
+    }
+
+    /// Sets the billing org.
+    #[must_use]
+    pub fn with_billing_org(mut self, org_id: impl Into<String>) -> Self {
+        self.billing_org_id = Some(org_id.into());
+        self
+    }
+}
+
+/// A stored work request.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RunInput {
+    /// Id.
+    pub id: String,
+    /// Submitter.
+    pub submitter: String,
+    /// Idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Template.
+    pub template_id: Option<String>,
+    /// Connection.
+    pub connection_id: Option<String>,
+    /// Billing org.
+    pub billing_org_id: Option<String>,
+    /// Request body.
+    pub payload: serde_json::Value,
+    /// SHA-256 of the request's identity (template, connection, org, payload).
+    pub request_hash: String,
+    /// The run that was started for it, once one was.
+    pub started_run_id: Option<String>,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// Whether a submit created the request or found it by its idempotency key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubmitOutcome {
+    /// A new request was stored.
+    Created,
+    /// The same request was already stored under this key.
+    Existing,
+}
+
+/// Work requests with per-submitter idempotency keys.
+///
+/// Implementors guarantee: two submits with the same (submitter, key) store one request; a
+/// second submit with a different request under the same key fails with
+/// `IDEMPOTENCY_KEY_MISMATCH`.
+#[async_trait]
+pub trait RunInputStore: Send + Sync {
+    /// Stores a request, or returns the one stored under its idempotency key.
+    async fn submit_run_input(&self, input: NewRunInput) -> StoreResult<(RunInput, SubmitOutcome)>;
+    /// Reads a request.
+    async fn get_run_input(&self, id: &str) -> StoreResult<RunInput>;
+    /// Records the run started for a request (once; a second, different run conflicts).
+    async fn mark_run_input_started(&self, id: &str, run_id: &str) -> StoreResult<()>;
+}
+
+pub(crate) fn request_hash(input: &NewRunInput) -> String {
+    use sha2::Digest;
+    let identity = serde_json::json!([
+        input.template_id,
+        input.connection_id,
+        input.billing_org_id,
+        input.payload,
+    ]);
+    hex::encode(sha2::Sha256::digest(identity.to_string().as_bytes()))
+}

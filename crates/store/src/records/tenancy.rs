@@ -1,0 +1,110 @@
+//! Organizations, teams, users and memberships.
+
+use async_trait::async_trait;
+
+use crate::clock::Timestamp;
+use crate::enums::string_enum;
+use crate::error::StoreResult;
+
+string_enum! {
+    /// A member's role in an organization.
+    OrgRole, "org role" {
+        /// Manages the org.
+        Admin => "ORG_ADMIN",
+        /// Belongs to the org.
+        Member => "ORG_MEMBER",
+    }
+}
+
+string_enum! {
+    /// A member's role in a team.
+    TeamRole, "team role" {
+        /// Owns the team.
+        Owner => "OWNER",
+        /// Administers the team.
+        Admin => "ADMIN",
+        /// Belongs to the team.
+        Member => "MEMBER",
+    }
+}
+
+/// A top-level tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Organization {
+    /// Id.
+    pub id: String,
+    /// Unique slug.
+    pub slug: String,
+    /// Display name.
+    pub name: String,
+    /// Monthly spend cap in US cents.
+    pub monthly_budget_cents: Option<i64>,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// A team inside an org.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Team {
+    /// Id.
+    pub id: String,
+    /// Org.
+    pub org_id: String,
+    /// Name, unique in the org.
+    pub name: String,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// A person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct User {
+    /// Id.
+    pub id: String,
+    /// Unique, lower-cased email.
+    pub email: String,
+    /// Display name.
+    pub name: String,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// Organizations, teams and memberships.
+///
+/// Implementors guarantee: slugs and emails are unique (emails case-insensitively); a membership
+/// names existing rows; setting a role twice keeps one membership.
+#[async_trait]
+pub trait OrganizationStore: Send + Sync {
+    /// Creates an org.
+    async fn create_org(&self, slug: &str, name: &str) -> StoreResult<Organization>;
+    /// Reads an org.
+    async fn get_org(&self, id: &str) -> StoreResult<Organization>;
+    /// Sets or clears the monthly cap.
+    async fn set_org_budget(&self, id: &str, cents: Option<i64>) -> StoreResult<()>;
+    /// Creates a team.
+    async fn create_team(&self, org_id: &str, name: &str) -> StoreResult<Team>;
+    /// Reads a team.
+    async fn get_team(&self, id: &str) -> StoreResult<Team>;
+    /// Sets a user's org role.
+    async fn set_org_role(&self, org_id: &str, user_id: &str, role: OrgRole) -> StoreResult<()>;
+    /// A user's org role.
+    async fn org_role(&self, org_id: &str, user_id: &str) -> StoreResult<Option<OrgRole>>;
+    /// Sets a user's team role.
+    async fn set_team_role(&self, team_id: &str, user_id: &str, role: TeamRole) -> StoreResult<()>;
+    /// A user's team role.
+    async fn team_role(&self, team_id: &str, user_id: &str) -> StoreResult<Option<TeamRole>>;
+}
+
+/// Users.
+#[async_trait]
+pub trait UserStore: Send + Sync {
+    /// Creates a user.
+    async fn create_user(&self, email: &str, name: &str) -> StoreResult<User>;
+    /// Reads a user.
+    async fn get_user(&self, id: &str) -> StoreResult<User>;
+    /// Finds a user by email (case-insensitive).
+    async fn find_user_by_email(&self, email: &str) -> StoreResult<Option<User>>;
+}

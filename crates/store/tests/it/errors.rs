@@ -1,0 +1,59 @@
+//! Typed errors for bad configuration and values.
+
+use auto_swe_store::*;
+
+#[tokio::test]
+async fn unsupported_urls_are_typed_errors() {
+    for url in ["mysql://localhost/db", "", "file:///tmp/x"] {
+        let error = Store::open(StoreConfig::new(url, crate::support::keyring()))
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), "STORE_UNSUPPORTED_URL");
+        assert!(!error.is_retryable());
+    }
+}
+
+#[test]
+fn invalid_enum_values_are_typed_errors() {
+    assert_eq!(
+        "DONE".parse::<RunStatus>().unwrap_err().code(),
+        "STORE_INVALID_INPUT"
+    );
+    assert_eq!(
+        "owner".parse::<TeamRole>().unwrap_err().code(),
+        "STORE_INVALID_INPUT"
+    );
+    assert_eq!(
+        "ADMIN".parse::<OrgRole>().unwrap_err().code(),
+        "STORE_INVALID_INPUT"
+    );
+    assert_eq!(
+        "x".parse::<LibraryScope>().unwrap_err().code(),
+        "STORE_INVALID_INPUT"
+    );
+    assert_eq!(
+        "x".parse::<HumanStepKind>().unwrap_err().code(),
+        "STORE_INVALID_INPUT"
+    );
+    for status in RunStatus::ALL {
+        assert_eq!(status.as_str().parse::<RunStatus>().unwrap(), *status);
+    }
+}
+
+#[test]
+fn keyrings_refuse_bad_material() {
+    assert_eq!(
+        Keyring::from_hex(1, "zz").unwrap_err().code(),
+        "SECRET_KEYRING_INVALID"
+    );
+    assert_eq!(
+        Keyring::from_hex(1, &"ab".repeat(31)).unwrap_err().code(),
+        "SECRET_KEYRING_INVALID"
+    );
+    let ring = Keyring::from_hex(1, &"ab".repeat(32)).unwrap();
+    assert_eq!(
+        ring.clone().rotate_to(1, [0; 32]).unwrap_err().code(),
+        "SECRET_KEYRING_INVALID"
+    );
+    assert_eq!(ring.rotate_to(2, [0; 32]).unwrap().current_version(), 2);
+}

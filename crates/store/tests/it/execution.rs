@@ -1,0 +1,152 @@
+//! Steps, human steps, signals, artifacts and traces.
+
+use auto_swe_store::*;
+use serde_json::json;
+
+use crate::conformance;
+use crate::support::TestDb;
+
+conformance!(steps_and_interactions, artifacts_and_traces);
+
+async fn steps_and_interactions(db: &TestDb) {
+    let run = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    let step = db
+        .store
+        .start_step(&run.id, "fan[0]/impl", "impl", 1)
+        .await
+        .unwrap();
+    assert_eq!(step.status, StepStatus::Running);
+    let done = db
+        .store
+        .finish_step(&step.id, StepStatus::Succeeded, &json!({"ok": true}))
+        .await
+        .unwrap();
+    assert_eq!(
+        (done.status, done.output.clone()),
+        (StepStatus::Succeeded, json!({"ok": true}))
+    );
+    let twice = db
+        .store
+        .finish_step(&step.id, StepStatus::Failed, &json!(null))
+        .await;
+    assert_eq!(twice.unwrap_err().code(), "STORE_CONFLICT");
+    assert_eq!(db.store.list_steps(&run.id).await.unwrap(), vec![done]);
+    let running = db
+        .store
+        .finish_step(&step.id, StepStatus::Running, &json!(null))
+        .await;
+    assert_eq!(running.unwrap_err().code(), "STORE_INVALID_INPUT");
+    let ghost = db.store.start_step("nope", "a", "a", 1).await;
+    assert_eq!(ghost.unwrap_err().code(), "STORE_NOT_FOUND");
+
+    let human = db
+        .store
+        .create_human_step(
+            &run.id,
+            "approve",
+            HumanStepKind::Decision,
+            &json!({"options": ["a", "b"]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(human.status, HumanStepStatus::Pending);
+    let answered = db
+        .store
+        .answer_human_step(&human.id, "bob", &json!({"choice": "a"}))
+        .await
+        .unwrap();
+    assert_eq!(answered.status, HumanStepStatus::Answered);
+    assert_eq!(answered.answer, Some(json!({"choice": "a"})));
+    let again = db
+        .store
+        .answer_human_step(&human.id, "eve", &json!({"choice": "b"}))
+        .await;
+    assert_eq!(again.unwrap_err().code(), "STORE_CONFLICT");
+    assert_eq!(db.store.get_human_step(&human.id).await.unwrap(), answered);
+    assert_eq!(
+        db.store
+            .answer_human_step("nope", "x", &json!(1))
+            .await
+            .unwrap_err()
+            .code(),
+        "STORE_NOT_FOUND"
+    );
+
+    db.store
+        .send_signal(&run.id, "ci", &json!({"n": 1}))
+        .await
+        .unwrap();
+    db.store
+        .send_signal(&run.id, "other", &json!({}))
+        .await
+        .unwrap();
+    db.store
+        .send_signal(&run.id, "ci", &json!({"n": 2}))
+        .await
+        .unwrap();
+    let signals = db.store.list_signals(&run.id, "ci").await.unwrap();
+    assert_eq!(
+        signals
+            .iter()
+            .map(|s| s.payload.clone())
+            .collect::<Vec<_>>(),
+        vec![json!({"n": 1}), json!({"n": 2})]
+    );
+    assert_eq!(
+        db.store
+            .send_signal("nope", "ci", &json!({}))
+            .await
+            .unwrap_err()
+            .code(),
+        "STORE_NOT_FOUND"
+    );
+}
+
+async fn artifacts_and_traces(db: &TestDb) {
+    let run = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    let body = vec![7_u8; 300_000];
+    let artifact = db
+        .store
+        .put_artifact(&run.id, "diff.patch", "text/x-diff", &body)
+        .await
+        .unwrap();
+    assert_eq!(artifact.size, 300_000);
+    let (read, read_body) = db.store.get_artifact(&artifact.id).await.unwrap();
+    assert_eq!((read, read_body), (artifact.clone(), body));
+    assert_eq!(
+        db.store.list_artifacts(&run.id).await.unwrap(),
+        vec![artifact]
+    );
+    let too_big = vec![0_u8; MAX_ARTIFACT_BYTES + 1];
+    let refused = db
+        .store
+        .put_artifact(&run.id, "big", "application/octet-stream", &too_big)
+        .await;
+    assert_eq!(refused.unwrap_err().code(), "STORE_VALUE_TOO_LARGE");
+
+    let traces: Vec<_> = (0..5)
+        .map(|n| NewAgentTrace {
+            run_id: Some(run.id.clone()),
+            workflow_id: "wf-1".to_owned(),
+            node_id: Some("impl".to_owned()),
+            recording_id: Some("impl".to_owned()),
+            activity: "runAgent".to_owned(),
+            kind: "llm_response".to_owned(),
+            payload: json!({"n": n}),
+            spend_owner_org_id: Some("org-1".to_owned()),
+            model: Some("anthropic:claude".to_owned()),
+            usage: Usage {
+                cost_micros: 10,
+                input_tokens: 1,
+                output_tokens: 1,
+            },
+        })
+        .collect();
+    db.store.append_traces(traces).await.unwrap();
+    let newest = db.store.list_traces(&run.id, 3).await.unwrap();
+    assert_eq!(
+        newest.iter().map(|t| t.payload.clone()).collect::<Vec<_>>(),
+        vec![json!({"n": 2}), json!({"n": 3}), json!({"n": 4})]
+    );
+    assert_eq!(newest[0].spend_owner_org_id.as_deref(), Some("org-1"));
+}

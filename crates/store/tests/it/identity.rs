@@ -1,0 +1,303 @@
+//! Organizations, teams, users, memberships, tokens, service principals and connections.
+
+use std::time::Duration;
+
+use auto_swe_store::*;
+use serde_json::json;
+
+use crate::conformance;
+use crate::support::TestDb;
+
+conformance!(
+    tenancy_and_memberships,
+    tokens_store_only_hashes,
+    connections_keep_git_repos_unique
+);
+
+async fn tenancy_and_memberships(db: &TestDb) {
+    let org = db.store.create_org("acme", "Acme").await.unwrap();
+    assert_eq!(db.store.get_org(&org.id).await.unwrap(), org);
+    assert_eq!(
+        db.store
+            .create_org("acme", "Again")
+            .await
+            .unwrap_err()
+            .code(),
+        "STORE_CONFLICT"
+    );
+    db.store
+        .set_org_budget(&org.id, Some(10_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store
+            .get_org(&org.id)
+            .await
+            .unwrap()
+            .monthly_budget_cents,
+        Some(10_000)
+    );
+    assert_eq!(
+        db.store
+            .set_org_budget(&org.id, Some(-1))
+            .await
+            .unwrap_err()
+            .code(),
+        "STORE_INVALID_INPUT"
+    );
+    assert_eq!(
+        db.store
+            .set_org_budget("nope", None)
+            .await
+            .unwrap_err()
+            .code(),
+        "STORE_NOT_FOUND"
+    );
+
+    let team = db.store.create_team(&org.id, "core").await.unwrap();
+    assert_eq!(db.store.get_team(&team.id).await.unwrap(), team);
+    assert_eq!(
+        db.store
+            .create_team(&org.id, "core")
+            .await
+            .unwrap_err()
+            .code(),
+        "STORE_CONFLICT"
+    );
+    assert_eq!(
+        db.store.create_team("nope", "x").await.unwrap_err().code(),
+        "STORE_NOT_FOUND"
+    );
+
+    let user = db
+        .store
+        .create_user("Alice@Example.COM", "Alice")
+        .await
+        .unwrap();
+    assert_eq!(user.email, "alice@example.com");
+    assert_eq!(
+        db.store
+            .find_user_by_email("ALICE@example.com")
+            .await
+            .unwrap(),
+        Some(user.clone())
+    );
+    assert_eq!(
+        db.store
+            .create_user("alice@example.com", "Dup")
+            .await
+            .unwrap_err()
+            .code(),
+        "STORE_CONFLICT"
+    );
+    assert_eq!(
+        db.store
+            .create_user("not-an-email", "X")
+            .await
+            .unwrap_err()
+            .code(),
+        "STORE_INVALID_INPUT"
+    );
+
+    assert_eq!(db.store.org_role(&org.id, &user.id).await.unwrap(), None);
+    db.store
+        .set_org_role(&org.id, &user.id, OrgRole::Member)
+        .await
+        .unwrap();
+    db.store
+        .set_org_role(&org.id, &user.id, OrgRole::Admin)
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store.org_role(&org.id, &user.id).await.unwrap(),
+        Some(OrgRole::Admin)
+    );
+    db.store
+        .set_team_role(&team.id, &user.id, TeamRole::Owner)
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store.team_role(&team.id, &user.id).await.unwrap(),
+        Some(TeamRole::Owner)
+    );
+    let ghost = db
+        .store
+        .set_team_role(&team.id, "ghost", TeamRole::Member)
+        .await;
+    assert_eq!(ghost.unwrap_err().code(), "STORE_NOT_FOUND");
+}
+
+async fn tokens_store_only_hashes(db: &TestDb) {
+    let org = db.store.create_org("acme", "Acme").await.unwrap();
+    let team = db.store.create_team(&org.id, "core").await.unwrap();
+    let user = db
+        .store
+        .create_user("bob@example.com", "Bob")
+        .await
+        .unwrap();
+    let (token, plaintext) = db
+        .store
+        .create_token(NewApiToken {
+            owner: TokenOwner::User(user.id.clone()),
+            name: "laptop".to_owned(),
+            expires_at: Some(db.clock.now().plus(Duration::from_secs(3_600))),
+        })
+        .await
+        .unwrap();
+    assert!(plaintext.expose().starts_with(TOKEN_PREFIX));
+    assert!(plaintext.expose().starts_with(&token.prefix));
+    assert!(!format!("{token:?}{plaintext:?}").contains(&plaintext.expose()[10..]));
+    assert_eq!(
+        db.store.authenticate_token(&plaintext).await.unwrap(),
+        Some(token.clone())
+    );
+    assert_eq!(
+        db.store
+            .authenticate_token(&SecretString::new("ats_wrong"))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        db.store
+            .authenticate_token(&SecretString::new("x".repeat(10_000)))
+            .await
+            .unwrap(),
+        None
+    );
+
+    // Only the hash is stored: no column holds the plaintext.
+    let plain = plaintext.expose();
+    let leaks = db
+        .raw_count(&format!(
+            "SELECT COUNT(*) FROM api_tokens WHERE token_hash = '{plain}' OR prefix = '{plain}' \
+             OR name = '{plain}' OR id = '{plain}'"
+        ))
+        .await;
+    assert_eq!(leaks, 0);
+    let hash = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(plain.as_bytes()))
+    };
+    let hashed = db
+        .raw_count(&format!(
+            "SELECT COUNT(*) FROM api_tokens WHERE token_hash = '{hash}'"
+        ))
+        .await;
+    assert_eq!(hashed, 1);
+
+    db.clock.advance(Duration::from_secs(3_601));
+    assert_eq!(
+        db.store.authenticate_token(&plaintext).await.unwrap(),
+        None,
+        "expired"
+    );
+
+    let principal = db
+        .store
+        .create_service_principal(&team.id, "ci-bot", vec!["conn-1".to_owned()], vec![])
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store.get_service_principal(&principal.id).await.unwrap(),
+        principal
+    );
+    let (bot_token, bot_plain) = db
+        .store
+        .create_token(NewApiToken {
+            owner: TokenOwner::ServicePrincipal(principal.id.clone()),
+            name: "ci".to_owned(),
+            expires_at: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store
+            .authenticate_token(&bot_plain)
+            .await
+            .unwrap()
+            .map(|t| t.owner),
+        Some(TokenOwner::ServicePrincipal(principal.id.clone()))
+    );
+    db.store.revoke_token(&bot_token.id).await.unwrap();
+    assert_eq!(
+        db.store.authenticate_token(&bot_plain).await.unwrap(),
+        None,
+        "revoked"
+    );
+    assert_eq!(
+        db.store.revoke_token("nope").await.unwrap_err().code(),
+        "STORE_NOT_FOUND"
+    );
+    let orphan = db
+        .store
+        .create_token(NewApiToken {
+            owner: TokenOwner::User("ghost".to_owned()),
+            name: "x".to_owned(),
+            expires_at: None,
+        })
+        .await;
+    assert_eq!(orphan.unwrap_err().code(), "STORE_NOT_FOUND");
+}
+
+async fn connections_keep_git_repos_unique(db: &TestDb) {
+    let org = db.store.create_org("acme", "Acme").await.unwrap();
+    let team = db.store.create_team(&org.id, "core").await.unwrap();
+    let repo = RepoCoordinates {
+        host: "GitHub.com".to_owned(),
+        owner: "acme".to_owned(),
+        name: "api".to_owned(),
+        default_branch: "main".to_owned(),
+    };
+    let git = NewConnection {
+        team_id: team.id.clone(),
+        kind: ConnectionType::GitRepo,
+        name: "api".to_owned(),
+        repo: Some(repo.clone()),
+        config: json!({"gates": ["cargo test"]}),
+    };
+    let created = db.store.create_connection(git.clone()).await.unwrap();
+    assert_eq!(created.repo.as_ref().unwrap().host, "github.com");
+    assert_eq!(db.store.get_connection(&created.id).await.unwrap(), created);
+    let again = db
+        .store
+        .create_connection(NewConnection {
+            name: "again".to_owned(),
+            ..git.clone()
+        })
+        .await;
+    assert_eq!(again.unwrap_err().code(), "STORE_CONFLICT");
+    // The partial index only covers git repositories.
+    for name in ["tracker-1", "tracker-2"] {
+        db.store
+            .create_connection(NewConnection {
+                team_id: team.id.clone(),
+                kind: ConnectionType::IssueTracker,
+                name: name.to_owned(),
+                repo: None,
+                config: json!({}),
+            })
+            .await
+            .unwrap();
+    }
+    let no_repo = db
+        .store
+        .create_connection(NewConnection {
+            repo: None,
+            ..git.clone()
+        })
+        .await;
+    assert_eq!(no_repo.unwrap_err().code(), "STORE_INVALID_INPUT");
+    let stray_repo = db
+        .store
+        .create_connection(NewConnection {
+            kind: ConnectionType::Mcp,
+            ..git
+        })
+        .await;
+    assert_eq!(stray_repo.unwrap_err().code(), "STORE_INVALID_INPUT");
+    assert_eq!(
+        "gitlab".parse::<ConnectionType>().unwrap_err().code(),
+        "STORE_INVALID_INPUT"
+    );
+}

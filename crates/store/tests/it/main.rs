@@ -1,0 +1,18 @@
+//! The store's integration tests: one conformance suite run against `SQLite` and `PostgreSQL`.
+#![expect(
+    clippy::unwrap_used,
+    clippy::too_many_lines,
+    reason = "a test fails loudly on any unexpected error and reads top to bottom"
+)]
+
+mod support;
+
+mod errors;
+mod execution;
+mod identity;
+mod journal;
+mod library;
+mod memory;
+mod queue;
+mod runs;
+mod secrets;

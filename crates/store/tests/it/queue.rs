@@ -1,0 +1,316 @@
+//! The leased work queue.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use auto_swe_store::*;
+use serde_json::json;
+
+use crate::conformance;
+use crate::support::TestDb;
+
+conformance!(
+    concurrent_claimers_never_double_claim_or_lose,
+    expired_lease_is_reclaimed,
+    parked_runs_wait_for_their_wake_condition,
+    timers_and_retries_hold_runs_back,
+    new_work_wakes_waiters,
+    queue_refuses_bad_input,
+);
+
+fn request(worker: &str, limit: u32) -> ClaimRequest {
+    ClaimRequest {
+        worker: worker.to_owned(),
+        limit,
+        lease: Duration::from_secs(30),
+    }
+}
+
+async fn runnable_run(db: &TestDb) -> String {
+    let run = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    db.store.enqueue(&run.id).await.unwrap();
+    run.id
+}
+
+async fn concurrent_claimers_never_double_claim_or_lose(db: &TestDb) {
+    const RUNS: usize = 1_000;
+    let mut expected = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        expected.push(runnable_run(db).await);
+    }
+    expected.sort();
+    let mut tasks = Vec::new();
+    for worker in 0..8 {
+        let store = db.store.clone();
+        tasks.push(tokio::spawn(async move {
+            let name = format!("worker-{worker}");
+            let mut mine = Vec::new();
+            loop {
+                let claims = store.claim(&request(&name, 7)).await.unwrap();
+                if claims.is_empty() {
+                    break;
+                }
+                for claim in claims {
+                    assert_eq!(claim.worker, name);
+                    store.release(&claim, Release::Done).await.unwrap();
+                    mine.push(claim.run_id);
+                }
+            }
+            mine
+        }));
+    }
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut workers_with_work = 0;
+    for task in tasks {
+        let mine = task.await.unwrap();
+        workers_with_work += usize::from(!mine.is_empty());
+        for run_id in mine {
+            *seen.entry(run_id).or_default() += 1;
+        }
+    }
+    assert!(seen.values().all(|n| *n == 1), "a run was claimed twice");
+    assert_eq!(
+        seen.keys().cloned().collect::<Vec<_>>(),
+        expected,
+        "a run was lost"
+    );
+    assert!(workers_with_work >= 2, "claims were not concurrent");
+    assert!(
+        db.store
+            .claim(&request("late", 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    for run_id in expected.iter().take(20) {
+        assert_eq!(db.store.queue_state(run_id).await.unwrap(), None);
+    }
+}
+
+async fn expired_lease_is_reclaimed(db: &TestDb) {
+    let run_id = runnable_run(db).await;
+    let first = db.store.claim(&request("w1", 10)).await.unwrap();
+    assert_eq!(first.len(), 1);
+    let first = first.into_iter().next().unwrap();
+    assert_eq!(
+        (first.run_id.as_str(), first.claim_count),
+        (run_id.as_str(), 1)
+    );
+    assert!(db.store.claim(&request("w2", 10)).await.unwrap().is_empty());
+
+    // A heartbeat keeps it.
+    db.clock.advance(Duration::from_secs(20));
+    let first = db
+        .store
+        .heartbeat(&first, Duration::from_secs(30))
+        .await
+        .unwrap();
+    db.clock.advance(Duration::from_secs(20));
+    assert!(db.store.claim(&request("w2", 10)).await.unwrap().is_empty());
+
+    // Silence past the lease lets another worker take it.
+    db.clock.advance(Duration::from_secs(11));
+    let second = db.store.claim(&request("w2", 10)).await.unwrap();
+    assert_eq!(second.len(), 1);
+    let second = second.into_iter().next().unwrap();
+    assert_eq!(
+        (
+            second.run_id.as_str(),
+            second.worker.as_str(),
+            second.claim_count
+        ),
+        (run_id.as_str(), "w2", 2)
+    );
+    assert_eq!(
+        db.store.queue_state(&run_id).await.unwrap(),
+        Some(QueueState::Leased {
+            worker: "w2".to_owned(),
+            lease_until: second.lease_until
+        })
+    );
+
+    // The old holder has lost it, whatever it tries.
+    let lost = db
+        .store
+        .heartbeat(&first, Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert_eq!(lost.code(), "LEASE_LOST");
+    let lost = db.store.release(&first, Release::Done).await.unwrap_err();
+    assert_eq!(lost.code(), "LEASE_LOST");
+    db.store
+        .heartbeat(&second, Duration::from_secs(30))
+        .await
+        .unwrap();
+    db.store.release(&second, Release::Done).await.unwrap();
+    assert_eq!(db.store.queue_state(&run_id).await.unwrap(), None);
+}
+
+async fn parked_runs_wait_for_their_wake_condition(db: &TestDb) {
+    // Parked on a signal.
+    let run_id = runnable_run(db).await;
+    let claim = db.store.claim(&request("w", 1)).await.unwrap().remove(0);
+    let wake = WakeOn::Signal {
+        name: "approve".to_owned(),
+    };
+    db.store
+        .release(&claim, Release::Park(wake.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store.queue_state(&run_id).await.unwrap(),
+        Some(QueueState::Parked(wake))
+    );
+    db.clock.advance(Duration::from_secs(86_400 * 3));
+    assert!(db.store.claim(&request("w", 10)).await.unwrap().is_empty());
+    db.store
+        .send_signal(&run_id, "other", &json!({}))
+        .await
+        .unwrap();
+    assert!(db.store.claim(&request("w", 10)).await.unwrap().is_empty());
+    db.store
+        .send_signal(&run_id, "approve", &json!({"ok": true}))
+        .await
+        .unwrap();
+    let claim = db.store.claim(&request("w", 10)).await.unwrap().remove(0);
+    assert_eq!(claim.run_id, run_id);
+
+    // Parked on a human step.
+    let step = db
+        .store
+        .create_human_step(
+            &run_id,
+            "review",
+            HumanStepKind::Approval,
+            &json!({"q": "ship?"}),
+        )
+        .await
+        .unwrap();
+    db.store
+        .release(
+            &claim,
+            Release::Park(WakeOn::HumanStep {
+                id: step.id.clone(),
+            }),
+        )
+        .await
+        .unwrap();
+    assert!(db.store.claim(&request("w", 10)).await.unwrap().is_empty());
+    db.store
+        .answer_human_step(&step.id, "alice", &json!({"approved": true}))
+        .await
+        .unwrap();
+    let claim = db.store.claim(&request("w", 10)).await.unwrap().remove(0);
+    assert_eq!(claim.run_id, run_id);
+
+    // A signal that arrives while the run is still leased is not lost when it then parks.
+    db.store
+        .send_signal(&run_id, "deploy", &json!({}))
+        .await
+        .unwrap();
+    db.store
+        .release(
+            &claim,
+            Release::Park(WakeOn::Signal {
+                name: "deploy".to_owned(),
+            }),
+        )
+        .await
+        .unwrap();
+    let claim = db.store.claim(&request("w", 10)).await.unwrap().remove(0);
+    assert_eq!(claim.run_id, run_id);
+    db.store.release(&claim, Release::Done).await.unwrap();
+}
+
+async fn timers_and_retries_hold_runs_back(db: &TestDb) {
+    let run_id = runnable_run(db).await;
+    let claim = db.store.claim(&request("w", 1)).await.unwrap().remove(0);
+    let at = db.clock.now().plus(Duration::from_secs(60));
+    db.store.release(&claim, Release::RunAt(at)).await.unwrap();
+    assert_eq!(
+        db.store.queue_state(&run_id).await.unwrap(),
+        Some(QueueState::Runnable { available_at: at })
+    );
+    db.clock.advance(Duration::from_secs(59));
+    assert!(db.store.claim(&request("w", 1)).await.unwrap().is_empty());
+    db.clock.advance(Duration::from_secs(1));
+    assert_eq!(
+        db.store.claim(&request("w", 1)).await.unwrap()[0].run_id,
+        run_id
+    );
+
+    let later = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    db.store
+        .enqueue_at(&later.id, db.clock.now().plus(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert!(db.store.claim(&request("w", 5)).await.unwrap().is_empty());
+    db.clock.advance(Duration::from_secs(10));
+    assert_eq!(
+        db.store.claim(&request("w", 5)).await.unwrap()[0].run_id,
+        later.id
+    );
+}
+
+async fn new_work_wakes_waiters(db: &TestDb) {
+    let mut waiter = db.store.subscribe().await.unwrap();
+    // Nothing happened yet: the wait ends by its bound.
+    assert!(!waiter.wait(Duration::from_millis(50)).await.unwrap());
+    let other = match db.kind {
+        // Another process on the same database (PostgreSQL notifies across connections).
+        crate::support::Kind::Postgres => db.reopen(crate::support::keyring()).await,
+        crate::support::Kind::Sqlite => db.store.clone(),
+    };
+    let run = other.create_run(NewRun::new(json!({}))).await.unwrap();
+    let enqueue = tokio::spawn(async move { other.enqueue(&run.id).await.unwrap() });
+    assert!(waiter.wait(Duration::from_secs(30)).await.unwrap());
+    enqueue.await.unwrap();
+    assert_eq!(db.store.claim(&request("w", 1)).await.unwrap().len(), 1);
+}
+
+async fn queue_refuses_bad_input(db: &TestDb) {
+    for bad in [
+        request("w", 0),
+        request("w", MAX_CLAIM_BATCH + 1),
+        request("", 1),
+        ClaimRequest {
+            lease: Duration::ZERO,
+            ..request("w", 1)
+        },
+        ClaimRequest {
+            lease: MAX_LEASE + Duration::from_secs(1),
+            ..request("w", 1)
+        },
+    ] {
+        assert_eq!(
+            db.store.claim(&bad).await.unwrap_err().code(),
+            "STORE_INVALID_INPUT"
+        );
+    }
+    assert_eq!(
+        db.store.enqueue("no-such-run").await.unwrap_err().code(),
+        "STORE_NOT_FOUND"
+    );
+    let forged = Claim {
+        run_id: "no-such-run".to_owned(),
+        worker: "w".to_owned(),
+        lease_until: db.clock.now(),
+        claim_count: 1,
+    };
+    assert_eq!(
+        db.store
+            .heartbeat(&forged, Duration::from_secs(5))
+            .await
+            .unwrap_err()
+            .code(),
+        "LEASE_LOST"
+    );
+    assert_eq!(
+        db.store
+            .release(&forged, Release::Done)
+            .await
+            .unwrap_err()
+            .code(),
+        "LEASE_LOST"
+    );
+}

@@ -1,0 +1,396 @@
+//! Runs, billing-safe finalize, run inputs and templates.
+
+use auto_swe_store::*;
+use serde_json::json;
+
+use crate::conformance;
+use crate::support::{START, TestDb};
+
+conformance!(
+    runs_round_trip,
+    finalize_bills_once_under_concurrent_retries,
+    finalize_refuses_bad_input,
+    run_input_idempotency,
+    template_versions_are_sequential_under_concurrency,
+);
+
+async fn runs_round_trip(db: &TestDb) {
+    let org = db.store.create_org("acme", "Acme").await.unwrap();
+    let team = db.store.create_team(&org.id, "core").await.unwrap();
+    let pins = RunPins {
+        agent_versions: [("implementer".to_owned(), "v-1".to_owned())].into(),
+        skill_revisions: [("skill-1".to_owned(), 3)].into(),
+        agent_runtimes: [("implementer".to_owned(), "native".to_owned())].into(),
+    };
+    let run = db
+        .store
+        .create_run(
+            NewRun::new(json!({"entry": "a", "nodes": {"a": {"type": "terminate"}}}))
+                .with_org(&org.id)
+                .with_team(&team.id)
+                .launched_by("user-1")
+                .with_pins(pins.clone())
+                .with_connections(vec!["c1".to_owned()]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Pending);
+    assert_eq!(run.pins, pins);
+    assert_eq!(run.created_at, Timestamp::from_millis(START));
+    assert_eq!(run.ended_at, None);
+    assert_eq!(db.store.get_run(&run.id).await.unwrap(), run);
+
+    db.store
+        .set_run_status(&run.id, RunStatus::Running)
+        .await
+        .unwrap();
+    let usage = db
+        .store
+        .add_run_usage(
+            &run.id,
+            Usage {
+                cost_micros: 5,
+                input_tokens: 7,
+                output_tokens: 11,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        usage,
+        Usage {
+            cost_micros: 5,
+            input_tokens: 7,
+            output_tokens: 11
+        }
+    );
+    let stored = db.store.get_run(&run.id).await.unwrap();
+    assert_eq!(stored.status, RunStatus::Running);
+    assert_eq!(stored.usage, usage);
+
+    let missing = db.store.get_run("no-such-run").await.unwrap_err();
+    assert_eq!(missing.code(), "STORE_NOT_FOUND");
+    let bad_org = db
+        .store
+        .create_run(NewRun::new(json!({})).with_org("no-such-org"))
+        .await;
+    assert_eq!(bad_org.unwrap_err().code(), "STORE_NOT_FOUND");
+}
+
+async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
+    let org = db.store.create_org("acme", "Acme").await.unwrap();
+    let run = db
+        .store
+        .create_run(NewRun::new(json!({})).with_org(&org.id))
+        .await
+        .unwrap();
+    db.store
+        .add_run_usage(
+            &run.id,
+            Usage {
+                cost_micros: 1_000,
+                input_tokens: 10,
+                output_tokens: 20,
+            },
+        )
+        .await
+        .unwrap();
+    // Finalize lands in the next month: an hour and a minute after START.
+    db.clock.advance(std::time::Duration::from_secs(3_660));
+
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let store = db.store.clone();
+        let id = run.id.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .finalize_run(
+                    &id,
+                    FinalizeRun {
+                        status: RunStatus::Succeeded,
+                        usage: Usage {
+                            cost_micros: 500,
+                            input_tokens: 1,
+                            output_tokens: 2,
+                        },
+                    },
+                )
+                .await
+                .unwrap()
+        }));
+    }
+    let mut billed = Vec::new();
+    let mut already = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            FinalizeOutcome::AlreadyFinalized => already += 1,
+            outcome => billed.push(outcome),
+        }
+    }
+    assert_eq!(already, 7);
+    assert_eq!(
+        billed,
+        vec![FinalizeOutcome::Billed {
+            usage: Usage {
+                cost_micros: 1_500,
+                input_tokens: 11,
+                output_tokens: 22
+            },
+            org_id: Some(org.id.clone()),
+            year_month: "2024-06".to_owned(),
+        }]
+    );
+    assert_eq!(
+        db.store.monthly_usage(&org.id, "2024-06").await.unwrap(),
+        MonthlyUsage {
+            usage: Usage {
+                cost_micros: 1_500,
+                input_tokens: 11,
+                output_tokens: 22
+            },
+            runs_completed: 1,
+            runs_finalized: 1,
+        }
+    );
+    assert_eq!(
+        db.store.monthly_usage(&org.id, "2024-05").await.unwrap(),
+        MonthlyUsage::default()
+    );
+    let ended = db.store.get_run(&run.id).await.unwrap();
+    assert_eq!(ended.status, RunStatus::Succeeded);
+    assert_eq!(
+        ended.ended_at,
+        Some(Timestamp::from_millis(START + 3_660_000))
+    );
+
+    // After the end nothing more accrues and the status is frozen.
+    let late = db
+        .store
+        .add_run_usage(
+            &run.id,
+            Usage {
+                cost_micros: 1,
+                ..Usage::default()
+            },
+        )
+        .await;
+    assert_eq!(late.unwrap_err().code(), "STORE_CONFLICT");
+    let status = db.store.set_run_status(&run.id, RunStatus::Running).await;
+    assert_eq!(status.unwrap_err().code(), "STORE_CONFLICT");
+
+    // A failed run bills cost but does not count as completed.
+    let failed = db
+        .store
+        .create_run(NewRun::new(json!({})).with_org(&org.id))
+        .await
+        .unwrap();
+    let outcome = db
+        .store
+        .finalize_run(
+            &failed.id,
+            FinalizeRun {
+                status: RunStatus::Failed,
+                usage: Usage {
+                    cost_micros: 3,
+                    input_tokens: 0,
+                    output_tokens: 0,
+                },
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(outcome, FinalizeOutcome::Billed { .. }));
+    let month = db.store.monthly_usage(&org.id, "2024-06").await.unwrap();
+    assert_eq!(
+        (
+            month.usage.cost_micros,
+            month.runs_completed,
+            month.runs_finalized
+        ),
+        (1_503, 1, 2)
+    );
+}
+
+async fn finalize_refuses_bad_input(db: &TestDb) {
+    let run = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    let not_terminal = db
+        .store
+        .finalize_run(
+            &run.id,
+            FinalizeRun {
+                status: RunStatus::Running,
+                usage: Usage::default(),
+            },
+        )
+        .await;
+    assert_eq!(not_terminal.unwrap_err().code(), "STORE_INVALID_INPUT");
+    let negative = db
+        .store
+        .finalize_run(
+            &run.id,
+            FinalizeRun {
+                status: RunStatus::Failed,
+                usage: Usage {
+                    cost_micros: -1,
+                    ..Usage::default()
+                },
+            },
+        )
+        .await;
+    assert_eq!(negative.unwrap_err().code(), "STORE_INVALID_INPUT");
+    let unknown = db
+        .store
+        .finalize_run(
+            "nope",
+            FinalizeRun {
+                status: RunStatus::Failed,
+                usage: Usage::default(),
+            },
+        )
+        .await;
+    assert_eq!(unknown.unwrap_err().code(), "STORE_NOT_FOUND");
+    // A run with no org ends without billing anyone.
+    let outcome = db
+        .store
+        .finalize_run(
+            &run.id,
+            FinalizeRun {
+                status: RunStatus::Cancelled,
+                usage: Usage::default(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        FinalizeOutcome::Billed {
+            usage: Usage::default(),
+            org_id: None,
+            year_month: "2024-05".to_owned()
+        }
+    );
+    let terminal_status = db.store.set_run_status(&run.id, RunStatus::Succeeded).await;
+    assert_eq!(terminal_status.unwrap_err().code(), "STORE_INVALID_INPUT");
+}
+
+async fn run_input_idempotency(db: &TestDb) {
+    let first = NewRunInput::new("user-1", json!({"ticket": "T-1"})).with_idempotency_key("k1");
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let store = db.store.clone();
+        let input = first.clone();
+        tasks.push(tokio::spawn(async move {
+            store.submit_run_input(input).await.unwrap()
+        }));
+    }
+    let mut created = 0;
+    let mut ids = std::collections::BTreeSet::new();
+    for task in tasks {
+        let (input, outcome) = task.await.unwrap();
+        created += usize::from(outcome == SubmitOutcome::Created);
+        ids.insert(input.id);
+    }
+    assert_eq!((created, ids.len()), (1, 1));
+    let id = ids.into_iter().next().unwrap();
+
+    let changed = NewRunInput::new("user-1", json!({"ticket": "T-2"})).with_idempotency_key("k1");
+    assert_eq!(
+        db.store.submit_run_input(changed).await.unwrap_err().code(),
+        "IDEMPOTENCY_KEY_MISMATCH"
+    );
+    let other_submitter =
+        NewRunInput::new("user-2", json!({"ticket": "T-1"})).with_idempotency_key("k1");
+    let (other, outcome) = db.store.submit_run_input(other_submitter).await.unwrap();
+    assert_eq!(outcome, SubmitOutcome::Created);
+    assert_ne!(other.id, id);
+    // Without a key every submit is new.
+    let (a, _) = db
+        .store
+        .submit_run_input(NewRunInput::new("user-1", json!({})))
+        .await
+        .unwrap();
+    let (b, _) = db
+        .store
+        .submit_run_input(NewRunInput::new("user-1", json!({})))
+        .await
+        .unwrap();
+    assert_ne!(a.id, b.id);
+
+    let run = db
+        .store
+        .create_run(NewRun::new(json!({})).with_run_input(&id))
+        .await
+        .unwrap();
+    db.store.mark_run_input_started(&id, &run.id).await.unwrap();
+    db.store.mark_run_input_started(&id, &run.id).await.unwrap();
+    let again = db.store.mark_run_input_started(&id, "another-run").await;
+    assert_eq!(again.unwrap_err().code(), "STORE_CONFLICT");
+    let stored = db.store.get_run_input(&id).await.unwrap();
+    assert_eq!(stored.started_run_id.as_deref(), Some(run.id.as_str()));
+    assert_eq!(stored.payload, json!({"ticket": "T-1"}));
+    assert_eq!(
+        db.store.get_run_input("nope").await.unwrap_err().code(),
+        "STORE_NOT_FOUND"
+    );
+}
+
+async fn template_versions_are_sequential_under_concurrency(db: &TestDb) {
+    let template = db
+        .store
+        .create_template(NewTemplate {
+            team_id: None,
+            name: "ticket-to-pr".to_owned(),
+            description: String::new(),
+        })
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for n in 0..8 {
+        let store = db.store.clone();
+        let template_id = template.id.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .add_template_version(NewTemplateVersion {
+                    template_id,
+                    spec: json!({"entry": format!("n{n}")}),
+                    input_schema: json!({"type": "object"}),
+                    created_by: Some("author".to_owned()),
+                })
+                .await
+                .unwrap()
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let versions = db.store.list_template_versions(&template.id).await.unwrap();
+    assert_eq!(
+        versions.iter().map(|v| v.version).collect::<Vec<_>>(),
+        (1..=8).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        db.store
+            .get_template(&template.id)
+            .await
+            .unwrap()
+            .latest_version,
+        8
+    );
+    let first = db
+        .store
+        .get_template_version(&versions[0].id)
+        .await
+        .unwrap();
+    assert_eq!(first, versions[0]);
+    assert_eq!(first.spec_hash.len(), 64);
+    let missing = db
+        .store
+        .add_template_version(NewTemplateVersion {
+            template_id: "nope".to_owned(),
+            spec: json!({}),
+            input_schema: json!({}),
+            created_by: None,
+        })
+        .await;
+    assert_eq!(missing.unwrap_err().code(), "STORE_NOT_FOUND");
+}
