@@ -134,11 +134,13 @@ impl<'a> Walk<'a> {
         let mut blocked: Option<(usize, String)> = None;
         let mut run_cancelled: Option<String> = None;
         while let Some((index, end)) = running.next().await {
-            if !stopping {
-                if let Some(message) = &end.run_cancelled {
-                    run_cancelled = Some(message.clone());
-                    stopping = true;
-                } else if end.status == BranchStatus::Success && join_any {
+            if let Some(message) = &end.run_cancelled {
+                // A cancellation of the run wins even while the fan-out is already stopping.
+                run_cancelled.get_or_insert_with(|| message.clone());
+                stopping = true;
+                fan_token.cancel();
+            } else if !stopping {
+                if end.status == BranchStatus::Success && join_any {
                     winner = true;
                     stopping = true;
                 } else if end.status.is_failure() && block {

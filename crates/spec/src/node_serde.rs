@@ -10,7 +10,7 @@ use serde::ser::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::model::{Node, NodeKind};
+use crate::model::{FanOutNode, NODE_TYPES, Node, NodeKind, Subgraph};
 use crate::presentation::{
     GROUP_MAX_CHARS, HUMAN_TITLE_MAX_CHARS, TITLE_MAX_CHARS, normalise_presentation,
 };
@@ -84,7 +84,7 @@ impl Node {
             map.remove("title")
                 .and_then(|raw| normalise_presentation(&raw, TITLE_MAX_CHARS).ok())
         };
-        let kind: NodeKind = serde_json::from_value(Value::Object(map)).map_err(|error| {
+        let kind = kind_from_map(map).map_err(|error| {
             <serde_json::Error as serde::de::Error>::custom(format!("node {id:?}: {error}"))
         })?;
         Ok(Node {
@@ -93,6 +93,91 @@ impl Node {
             title,
             kind,
         })
+    }
+}
+
+/// Reads a node kind from its fields. Dispatching on `type` here, rather than through serde's
+/// internally tagged enum, moves the node's values instead of buffering a copy of them; the
+/// result and the error messages are the same.
+fn kind_from_map(mut map: Map<String, Value>) -> Result<NodeKind, serde_json::Error> {
+    use serde::de::Error as _;
+    let kind = match map.remove("type") {
+        Some(Value::String(kind)) => kind,
+        Some(other) => {
+            return Err(serde_json::Error::invalid_type(
+                unexpected(&other),
+                &"a node type name",
+            ));
+        }
+        None => return Err(serde_json::Error::missing_field("type")),
+    };
+    if kind == "fanOut" {
+        return fan_out_from_map(map).map(NodeKind::FanOut);
+    }
+    let value = Value::Object(map);
+    Ok(match kind.as_str() {
+        "step" => NodeKind::Step(serde_json::from_value(value)?),
+        "agent" => NodeKind::Agent(serde_json::from_value(value)?),
+        "mcp" => NodeKind::Mcp(serde_json::from_value(value)?),
+        "eval" => NodeKind::Eval(serde_json::from_value(value)?),
+        "set" => NodeKind::Set(serde_json::from_value(value)?),
+        "cond" => NodeKind::Cond(serde_json::from_value(value)?),
+        "signal" => NodeKind::Signal(serde_json::from_value(value)?),
+        "terminate" => NodeKind::Terminate(serde_json::from_value(value)?),
+        "shell" => NodeKind::Shell(serde_json::from_value(value)?),
+        "containerStep" => NodeKind::ContainerStep(serde_json::from_value(value)?),
+        "humanApproval" => NodeKind::HumanApproval(serde_json::from_value(value)?),
+        "humanDecision" => NodeKind::HumanDecision(serde_json::from_value(value)?),
+        "humanInput" => NodeKind::HumanInput(serde_json::from_value(value)?),
+        "humanReview" => NodeKind::HumanReview(serde_json::from_value(value)?),
+        other => return Err(serde_json::Error::unknown_variant(other, &NODE_TYPES)),
+    })
+}
+
+/// A fan-out with its subgraph's nodes read by [`Node::from_value`] (moving, not copying).
+fn fan_out_from_map(mut map: Map<String, Value>) -> Result<FanOutNode, serde_json::Error> {
+    use serde::de::Error as _;
+    let subgraph = match map.remove("subgraph") {
+        Some(Value::Object(mut fields)) => {
+            let entry: String = serde_json::from_value(
+                fields
+                    .remove("entry")
+                    .ok_or_else(|| serde_json::Error::missing_field("entry"))?,
+            )?;
+            let nodes: Vec<Value> = serde_json::from_value(
+                fields
+                    .remove("nodes")
+                    .ok_or_else(|| serde_json::Error::missing_field("nodes"))?,
+            )?;
+            Subgraph {
+                entry,
+                nodes: nodes
+                    .into_iter()
+                    .map(Node::from_value)
+                    .collect::<Result<_, _>>()?,
+            }
+        }
+        Some(other) => serde_json::from_value(other)?,
+        None => return Err(serde_json::Error::missing_field("subgraph")),
+    };
+    map.insert(
+        "subgraph".into(),
+        serde_json::json!({"entry": "", "nodes": []}),
+    );
+    let mut fan: FanOutNode = serde_json::from_value(Value::Object(map))?;
+    fan.subgraph = subgraph;
+    Ok(fan)
+}
+
+fn unexpected(value: &Value) -> serde::de::Unexpected<'_> {
+    use serde::de::Unexpected;
+    match value {
+        Value::Null => Unexpected::Unit,
+        Value::Bool(b) => Unexpected::Bool(*b),
+        Value::Number(_) => Unexpected::Other("a number"),
+        Value::String(s) => Unexpected::Str(s),
+        Value::Array(_) => Unexpected::Seq,
+        Value::Object(_) => Unexpected::Map,
     }
 }
 

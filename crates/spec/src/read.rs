@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::model::WorkflowSpec;
+use crate::model::{Node, WorkflowSpec};
 use crate::presentation::{
     GROUP_MAX_CHARS, PresentationError, TITLE_MAX_CHARS, normalise_presentation,
 };
@@ -240,14 +240,36 @@ pub fn read_spec(
 impl WorkflowSpec {
     /// Reads a spec from a JSON value, dropping bad presentation fields.
     pub fn from_value_tolerant(value: Value) -> Result<Self, ReadError> {
-        if !value.is_object() {
+        let shape = |error: serde_json::Error| ReadError::Shape {
+            message: error.to_string(),
+        };
+        // Nodes are read one by one with `Node::from_value`, which moves their values; going
+        // through serde would rebuild each node's value first.
+        let Value::Object(mut map) = value else {
             return Err(ReadError::Shape {
                 message: "a spec must be a JSON object".into(),
             });
+        };
+        let nodes = match map.remove("nodes") {
+            Some(Value::Array(nodes)) => Some(nodes),
+            Some(other) => {
+                map.insert("nodes".into(), other);
+                None
+            }
+            None => None,
+        };
+        if nodes.is_some() {
+            map.insert("nodes".into(), Value::Array(Vec::new()));
         }
-        serde_json::from_value(value).map_err(|error| ReadError::Shape {
-            message: error.to_string(),
-        })
+        let mut spec: Self = serde_json::from_value(Value::Object(map)).map_err(shape)?;
+        if let Some(nodes) = nodes {
+            spec.nodes = nodes
+                .into_iter()
+                .map(Node::from_value)
+                .collect::<Result<_, _>>()
+                .map_err(shape)?;
+        }
+        Ok(spec)
     }
 
     /// Reads a spec from a JSON value, refusing bad presentation fields with their location.

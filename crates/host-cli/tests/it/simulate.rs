@@ -153,3 +153,78 @@ fn text_output_lists_steps() {
     assert_eq!(output.status.code(), Some(0));
     insta::assert_snapshot!(String::from_utf8(output.stdout).unwrap());
 }
+
+#[test]
+fn every_bundled_spec_simulates_to_a_run_status() {
+    let mut specs = Vec::new();
+    for dir in ["../spec/tests/fixtures/valid", "../../examples/specs"] {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                specs.push(path);
+            }
+        }
+    }
+    assert!(specs.len() >= 4, "{specs:?}");
+    for path in specs {
+        let path = path.display().to_string();
+        let output = auto_swe(&[
+            "spec",
+            "simulate",
+            &path,
+            "--script",
+            "tests/fixtures/simulate/generic.script.json",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{path}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let out: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let status = out["status"].as_str().unwrap();
+        assert!(
+            ["SUCCESS", "FAILED", "CANCELLED", "TIMED_OUT"].contains(&status),
+            "{path}: {out}"
+        );
+        assert!(
+            out["steps"].is_array() && out["context"].is_object(),
+            "{path}: {out}"
+        );
+        if status != "SUCCESS" {
+            assert!(
+                out["error"]["code"].is_string() || out["error"].is_null(),
+                "{path}: {out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bundled_specs_run_to_success_with_their_scripts() {
+    for (name, spec, script, input) in [
+        (
+            "every_node_type",
+            "../spec/tests/fixtures/valid/every-node-type.json",
+            "tests/fixtures/simulate/every-node-type.script.yaml",
+            r#"{"ticket": {"title": "Fix Login", "files": ["src/a.rs"]}}"#,
+        ),
+        (
+            "ci_gate",
+            "../../examples/specs/ci-gate.yaml",
+            "tests/fixtures/simulate/ci-gate.script.yaml",
+            r#"{"branch": "feat/x", "files": ["a.txt", "b.txt"]}"#,
+        ),
+    ] {
+        let output = auto_swe(&[
+            "spec", "simulate", spec, "--script", script, "--input", input, "--format", "json",
+        ]);
+        assert_eq!(output.status.code(), Some(0), "{name}");
+        let out: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(out["status"], "SUCCESS", "{name}: {out}");
+        insta::assert_json_snapshot!(name, out);
+    }
+}

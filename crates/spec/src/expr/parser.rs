@@ -42,11 +42,21 @@ impl Parser {
         &self.tokens[self.at.min(self.tokens.len() - 1)]
     }
 
+    /// Takes the current token (each is taken once; the parser never looks back).
     fn bump(&mut self) -> Token {
-        let token = self.peek().clone();
-        if !matches!(token.tok, Tok::End) {
-            self.at += 1;
+        let last = self.tokens.len() - 1;
+        if self.at >= last {
+            return self.tokens[last].clone();
         }
+        let offset = self.tokens[self.at].offset;
+        let token = std::mem::replace(
+            &mut self.tokens[self.at],
+            Token {
+                tok: Tok::End,
+                offset,
+            },
+        );
+        self.at += 1;
         token
     }
 
@@ -139,17 +149,17 @@ impl Parser {
     }
 
     fn unary(&mut self) -> Result<Ast, ExprError> {
-        let token = self.peek().clone();
-        let make: fn(Box<Ast>) -> AstKind = match token.tok {
+        let offset = self.peek().offset;
+        let make: fn(Box<Ast>) -> AstKind = match self.peek().tok {
             Tok::Not => AstKind::Not,
             Tok::Minus => AstKind::Neg,
             _ => return self.primary(),
         };
         self.bump();
-        self.enter(token.offset)?;
+        self.enter(offset)?;
         let operand = self.unary()?;
         self.leave();
-        Ast::new(make(Box::new(operand)), token.offset)
+        Ast::new(make(Box::new(operand)), offset)
     }
 
     fn primary(&mut self) -> Result<Ast, ExprError> {

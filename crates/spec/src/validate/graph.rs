@@ -2,10 +2,35 @@
 //! targets, reachability, cycles that cannot end, group contiguity and shared signals. Every walk
 //! here is iterative, so a graph of any size cannot exhaust the stack.
 
-use std::collections::HashMap;
-
 use super::{Code, Diagnostic, Report};
 use crate::model::{HumanCommon, Node, NodeKind};
+
+/// The ids of one graph, sorted so lookups need no hashing. Among nodes sharing an id, the
+/// first in document order is the one found.
+pub(super) struct IdIndex<'a> {
+    sorted: Vec<(&'a str, usize)>,
+}
+
+impl<'a> IdIndex<'a> {
+    pub(super) fn new(nodes: &'a [Node]) -> Self {
+        let mut sorted: Vec<(&str, usize)> = nodes
+            .iter()
+            .enumerate()
+            .map(|(at, node)| (node.id.as_str(), at))
+            .collect();
+        sorted.sort_unstable();
+        Self { sorted }
+    }
+
+    /// Position of the (first) node with this id.
+    pub(super) fn get(&self, id: &str) -> Option<usize> {
+        let at = self.sorted.partition_point(|(key, _)| *key < id);
+        self.sorted
+            .get(at)
+            .filter(|(key, _)| *key == id)
+            .map(|(_, position)| *position)
+    }
+}
 
 struct Edge {
     from: usize,
@@ -32,9 +57,9 @@ pub(super) fn check_graph(
     shared_signals: bool,
     report: &mut Report,
 ) {
-    let mut index: HashMap<&str, usize> = HashMap::with_capacity(nodes.len());
+    let index = IdIndex::new(nodes);
     for (at, node) in nodes.iter().enumerate() {
-        if index.contains_key(node.id.as_str()) {
+        if index.get(&node.id) != Some(at) {
             diag(
                 report,
                 Code::DuplicateNodeId,
@@ -42,11 +67,9 @@ pub(super) fn check_graph(
                 format!("{base}nodes[{at}].id"),
                 format!("node id {:?} is used more than once in this graph", node.id),
             );
-        } else {
-            index.insert(&node.id, at);
         }
     }
-    let entry_at = index.get(entry).copied();
+    let entry_at = index.get(entry);
     if entry_at.is_none() {
         let message = if nodes.is_empty() {
             "the graph has no nodes".to_owned()
@@ -76,7 +99,7 @@ pub(super) fn check_graph(
             } else {
                 field.to_owned()
             };
-            if let Some(&to) = index.get(target.as_str()) {
+            if let Some(to) = index.get(target) {
                 edges.push(Edge { from: at, to });
             } else {
                 exits[at] = true;
@@ -103,7 +126,7 @@ pub(super) fn check_graph(
     };
     let reachable = walk(&[entry_at], &forward, nodes.len());
     for (at, node) in nodes.iter().enumerate() {
-        if !reachable[at] && index.get(node.id.as_str()) == Some(&at) {
+        if !reachable[at] && index.get(&node.id) == Some(at) {
             diag(
                 report,
                 Code::UnreachableNode,

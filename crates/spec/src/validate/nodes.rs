@@ -18,16 +18,55 @@ use crate::write_path::{RESERVED_SEGMENTS, WritePathError, parse_write_path};
 /// Longest node id accepted, in characters.
 pub(crate) const MAX_NODE_ID_CHARS: usize = 128;
 
+/// Where a field is in the document, rendered (`nodes[3].inputs.prompt`) only when a
+/// diagnostic needs it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Loc<'a> {
+    /// The document itself.
+    Root,
+    /// A member of an object.
+    Field(&'a Loc<'a>, &'a str),
+    /// An element of an array.
+    Index(&'a Loc<'a>, usize),
+}
+
+impl Loc<'_> {
+    pub(super) fn render(&self) -> String {
+        let mut out = String::new();
+        self.write_to(&mut out);
+        out
+    }
+
+    fn write_to(&self, out: &mut String) {
+        match self {
+            Self::Root => {}
+            Self::Field(parent, name) => {
+                parent.write_to(out);
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(name);
+            }
+            Self::Index(parent, index) => {
+                parent.write_to(out);
+                out.push('[');
+                out.push_str(&index.to_string());
+                out.push(']');
+            }
+        }
+    }
+}
+
 /// The node ids one graph can see: its own and those of the graphs enclosing it.
 pub(super) struct Scope<'s> {
-    pub(super) ids: HashSet<&'s str>,
+    pub(super) ids: graph::IdIndex<'s>,
     pub(super) parent: Option<&'s Scope<'s>>,
     pub(super) in_fanout: bool,
 }
 
 impl Scope<'_> {
     pub(super) fn sees(&self, id: &str) -> bool {
-        self.ids.contains(id) || self.parent.is_some_and(|parent| parent.sees(id))
+        self.ids.get(id).is_some() || self.parent.is_some_and(|parent| parent.sees(id))
     }
 }
 
@@ -43,7 +82,7 @@ pub(super) struct Validator<'a> {
 
 /// Where a graph sits in the document.
 struct GraphAt<'p, 's> {
-    base: String,
+    base: &'p Loc<'p>,
     parent: Option<&'p Scope<'s>>,
     in_fanout: bool,
     shared_signals: bool,
@@ -80,8 +119,8 @@ impl<'a> Validator<'a> {
         });
     }
 
-    fn at(&mut self, code: Code, node: &Node, path: String, message: String) {
-        self.push(code, Some(&node.id), Some(path), message);
+    fn at(&mut self, code: Code, node: &Node, path: &Loc<'_>, message: String) {
+        self.push(code, Some(&node.id), Some(path.render()), message);
     }
 
     pub(super) fn run(&mut self) {
@@ -100,7 +139,7 @@ impl<'a> Validator<'a> {
             &spec.nodes,
             &spec.entry,
             &GraphAt {
-                base: String::new(),
+                base: &Loc::Root,
                 parent: None,
                 in_fanout: false,
                 shared_signals: false,
@@ -110,27 +149,33 @@ impl<'a> Validator<'a> {
     }
 
     fn graph(&mut self, nodes: &'a [Node], entry: &str, at: &GraphAt<'_, '_>) {
-        graph::check_graph(nodes, entry, &at.base, at.shared_signals, &mut self.report);
+        let mut base = at.base.render();
+        if !base.is_empty() {
+            base.push('.');
+        }
+        graph::check_graph(nodes, entry, &base, at.shared_signals, &mut self.report);
         let scope = Scope {
-            ids: nodes.iter().map(|node| node.id.as_str()).collect(),
+            ids: graph::IdIndex::new(nodes),
             parent: at.parent,
             in_fanout: at.in_fanout,
         };
+        let nodes_loc = Loc::Field(at.base, "nodes");
         for (index, node) in nodes.iter().enumerate() {
-            let path = format!("{}nodes[{index}]", at.base);
+            let path = Loc::Index(&nodes_loc, index);
             self.node(node, &path, &scope);
             if let NodeKind::FanOut(fan) = &node.kind {
+                let subgraph = Loc::Field(&path, "subgraph");
                 if at.depth + 1 > MAX_FANOUT_DEPTH {
                     self.at(
                         Code::FanoutTooDeep,
                         node,
-                        format!("{path}.subgraph"),
+                        &subgraph,
                         format!("fan-outs nest deeper than {MAX_FANOUT_DEPTH} levels"),
                     );
                     continue;
                 }
                 let inner = GraphAt {
-                    base: format!("{path}.subgraph."),
+                    base: &subgraph,
                     parent: Some(&scope),
                     in_fanout: true,
                     shared_signals: at.shared_signals || fan.concurrency.is_some_and(|c| c != 1),
@@ -145,7 +190,7 @@ impl<'a> Validator<'a> {
         clippy::too_many_lines,
         reason = "one arm per node kind; splitting it scatters the field checks"
     )]
-    fn node(&mut self, node: &Node, path: &str, scope: &Scope<'_>) {
+    fn node(&mut self, node: &Node, path: &Loc<'_>, scope: &Scope<'_>) {
         self.node_id(node, path);
         if let Some(flow) = node.kind.flow() {
             self.flow(flow, node, path);
@@ -157,14 +202,14 @@ impl<'a> Validator<'a> {
             NodeKind::Step(step) => {
                 self.required_text(&step.step, "step", node, path);
                 self.step_catalog(&step.step, step.inputs.keys(), node, path);
-                self.bindings(step.inputs.iter(), node, &format!("{path}.inputs"), scope);
+                self.bindings(step.inputs.iter(), node, &Loc::Field(path, "inputs"), scope);
             }
             NodeKind::Agent(agent) => {
                 if !valid_agent_ref(&agent.agent_ref) {
                     self.at(
                         Code::InvalidAgentRef,
                         node,
-                        format!("{path}.agentRef"),
+                        &Loc::Field(path, "agentRef"),
                         format!(
                             "agent reference {:?} is not `<key>` or `<key>@<version>`",
                             agent.agent_ref
@@ -172,60 +217,70 @@ impl<'a> Validator<'a> {
                     );
                 }
                 if let Some(message) = &agent.user_message {
-                    self.binding(message, node, format!("{path}.userMessage"), scope);
+                    self.binding(message, node, &Loc::Field(path, "userMessage"), scope);
                 }
-                self.bindings(agent.inputs.iter(), node, &format!("{path}.inputs"), scope);
+                self.bindings(
+                    agent.inputs.iter(),
+                    node,
+                    &Loc::Field(path, "inputs"),
+                    scope,
+                );
             }
             NodeKind::Mcp(mcp) => {
                 self.required_text(&mcp.connection_ref, "connectionRef", node, path);
                 self.required_text(&mcp.tool, "tool", node, path);
-                self.bindings(mcp.inputs.iter(), node, &format!("{path}.inputs"), scope);
+                self.bindings(mcp.inputs.iter(), node, &Loc::Field(path, "inputs"), scope);
             }
             NodeKind::Eval(eval) => {
                 if eval.scorers.is_empty() {
                     self.at(
                         Code::EmptyScorers,
                         node,
-                        format!("{path}.scorers"),
+                        &Loc::Field(path, "scorers"),
                         "an eval needs at least one scorer".into(),
                     );
                 }
-                self.binding(&eval.target, node, format!("{path}.target"), scope);
+                self.binding(&eval.target, node, &Loc::Field(path, "target"), scope);
             }
             NodeKind::Set(set) => {
+                let values = Loc::Field(path, "values");
                 for (key, value) in &set.values {
-                    let at = format!("{path}.values.{key}");
-                    self.write_path(key, node, at.clone());
-                    self.binding(value, node, at, scope);
+                    let at = Loc::Field(&values, key);
+                    self.write_path(key, node, &at);
+                    self.binding(value, node, &at, scope);
                 }
             }
             NodeKind::Cond(cond) => {
-                self.expression(&cond.expr, node, format!("{path}.expr"), scope);
+                self.expression(&cond.expr, node, &Loc::Field(path, "expr"), scope);
             }
             NodeKind::Signal(signal) => {
                 self.required_text(&signal.name, "name", node, path);
-                self.duration(&signal.timeout, node, format!("{path}.timeout"));
+                self.duration(&signal.timeout, node, &Loc::Field(path, "timeout"));
                 if let Some(store) = &signal.store_as {
-                    self.write_path(store, node, format!("{path}.storeAs"));
+                    self.write_path(store, node, &Loc::Field(path, "storeAs"));
                 }
             }
             NodeKind::Terminate(terminate) => {
                 if let Some(result) = &terminate.result {
-                    self.binding(result, node, format!("{path}.result"), scope);
+                    self.binding(result, node, &Loc::Field(path, "result"), scope);
                 }
             }
             NodeKind::FanOut(fan) => {
-                self.binding(&fan.over, node, format!("{path}.over"), scope);
+                self.binding(&fan.over, node, &Loc::Field(path, "over"), scope);
                 if fan.concurrency == Some(0) {
                     self.at(
                         Code::InvalidConcurrency,
                         node,
-                        format!("{path}.concurrency"),
+                        &Loc::Field(path, "concurrency"),
                         "`concurrency` must be at least 1".into(),
                     );
                 }
                 for (index, export) in fan.exports.iter().enumerate() {
-                    self.write_path(export, node, format!("{path}.exports[{index}]"));
+                    self.write_path(
+                        export,
+                        node,
+                        &Loc::Index(&Loc::Field(path, "exports"), index),
+                    );
                 }
             }
             NodeKind::Shell(shell) => {
@@ -237,7 +292,7 @@ impl<'a> Validator<'a> {
                     self.at(
                         Code::InvalidResource,
                         node,
-                        format!("{path}.cpus"),
+                        &Loc::Field(path, "cpus"),
                         "`cpus` must be a positive number".into(),
                     );
                 }
@@ -247,12 +302,17 @@ impl<'a> Validator<'a> {
                     self.at(
                         Code::InvalidResource,
                         node,
-                        format!("{path}.memory"),
+                        &Loc::Field(path, "memory"),
                         format!("memory {memory:?} is not a size such as `512m` or `2g`"),
                     );
                 }
                 self.timeout_ms(shell.timeout_ms, node, path);
-                self.bindings(shell.inputs.iter(), node, &format!("{path}.inputs"), scope);
+                self.bindings(
+                    shell.inputs.iter(),
+                    node,
+                    &Loc::Field(path, "inputs"),
+                    scope,
+                );
             }
             NodeKind::ContainerStep(container) => {
                 self.required_text(&container.image, "image", node, path);
@@ -264,7 +324,7 @@ impl<'a> Validator<'a> {
                     self.at(
                         Code::SidecarRequired,
                         node,
-                        format!("{path}.sidecar"),
+                        &Loc::Field(path, "sidecar"),
                         "the `sidecar` transport needs a `sidecar`".into(),
                     );
                 }
@@ -272,7 +332,7 @@ impl<'a> Validator<'a> {
                     self.at(
                         Code::SidecarUnused,
                         node,
-                        format!("{path}.sidecar"),
+                        &Loc::Field(path, "sidecar"),
                         "`sidecar` is ignored unless `transport` is `sidecar`".into(),
                     );
                 }
@@ -280,7 +340,7 @@ impl<'a> Validator<'a> {
                 self.bindings(
                     container.inputs.iter(),
                     node,
-                    &format!("{path}.inputs"),
+                    &Loc::Field(path, "inputs"),
                     scope,
                 );
             }
@@ -289,7 +349,7 @@ impl<'a> Validator<'a> {
                     self.at(
                         Code::InvalidApproverCount,
                         node,
-                        format!("{path}.approverCount"),
+                        &Loc::Field(path, "approverCount"),
                         "`approverCount` must be at least 1".into(),
                     );
                 }
@@ -301,32 +361,33 @@ impl<'a> Validator<'a> {
                     self.at(
                         Code::DecisionOptionsOutOfRange,
                         node,
-                        format!("{path}.options"),
+                        &Loc::Field(path, "options"),
                         format!("a decision needs 2 to 10 options, found {count}"),
                     );
                 }
                 let mut seen = HashSet::new();
+                let options_loc = Loc::Field(path, "options");
                 for (index, option) in decision.options.iter().enumerate() {
-                    let at = format!("{path}.options[{index}]");
+                    let at = Loc::Index(&options_loc, index);
                     if option.id.trim().is_empty() {
                         self.at(
                             Code::EmptyRequiredField,
                             node,
-                            format!("{at}.id"),
+                            &Loc::Field(&at, "id"),
                             "option `id` is blank".into(),
                         );
                     } else if !seen.insert(option.id.as_str()) {
                         self.at(
                             Code::DuplicateOptionId,
                             node,
-                            format!("{at}.id"),
+                            &Loc::Field(&at, "id"),
                             format!("option id {:?} is used twice", option.id),
                         );
                     }
                 }
                 self.binding_list(&decision.context_from, node, path, scope);
                 if let Some(store) = &decision.store_as {
-                    self.write_path(store, node, format!("{path}.storeAs"));
+                    self.write_path(store, node, &Loc::Field(path, "storeAs"));
                 }
             }
             NodeKind::HumanInput(input) => {
@@ -334,13 +395,14 @@ impl<'a> Validator<'a> {
                     self.at(
                         Code::InvalidFormField,
                         node,
-                        format!("{path}.fields"),
+                        &Loc::Field(path, "fields"),
                         "a form needs at least one field".into(),
                     );
                 }
                 let mut seen = HashSet::new();
+                let fields_loc = Loc::Field(path, "fields");
                 for (index, field) in input.fields.iter().enumerate() {
-                    let at = format!("{path}.fields[{index}]");
+                    let at = Loc::Index(&fields_loc, index);
                     let problem = if field.name.trim().is_empty() {
                         Some("field `name` is blank".to_owned())
                     } else if !seen.insert(field.name.as_str()) {
@@ -353,28 +415,28 @@ impl<'a> Validator<'a> {
                         None
                     };
                     if let Some(message) = problem {
-                        self.at(Code::InvalidFormField, node, at, message);
+                        self.at(Code::InvalidFormField, node, &at, message);
                     }
                 }
                 if let Some(store) = &input.store_as {
-                    self.write_path(store, node, format!("{path}.storeAs"));
+                    self.write_path(store, node, &Loc::Field(path, "storeAs"));
                 }
             }
             NodeKind::HumanReview(review) => {
                 self.binding(
                     &review.content_from,
                     node,
-                    format!("{path}.contentFrom"),
+                    &Loc::Field(path, "contentFrom"),
                     scope,
                 );
                 if let Some(store) = &review.store_as {
-                    self.write_path(store, node, format!("{path}.storeAs"));
+                    self.write_path(store, node, &Loc::Field(path, "storeAs"));
                 }
             }
         }
     }
 
-    fn node_id(&mut self, node: &Node, path: &str) {
+    fn node_id(&mut self, node: &Node, path: &Loc<'_>) {
         let id = node.id.as_str();
         let problem = if id.is_empty() {
             Some("node id is empty".to_owned())
@@ -391,61 +453,61 @@ impl<'a> Validator<'a> {
             None
         };
         if let Some(message) = problem {
-            self.at(Code::InvalidNodeId, node, format!("{path}.id"), message);
+            self.at(Code::InvalidNodeId, node, &Loc::Field(path, "id"), message);
         }
         if RESERVED_SEGMENTS.contains(&id) {
             self.at(
                 Code::ReservedPathSegment,
                 node,
-                format!("{path}.id"),
+                &Loc::Field(path, "id"),
                 format!("node id {id:?} is reserved (outputs land at `nodes.<id>.output`)"),
             );
         }
     }
 
-    fn flow(&mut self, flow: &Flow, node: &Node, path: &str) {
+    fn flow(&mut self, flow: &Flow, node: &Node, path: &Loc<'_>) {
         if let Some(OnFail::Retry(policy)) = &flow.on_fail
             && !(1..=10).contains(&policy.retry)
         {
             self.at(
                 Code::RetryOutOfRange,
                 node,
-                format!("{path}.onFail.retry"),
+                &Loc::Field(&Loc::Field(path, "onFail"), "retry"),
                 format!("`retry` must be 1 to 10, found {}", policy.retry),
             );
         }
         if let Some(store) = &flow.store_as {
-            self.write_path(store, node, format!("{path}.storeAs"));
+            self.write_path(store, node, &Loc::Field(path, "storeAs"));
         }
     }
 
-    fn human(&mut self, common: &HumanCommon, node: &Node, path: &str) {
+    fn human(&mut self, common: &HumanCommon, node: &Node, path: &Loc<'_>) {
         let title = common.title.trim();
         if title.is_empty() || title.chars().count() > HUMAN_TITLE_MAX_CHARS {
             self.at(
                 Code::HumanTitleInvalid,
                 node,
-                format!("{path}.title"),
+                &Loc::Field(path, "title"),
                 format!("a human node needs a title of 1 to {HUMAN_TITLE_MAX_CHARS} characters"),
             );
         }
         if let Some(timeout) = &common.timeout {
-            self.duration(timeout, node, format!("{path}.timeout"));
+            self.duration(timeout, node, &Loc::Field(path, "timeout"));
         }
     }
 
-    fn required_text(&mut self, value: &str, field: &str, node: &Node, path: &str) {
+    fn required_text(&mut self, value: &str, field: &str, node: &Node, path: &Loc<'_>) {
         if value.trim().is_empty() {
             self.at(
                 Code::EmptyRequiredField,
                 node,
-                format!("{path}.{field}"),
+                &Loc::Field(path, field),
                 format!("`{field}` must not be blank"),
             );
         }
     }
 
-    fn command(&mut self, command: &Command, node: &Node, path: &str) {
+    fn command(&mut self, command: &Command, node: &Node, path: &Loc<'_>) {
         let blank = match command {
             Command::Shell(text) => text.trim().is_empty(),
             Command::Argv(argv) => argv.first().is_none_or(|program| program.trim().is_empty()),
@@ -454,24 +516,24 @@ impl<'a> Validator<'a> {
             self.at(
                 Code::EmptyRequiredField,
                 node,
-                format!("{path}.command"),
+                &Loc::Field(path, "command"),
                 "`command` must not be blank".into(),
             );
         }
     }
 
-    fn timeout_ms(&mut self, timeout: Option<u64>, node: &Node, path: &str) {
+    fn timeout_ms(&mut self, timeout: Option<u64>, node: &Node, path: &Loc<'_>) {
         if timeout == Some(0) {
             self.at(
                 Code::InvalidResource,
                 node,
-                format!("{path}.timeoutMs"),
+                &Loc::Field(path, "timeoutMs"),
                 "`timeoutMs` must be at least 1".into(),
             );
         }
     }
 
-    fn duration(&mut self, timeout: &Timeout, node: &Node, path: String) {
+    fn duration(&mut self, timeout: &Timeout, node: &Node, path: &Loc<'_>) {
         match timeout.as_millis() {
             Ok(0) => self.at(
                 Code::InvalidDuration,
@@ -489,7 +551,7 @@ impl<'a> Validator<'a> {
         name: &str,
         bound: impl Iterator<Item = &'k String> + Clone,
         node: &Node,
-        path: &str,
+        path: &Loc<'_>,
     ) {
         let Some(catalog) = self.catalog else { return };
         let Some(step) = catalog.get(name) else {
@@ -497,7 +559,7 @@ impl<'a> Validator<'a> {
                 self.at(
                     Code::UnknownStep,
                     node,
-                    format!("{path}.step"),
+                    &Loc::Field(path, "step"),
                     format!("step {name:?} is not in the step catalog"),
                 );
             }
@@ -508,7 +570,7 @@ impl<'a> Validator<'a> {
                 self.at(
                     Code::MissingStepInput,
                     node,
-                    format!("{path}.inputs"),
+                    &Loc::Field(path, "inputs"),
                     format!("step {name:?} requires input {input:?}"),
                 );
             }
@@ -518,14 +580,14 @@ impl<'a> Validator<'a> {
                 self.at(
                     Code::UnknownStepInput,
                     node,
-                    format!("{path}.inputs.{key}"),
+                    &Loc::Field(&Loc::Field(path, "inputs"), key),
                     format!("step {name:?} does not describe an input {key:?}"),
                 );
             }
         }
     }
 
-    fn write_path(&mut self, path: &str, node: &Node, at: String) {
+    fn write_path(&mut self, path: &str, node: &Node, at: &Loc<'_>) {
         match parse_write_path(path) {
             Ok(_) => {}
             Err(WritePathError::Reserved { segment }) => self.at(
@@ -542,24 +604,35 @@ impl<'a> Validator<'a> {
         &mut self,
         bindings: impl Iterator<Item = (&'b String, &'b Binding)>,
         node: &Node,
-        at: &str,
+        at: &Loc<'_>,
         scope: &Scope<'_>,
     ) {
         for (key, binding) in bindings {
-            self.binding(binding, node, format!("{at}.{key}"), scope);
+            self.binding(binding, node, &Loc::Field(at, key), scope);
         }
     }
 
-    fn binding_list(&mut self, bindings: &[Binding], node: &Node, path: &str, scope: &Scope<'_>) {
+    fn binding_list(
+        &mut self,
+        bindings: &[Binding],
+        node: &Node,
+        path: &Loc<'_>,
+        scope: &Scope<'_>,
+    ) {
         for (index, binding) in bindings.iter().enumerate() {
-            self.binding(binding, node, format!("{path}.contextFrom[{index}]"), scope);
+            self.binding(
+                binding,
+                node,
+                &Loc::Index(&Loc::Field(path, "contextFrom"), index),
+                scope,
+            );
         }
     }
 
-    fn binding(&mut self, binding: &Binding, node: &Node, at: String, scope: &Scope<'_>) {
+    fn binding(&mut self, binding: &Binding, node: &Node, at: &Loc<'_>, scope: &Scope<'_>) {
         match binding {
             Binding::Path { path, .. } => match parse_path(path) {
-                Ok(parsed) => refs::check_reference(self, &parsed, node, &at, scope),
+                Ok(parsed) => refs::check_reference(self, &parsed, node, at, scope),
                 Err(error) => self.at(
                     Code::InvalidPath,
                     node,
@@ -575,13 +648,13 @@ impl<'a> Validator<'a> {
                             match Expr::parse(source) {
                                 Ok(expr) => {
                                     for path in expr.context_paths() {
-                                        refs::check_reference(self, path, node, &at, scope);
+                                        refs::check_reference(self, path, node, at, scope);
                                     }
                                 }
                                 Err(error) => self.at(
                                     Code::InvalidExpression,
                                     node,
-                                    at.clone(),
+                                    at,
                                     format!("template placeholder at offset {offset}: {error}"),
                                 ),
                             }
@@ -593,22 +666,22 @@ impl<'a> Validator<'a> {
             Binding::Literal(_) => {}
             Binding::Object(members) => {
                 for (key, member) in members {
-                    self.binding(member, node, format!("{at}.{key}"), scope);
+                    self.binding(member, node, &Loc::Field(at, key), scope);
                 }
             }
             Binding::Array(items) => {
                 for (index, item) in items.iter().enumerate() {
-                    self.binding(item, node, format!("{at}[{index}]"), scope);
+                    self.binding(item, node, &Loc::Index(at, index), scope);
                 }
             }
         }
     }
 
-    fn expression(&mut self, source: &str, node: &Node, at: String, scope: &Scope<'_>) {
+    fn expression(&mut self, source: &str, node: &Node, at: &Loc<'_>, scope: &Scope<'_>) {
         match Expr::parse(source) {
             Ok(expr) => {
                 for path in expr.context_paths() {
-                    refs::check_reference(self, path, node, &at, scope);
+                    refs::check_reference(self, path, node, at, scope);
                 }
             }
             Err(error) => self.at(

@@ -3,7 +3,7 @@
 //! taken on trust.
 
 use super::Code;
-use super::nodes::{Scope, Validator};
+use super::nodes::{Loc, Scope, Validator};
 use crate::model::Node;
 use crate::path::{ContextPath, Segment};
 
@@ -11,7 +11,7 @@ pub(super) fn check_reference(
     validator: &mut Validator<'_>,
     path: &ContextPath,
     node: &Node,
-    at: &str,
+    at: &Loc<'_>,
     scope: &Scope<'_>,
 ) {
     let (prefix, _) = path.prefix();
@@ -57,7 +57,7 @@ pub(super) fn check_reference(
         validator.push(
             Code::UnboundPath,
             Some(&node.id),
-            Some(at.to_owned()),
+            Some(at.render()),
             message,
         );
     }

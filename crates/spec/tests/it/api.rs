@@ -124,3 +124,15 @@ fn a_run_context_walkthrough() {
         ["$.nodes.review.output.approved", "$.context.summary.text"]
     );
 }
+
+#[test]
+fn every_node_type_reads_the_same_from_yaml() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/valid/every-node-type.json");
+    let json_text = std::fs::read_to_string(path).unwrap();
+    let from_json = read_spec(&json_text, SourceFormat::Json, ReadMode::Strict).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&json_text).unwrap();
+    let yaml_text = serde_yaml_ng::to_string(&value).unwrap();
+    let from_yaml = read_spec(&yaml_text, SourceFormat::Yaml, ReadMode::Strict).unwrap();
+    assert_eq!(from_json, from_yaml);
+}
