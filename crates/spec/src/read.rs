@@ -307,27 +307,26 @@ fn collect_in(nodes: Option<&Value>, at: &str, depth: usize, out: &mut Vec<ReadE
     }
     for (index, node) in nodes.iter().enumerate() {
         let Value::Object(map) = node else { continue };
-        let here = format!("{at}[{index}]");
-        let node_id = map
-            .get("id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let here = || format!("{at}[{index}]");
+        let node_id = || {
+            map.get("id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
         let is_human = map
             .get("type")
             .and_then(Value::as_str)
             .is_some_and(|kind| HUMAN_TYPES.contains(&kind));
-        let mut fields = vec![("group", GROUP_MAX_CHARS)];
-        if !is_human {
-            fields.push(("title", TITLE_MAX_CHARS));
-        }
-        for (field, max) in fields {
+        let title_max = (!is_human).then_some(TITLE_MAX_CHARS);
+        for (field, max) in [("group", Some(GROUP_MAX_CHARS)), ("title", title_max)] {
+            let Some(max) = max else { continue };
             if let Some(raw) = map.get(field)
                 && let Err(reason) = normalise_presentation(raw, max)
             {
                 out.push(ReadError::Presentation {
-                    path: format!("{here}.{field}"),
-                    node_id: node_id.clone(),
+                    path: format!("{}.{field}", here()),
+                    node_id: node_id(),
                     field,
                     reason,
                 });
@@ -336,7 +335,7 @@ fn collect_in(nodes: Option<&Value>, at: &str, depth: usize, out: &mut Vec<ReadE
         if let Some(subgraph) = map.get("subgraph") {
             collect_in(
                 subgraph.get("nodes"),
-                &format!("{here}.subgraph.nodes"),
+                &format!("{}.subgraph.nodes", here()),
                 depth + 1,
                 out,
             );
