@@ -4,7 +4,10 @@
 //!
 //! `cargo bench -p auto-swe-store --bench store`. `PostgreSQL` is measured when
 //! `AUTO_SWE_POSTGRES_URL` names an admin URL (a fresh database is created and dropped).
-//! `AUTO_SWE_BENCH_MEMORY_SIZES` (default `10000,100000`) sets the memory corpus sizes.
+//! `AUTO_SWE_BENCH_MEMORY_SIZES` (default `10000,100000`) sets the memory corpus sizes;
+//! `AUTO_SWE_BENCH_ONLY=sqlite|postgres` picks a backend; `AUTO_SWE_BENCH_PARTS=memory` skips
+//! the journal and queue parts; `AUTO_SWE_BENCH_BULK_LOAD=1` loads the `PostgreSQL` corpus
+//! without the index and then builds it.
 #![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 #![expect(clippy::unwrap_used, reason = "a benchmark stops on any error")]
 #![expect(
@@ -144,10 +147,28 @@ async fn claims(store: &Store) {
     }
 }
 
-async fn memory(store: &Store, sizes: &[usize], postgres: bool) {
+/// With `AUTO_SWE_BENCH_BULK_LOAD=1` the `PostgreSQL` corpus is loaded without the `HNSW` index,
+/// which is then built once per size (and the build timed), as an operator would for a bulk import.
+struct BulkLoad {
+    url: String,
+}
+
+impl BulkLoad {
+    async fn execute(&self, sql: &str) {
+        let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
+        sqlx::query(sql).execute(&mut conn).await.unwrap();
+        conn.close().await.unwrap();
+    }
+}
+
+async fn memory(store: &Store, sizes: &[usize], postgres: bool, bulk: Option<&BulkLoad>) {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let mut corpus: Vec<(String, Vec<f32>)> = Vec::new();
     for &size in sizes {
+        if let Some(bulk) = bulk {
+            bulk.execute("DROP INDEX IF EXISTS memory_items_embedding")
+                .await;
+        }
         let started = Instant::now();
         let missing = size - corpus.len();
         let mut tasks = Vec::new();
@@ -173,6 +194,19 @@ async fn memory(store: &Store, sizes: &[usize], postgres: bool) {
             started.elapsed().as_secs_f64(),
             corpus.len()
         );
+        if let Some(bulk) = bulk {
+            let started = Instant::now();
+            bulk.execute(
+                "CREATE INDEX memory_items_embedding ON memory_items \
+                 USING hnsw (embedding vector_cosine_ops)",
+            )
+            .await;
+            println!(
+                "  memory: built the HNSW index over {} vectors in {:.1} s",
+                corpus.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
         let queries: Vec<Vec<f32>> = (0..7).map(|_| rng.vector()).collect();
         let modes: &[(SearchMode, &str)] = if postgres {
             &[
@@ -220,11 +254,13 @@ async fn memory(store: &Store, sizes: &[usize], postgres: bool) {
     }
 }
 
-async fn bench(label: &str, store: &Store, sizes: &[usize], postgres: bool) {
+async fn bench(label: &str, store: &Store, sizes: &[usize], bulk: Option<&BulkLoad>) {
     println!("{label}");
-    journal_appends(store).await;
-    claims(store).await;
-    memory(store, sizes, postgres).await;
+    if std::env::var("AUTO_SWE_BENCH_PARTS").map_or(true, |p| p.contains("queue")) {
+        journal_appends(store).await;
+        claims(store).await;
+    }
+    memory(store, sizes, label.starts_with("PostgreSQL"), bulk).await;
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
@@ -243,7 +279,7 @@ async fn main() {
         let store = Store::open(StoreConfig::new(url, keyring.clone()))
             .await
             .unwrap();
-        bench("SQLite (file, WAL)", &store, &sizes, false).await;
+        bench("SQLite (file, WAL)", &store, &sizes, None).await;
         store.close().await;
     }
 
@@ -265,12 +301,17 @@ async fn main() {
             Some((base, _)) => format!("{base}/{name}"),
             None => admin_url.clone(),
         };
-        let store = Store::open(StoreConfig::new(url, keyring)).await.unwrap();
+        let store = Store::open(StoreConfig::new(url.clone(), keyring))
+            .await
+            .unwrap();
+        let bulk = std::env::var("AUTO_SWE_BENCH_BULK_LOAD")
+            .is_ok_and(|v| v == "1")
+            .then_some(BulkLoad { url });
         bench(
             "PostgreSQL 16 + pgvector (HNSW m=16, ef_construction=64)",
             &store,
             &sizes,
-            true,
+            bulk.as_ref(),
         )
         .await;
         store.close().await;

@@ -10,6 +10,8 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 
+use futures_util::TryStreamExt;
+
 use super::prelude::*;
 
 type DbKind = sqlx::Sqlite;
@@ -99,6 +101,29 @@ impl SqliteStore {
     }
 }
 
+/// A candidate ordered by distance, then id, so the heap's top is the worst kept hit.
+#[derive(Debug, PartialEq)]
+struct Scored {
+    distance: f64,
+    id: String,
+}
+
+impl Eq for Scored {}
+
+impl PartialOrd for Scored {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Scored {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.distance
+            .total_cmp(&other.distance)
+            .then_with(|| self.id.cmp(&other.id))
+    }
+}
+
 struct SqliteWaiter {
     receiver: tokio::sync::watch::Receiver<u64>,
 }
@@ -177,8 +202,13 @@ impl MemoryStore for SqliteStore {
 
     async fn search_memory(&self, query: &MemoryQuery) -> StoreResult<Vec<MemoryHit>> {
         crate::records::memory::validate_query(query)?;
-        // Exact search: score every candidate, keep the nearest, then load only those rows.
-        let rows = sqlx::query(
+        // Exact search: stream every candidate, keep the nearest in a bounded heap, then load
+        // only those rows. Memory stays at one row plus `limit` ids whatever the corpus size.
+        let query_norm = crate::records::memory::norm(&query.embedding);
+        let keep = query.limit as usize;
+        let mut heap: std::collections::BinaryHeap<Scored> =
+            std::collections::BinaryHeap::with_capacity(keep + 1);
+        let mut rows = sqlx::query(
             "SELECT id, embedding FROM memory_items WHERE org_id = $1 AND scope = $2 \
              AND ($3 IS NULL OR team_id = $3) AND ($4 IS NULL OR connection_id = $4)",
         )
@@ -186,23 +216,26 @@ impl MemoryStore for SqliteStore {
         .bind(&query.scope)
         .bind(&query.team_id)
         .bind(&query.connection_id)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut scored = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let bytes: Vec<u8> = row.try_get("embedding")?;
-            let embedding = crate::records::memory::embedding_from_bytes(&bytes)?;
-            let distance = crate::records::memory::cosine_distance(&query.embedding, &embedding);
-            scored.push((distance, row.try_get::<String, _>("id")?));
+        .fetch(&self.pool);
+        while let Some(row) = rows.try_next().await? {
+            let bytes: &[u8] = row.try_get("embedding")?;
+            let distance =
+                crate::records::memory::cosine_distance_bytes(&query.embedding, query_norm, bytes)?;
+            let candidate = Scored {
+                distance,
+                id: row.try_get("id")?,
+            };
+            if heap.len() < keep {
+                heap.push(candidate);
+            } else if heap.peek().is_some_and(|worst| candidate < *worst) {
+                heap.pop();
+                heap.push(candidate);
+            }
         }
-        let keep = (query.limit as usize).min(scored.len());
-        if keep < scored.len() {
-            scored.select_nth_unstable_by(keep, |a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            scored.truncate(keep);
-        }
-        scored.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        drop(rows);
+        let scored = heap.into_sorted_vec();
         let mut hits = Vec::with_capacity(scored.len());
-        for (distance, id) in scored {
+        for Scored { distance, id } in scored {
             hits.push(MemoryHit {
                 item: self.get_memory(&id).await?,
                 distance,

@@ -208,22 +208,69 @@ pub fn cosine_distance(a: &[f32], b: &[f32]) -> f64 {
     1.0 - dot / denominator
 }
 
+/// The Euclidean norm, in `f64`.
+#[cfg(feature = "sqlite")]
+pub(crate) fn norm(v: &[f32]) -> f64 {
+    v.iter()
+        .map(|x| f64::from(*x) * f64::from(*x))
+        .sum::<f64>()
+        .sqrt()
+}
+
+/// Cosine distance between `query` (with its precomputed norm) and a stored little-endian
+/// embedding, without decoding it into a vector first.
+#[cfg(feature = "sqlite")]
+pub(crate) fn cosine_distance_bytes(
+    query: &[f32],
+    query_norm: f64,
+    bytes: &[u8],
+) -> StoreResult<f64> {
+    if bytes.len() != query.len() * 4 {
+        return Err(StoreError::corrupt(
+            "memory_items",
+            "embedding has the wrong length",
+        ));
+    }
+    let mut dot = 0.0_f64;
+    let mut norm = 0.0_f64;
+    for (x, c) in query.iter().zip(bytes.chunks_exact(4)) {
+        let y = f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+        dot += f64::from(*x) * y;
+        norm += y * y;
+    }
+    let denominator = query_norm * norm.sqrt();
+    if denominator == 0.0 {
+        return Ok(1.0);
+    }
+    Ok(1.0 - dot / denominator)
+}
+
 /// Little-endian `f32` bytes, the `SQLite` column encoding.
 #[cfg(feature = "sqlite")]
 pub(crate) fn embedding_to_bytes(embedding: &[f32]) -> Vec<u8> {
     embedding.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
-#[cfg(feature = "sqlite")]
-pub(crate) fn embedding_from_bytes(bytes: &[u8]) -> StoreResult<Vec<f32>> {
-    if bytes.len() != EMBEDDING_DIMENSIONS * 4 {
-        return Err(StoreError::corrupt(
-            "memory_items",
-            "embedding has the wrong length",
-        ));
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_distance_matches_vector_distance() {
+        let a: Vec<f32> = (0..EMBEDDING_DIMENSIONS)
+            .map(|i| f32::from(u16::try_from(i).unwrap()).sin())
+            .collect();
+        let b: Vec<f32> = (0..EMBEDDING_DIMENSIONS)
+            .map(|i| (f32::from(u16::try_from(i).unwrap()) * 0.7).cos())
+            .collect();
+        let from_bytes = cosine_distance_bytes(&a, norm(&a), &embedding_to_bytes(&b)).unwrap();
+        assert!((from_bytes - cosine_distance(&a, &b)).abs() < 1e-12);
+        assert!((cosine_distance(&a, &a)).abs() < 1e-12);
+        assert_eq!(
+            cosine_distance_bytes(&a, norm(&a), &[0; 3])
+                .unwrap_err()
+                .code(),
+            "STORE_CORRUPT_ROW"
+        );
     }
-    Ok(bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect())
 }
