@@ -1,0 +1,3 @@
+//! Integration tests of `auto-swe-scanners`, one module per feature.
+
+mod url_policy;
