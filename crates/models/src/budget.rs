@@ -220,7 +220,12 @@ impl Meter {
 
     fn exceeded_error(&self, totals: &MeterTotals) -> ModelError {
         ModelError::BudgetExceeded {
-            message: budget_message(self.config.tier, self.config.caps, totals, self.config.usd_cap),
+            message: budget_message(
+                self.config.tier,
+                self.config.caps,
+                totals,
+                self.config.usd_cap,
+            ),
         }
     }
 }

@@ -217,9 +217,7 @@ pub fn scrub(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while !rest.is_empty() {
-        let token_end = rest
-            .find(|c: char| !is_token_char(c))
-            .unwrap_or(rest.len());
+        let token_end = rest.find(|c: char| !is_token_char(c)).unwrap_or(rest.len());
         if token_end == 0 {
             let mut chars = rest.chars();
             if let Some(c) = chars.next() {
@@ -244,8 +242,19 @@ fn is_token_char(c: char) -> bool {
 }
 
 const SECRET_PREFIXES: &[&str] = &[
-    "sk-", "sk_", "pk-", "rk-", "AIza", "gsk_", "xai-", "ghp_", "gho_", "github_pat_", "hf_",
-    "ya29.", "Bearer",
+    "sk-",
+    "sk_",
+    "pk-",
+    "rk-",
+    "AIza",
+    "gsk_",
+    "xai-",
+    "ghp_",
+    "gho_",
+    "github_pat_",
+    "hf_",
+    "ya29.",
+    "Bearer",
 ];
 
 fn looks_like_secret(token: &str) -> bool {
@@ -319,13 +328,31 @@ mod tests {
     #[test]
     fn scrub_removes_key_shapes() {
         let cases = [
-            ("Incorrect API key provided: sk-proj-abcdefghijklmnop1234", "Incorrect API key provided: [REDACTED]"),
-            ("key sk-ant-api03-AAAAAAAAAAAAAAAAAAAA-BBBB used", "key [REDACTED] used"),
-            ("https://x.test/v1?key=AIzaSyD0123456789abcdefghij&alt=sse", "https://x.test/v1?key=[REDACTED]&alt=sse"),
-            ("Authorization: Bearer abc.def.ghi", "Authorization: [REDACTED]"),
-            ("token 0123456789abcdefghijABCDEFGHIJ0123 end", "token [REDACTED] end"),
+            (
+                "Incorrect API key provided: sk-proj-abcdefghijklmnop1234",
+                "Incorrect API key provided: [REDACTED]",
+            ),
+            (
+                "key sk-ant-api03-AAAAAAAAAAAAAAAAAAAA-BBBB used",
+                "key [REDACTED] used",
+            ),
+            (
+                "https://x.test/v1?key=AIzaSyD0123456789abcdefghij&alt=sse",
+                "https://x.test/v1?key=[REDACTED]&alt=sse",
+            ),
+            (
+                "Authorization: Bearer abc.def.ghi",
+                "Authorization: [REDACTED]",
+            ),
+            (
+                "token 0123456789abcdefghijABCDEFGHIJ0123 end",
+                "token [REDACTED] end",
+            ),
             ("plain words stay", "plain words stay"),
-            ("/v1/messages and claude-sonnet-4-5-20250929", "/v1/messages and claude-sonnet-4-5-20250929"),
+            (
+                "/v1/messages and claude-sonnet-4-5-20250929",
+                "/v1/messages and claude-sonnet-4-5-20250929",
+            ),
         ];
         for (input, expected) in cases {
             assert_eq!(scrub(input), expected, "input: {input}");
@@ -334,9 +361,33 @@ mod tests {
 
     #[test]
     fn retryability_follows_class() {
-        assert!(!ModelError::Auth { status: 401, message: String::new() }.is_retryable());
-        assert!(ModelError::RateLimited { status: 429, retry_after: None, message: String::new() }.is_retryable());
-        assert!(!ModelError::BudgetExceeded { message: String::new() }.is_retryable());
-        assert_eq!(ModelError::ModelUnpriced { model: "x/y".into() }.code(), "MODEL_UNPRICED");
+        assert!(
+            !ModelError::Auth {
+                status: 401,
+                message: String::new()
+            }
+            .is_retryable()
+        );
+        assert!(
+            ModelError::RateLimited {
+                status: 429,
+                retry_after: None,
+                message: String::new()
+            }
+            .is_retryable()
+        );
+        assert!(
+            !ModelError::BudgetExceeded {
+                message: String::new()
+            }
+            .is_retryable()
+        );
+        assert_eq!(
+            ModelError::ModelUnpriced {
+                model: "x/y".into()
+            }
+            .code(),
+            "MODEL_UNPRICED"
+        );
     }
 }

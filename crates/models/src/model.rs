@@ -54,7 +54,10 @@ impl ModelSpec {
     /// meta-llama/Llama-3`).
     pub fn parse(spec: &str) -> Result<Self, crate::ModelError> {
         let invalid = |why: &str| crate::ModelError::Configuration {
-            message: format!("invalid model spec {:?}: {why}", crate::error::truncate(spec, 80)),
+            message: format!(
+                "invalid model spec {:?}: {why}",
+                crate::error::truncate(spec, 80)
+            ),
         };
         let (provider, model) = spec
             .split_once('/')

@@ -150,8 +150,14 @@ const BUILTIN: &[(&str, Price)] = &[
     ("openai/gpt-4o-mini", flat_cache(0.15, 0.6, 0.075, 500)),
     ("openai/o3", flat_cache(2.0, 8.0, 0.5, 250)),
     ("openai/o4-mini", flat_cache(1.1, 4.4, 0.275, 250)),
-    ("openai/text-embedding-3-small", flat_cache(0.02, 0.0, 0.02, 1000)),
-    ("openai/text-embedding-3-large", flat_cache(0.13, 0.0, 0.13, 1000)),
+    (
+        "openai/text-embedding-3-small",
+        flat_cache(0.02, 0.0, 0.02, 1000),
+    ),
+    (
+        "openai/text-embedding-3-large",
+        flat_cache(0.13, 0.0, 0.13, 1000),
+    ),
     (
         "google/gemini-2.5-pro",
         Price {
@@ -168,7 +174,10 @@ const BUILTIN: &[(&str, Price)] = &[
         },
     ),
     ("google/gemini-2.5-flash", flat_cache(0.3, 2.5, 0.03, 100)),
-    ("google/gemini-2.5-flash-lite", flat_cache(0.1, 0.4, 0.01, 100)),
+    (
+        "google/gemini-2.5-flash-lite",
+        flat_cache(0.1, 0.4, 0.01, 100),
+    ),
 ];
 
 /// Prices: the host's entries first, then the built-in table.
@@ -202,8 +211,7 @@ impl PriceCatalog {
     #[must_use]
     pub fn lookup(&self, spec: &ModelSpec) -> PriceLookup {
         let key = spec.to_string();
-        if let Some(price) = best_match(self.entries.iter().map(|(k, v)| (k.as_str(), v)), &key)
-        {
+        if let Some(price) = best_match(self.entries.iter().map(|(k, v)| (k.as_str(), v)), &key) {
             return PriceLookup {
                 price: Some(*price),
                 source: PriceSource::Catalog,
@@ -243,10 +251,7 @@ fn is_snapshot_suffix(rest: &str) -> bool {
     rest == "latest"
         || rest.starts_with("preview")
         || rest.starts_with("exp")
-        || rest
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_digit())
+        || rest.chars().next().is_some_and(|c| c.is_ascii_digit())
             && rest.len() >= 4
             && rest.chars().all(|c| c.is_ascii_digit() || c == '-')
 }

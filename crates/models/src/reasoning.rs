@@ -143,9 +143,13 @@ fn anthropic_adaptive(model: &str) -> bool {
 /// Reads `(major, minor)` from either `3-5-sonnet-…` or `sonnet-4-5-…` / `opus-4-…`. A minor
 /// that looks like a date (eight digits) is not a minor.
 fn anthropic_version(rest: &str) -> Option<(u32, Option<u32>)> {
-    let pieces: Vec<&str> = rest.split('-').collect();
+    let pieces: Vec<&str> = rest.split(['-', '.']).collect();
     let start = pieces.iter().position(|p| is_small_number(p))?;
     let major: u32 = pieces[start].parse().ok()?;
+    // Claude generations start at 2; anything else is an unrecognised (newer) naming.
+    if major < 2 {
+        return None;
+    }
     let minor = pieces
         .get(start + 1)
         .filter(|p| is_small_number(p))

@@ -59,7 +59,12 @@ impl RetryPolicy {
 /// ignored).
 #[must_use]
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let read = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let read = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
     if let Some(ms) = read("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
         if ms.is_finite() && ms >= 0.0 {
             return Some(Duration::from_secs_f64(ms / 1000.0));

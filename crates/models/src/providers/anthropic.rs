@@ -9,14 +9,14 @@ use super::{classify_stream_error, join, parse, str_at, u64_at};
 use crate::ModelError;
 use crate::http::ApiKey;
 use crate::model::{
-    FinishReason, ModelRequest, ModelSpec, OutputFormat, Part, ReasoningMetadata, Role,
-    ToolChoice, Usage,
+    FinishReason, ModelRequest, ModelSpec, OutputFormat, Part, ReasoningMetadata, Role, ToolChoice,
+    Usage,
 };
 use crate::reasoning::ReasoningCall;
 use crate::stream::StreamEvent;
 
 /// The `anthropic-version` header value.
-pub const API_VERSION: &str = "2023-06-01";
+pub(crate) const API_VERSION: &str = "2023-06-01";
 const DEFAULT_MAX_TOKENS: u32 = 8_192;
 
 pub(crate) fn build(
@@ -68,7 +68,10 @@ pub(crate) fn build(
         _ => {}
     }
     if let OutputFormat::JsonSchema { schema, .. } = &request.output {
-        output_config.insert("format".into(), json!({"type": "json_schema", "schema": schema}));
+        output_config.insert(
+            "format".into(),
+            json!({"type": "json_schema", "schema": schema}),
+        );
     }
     if !output_config.is_empty() {
         body["output_config"] = Value::Object(output_config);
@@ -143,7 +146,11 @@ fn usage(value: &Value) -> Usage {
     let w1 = u64_at(value, &["cache_creation", "ephemeral_1h_input_tokens"]);
     let total_write = u64_at(value, &["cache_creation_input_tokens"]);
     // Without the split, a write is a 5-minute write (the default TTL).
-    let (w5, w1) = if w5 + w1 == 0 { (total_write, 0) } else { (w5, w1) };
+    let (w5, w1) = if w5 + w1 == 0 {
+        (total_write, 0)
+    } else {
+        (w5, w1)
+    };
     let read = u64_at(value, &["cache_read_input_tokens"]);
     let uncached = u64_at(value, &["input_tokens"]);
     let reported = value.get("cache_read_input_tokens").is_some()
@@ -233,11 +240,15 @@ impl State {
                     )),
                     Some("signature_delta") => {
                         let piece = str_at(delta, &["signature"]).unwrap_or_default();
-                        self.signature.get_or_insert_with(String::new).push_str(piece);
+                        self.signature
+                            .get_or_insert_with(String::new)
+                            .push_str(piece);
                     }
                     Some("input_json_delta") => out.push(StreamEvent::ToolCallDelta {
                         index: index as usize,
-                        arguments: str_at(delta, &["partial_json"]).unwrap_or_default().to_owned(),
+                        arguments: str_at(delta, &["partial_json"])
+                            .unwrap_or_default()
+                            .to_owned(),
                     }),
                     _ => self.unrecognised += 1,
                 }

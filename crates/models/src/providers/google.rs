@@ -9,8 +9,8 @@ use super::{classify_stream_error, join, parse, str_at, u64_at};
 use crate::ModelError;
 use crate::http::ApiKey;
 use crate::model::{
-    FinishReason, ModelRequest, ModelSpec, OutputFormat, Part, ReasoningMetadata, Role,
-    ToolChoice, Usage,
+    FinishReason, ModelRequest, ModelSpec, OutputFormat, Part, ReasoningMetadata, Role, ToolChoice,
+    Usage,
 };
 use crate::reasoning::ReasoningCall;
 use crate::stream::StreamEvent;
@@ -55,17 +55,26 @@ pub(crate) fn build(
     }
     match reasoning {
         ReasoningCall::GoogleThinkingBudget(budget) => {
-            generation.insert("thinkingConfig".into(), json!({"thinkingBudget": budget, "includeThoughts": true}));
+            generation.insert(
+                "thinkingConfig".into(),
+                json!({"thinkingBudget": budget, "includeThoughts": true}),
+            );
         }
         ReasoningCall::GoogleThinkingLevel(level) => {
-            generation.insert("thinkingConfig".into(), json!({"thinkingLevel": level.as_str(), "includeThoughts": true}));
+            generation.insert(
+                "thinkingConfig".into(),
+                json!({"thinkingLevel": level.as_str(), "includeThoughts": true}),
+            );
         }
         _ => {}
     }
     if !generation.is_empty() {
         body["generationConfig"] = Value::Object(generation);
     }
-    let url = join(base, &format!("/v1beta/models/{model}:streamGenerateContent?alt=sse"))?;
+    let url = join(
+        base,
+        &format!("/v1beta/models/{model}:streamGenerateContent?alt=sse"),
+    )?;
     Ok((url, headers, body))
 }
 
@@ -123,10 +132,17 @@ pub struct State {
 }
 
 impl State {
-    pub(crate) fn event(&mut self, data: &str, out: &mut Vec<StreamEvent>) -> Result<(), ModelError> {
+    pub(crate) fn event(
+        &mut self,
+        data: &str,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), ModelError> {
         let value = parse(data)?;
         if let Some(error) = value.get("error") {
-            return Err(classify_stream_error(str_at(error, &["status"]), str_at(error, &["message"])));
+            return Err(classify_stream_error(
+                str_at(error, &["status"]),
+                str_at(error, &["message"]),
+            ));
         }
         if !self.id_sent {
             if let Some(id) = str_at(&value, &["responseId"]) {
@@ -147,15 +163,22 @@ impl State {
                 self.calls += 1;
                 out.push(StreamEvent::ToolCallStart {
                     index,
-                    id: str_at(call, &["id"]).map_or_else(|| format!("call_{index}"), str::to_owned),
+                    id: str_at(call, &["id"])
+                        .map_or_else(|| format!("call_{index}"), str::to_owned),
                     name: str_at(call, &["name"]).unwrap_or_default().to_owned(),
                     thought_signature: signature,
                     item_id: None,
                 });
                 let args = call.get("args").cloned().unwrap_or_else(|| json!({}));
-                out.push(StreamEvent::ToolCallDelta { index, arguments: args.to_string() });
+                out.push(StreamEvent::ToolCallDelta {
+                    index,
+                    arguments: args.to_string(),
+                });
             } else if let Some(text) = str_at(part, &["text"]) {
-                let thought = part.get("thought").and_then(Value::as_bool).unwrap_or(false);
+                let thought = part
+                    .get("thought")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
                 if thought {
                     if !self.in_thought {
                         out.push(StreamEvent::ReasoningStart);
@@ -213,9 +236,9 @@ impl State {
     fn close_thought(&mut self, out: &mut Vec<StreamEvent>, signature: Option<String>) {
         if self.in_thought {
             self.in_thought = false;
-            out.push(StreamEvent::ReasoningEnd(
-                signature.map(|signature| ReasoningMetadata::GoogleThoughtSignature { signature }),
-            ));
+            out.push(StreamEvent::ReasoningEnd(signature.map(|signature| {
+                ReasoningMetadata::GoogleThoughtSignature { signature }
+            })));
         }
     }
 }

@@ -156,7 +156,9 @@ pub(crate) fn at<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
 
 /// A provider's error text, made safe: scrubbed of key-shaped strings and cut short.
 pub(crate) fn provider_text(kind: Option<&str>, message: Option<&str>) -> String {
-    let message = message.map(|m| truncate(&scrub(m), 200)).unwrap_or_default();
+    let message = message
+        .map(|m| truncate(&scrub(m), 200))
+        .unwrap_or_default();
     match (kind, message.is_empty()) {
         (Some(kind), false) => format!("{}: {message}", scrub(kind)),
         (Some(kind), true) => scrub(kind),
@@ -195,18 +197,27 @@ pub(crate) fn classify_http(status: u16, headers: &HeaderMap, body: &[u8]) -> Mo
     let google_reason = error
         .get("details")
         .and_then(Value::as_array)
-        .and_then(|d| d.iter().find_map(|x| x.get("reason").and_then(Value::as_str)));
+        .and_then(|d| {
+            d.iter()
+                .find_map(|x| x.get("reason").and_then(Value::as_str))
+        });
     let text = provider_text(kind, message);
     let retry_after = crate::retry::retry_after(headers);
     let raw_kind = kind.unwrap_or_default();
-    let code = error.get("code").and_then(Value::as_str).unwrap_or_default();
+    let code = error
+        .get("code")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if matches!(status, 401 | 403)
         || matches!(google_reason, Some("API_KEY_INVALID" | "API_KEY_EXPIRED"))
         || raw_kind == "authentication_error"
         || raw_kind == "permission_error"
         || code == "invalid_api_key"
     {
-        return ModelError::Auth { status, message: text };
+        return ModelError::Auth {
+            status,
+            message: text,
+        };
     }
     if status == 429 {
         return ModelError::RateLimited {
@@ -222,21 +233,26 @@ pub(crate) fn classify_http(status: u16, headers: &HeaderMap, body: &[u8]) -> Mo
             message: text,
         };
     }
-    if status == 413
-        || code == "context_length_exceeded"
-        || message.is_some_and(mentions_context)
-    {
+    if status == 413 || code == "context_length_exceeded" || message.is_some_and(mentions_context) {
         return ModelError::ContextTooLong { message: text };
     }
     if status >= 500 {
-        return ModelError::Server { status, message: text };
+        return ModelError::Server {
+            status,
+            message: text,
+        };
     }
     if (300..400).contains(&status) {
         return ModelError::InvalidResponse {
-            message: format!("the provider answered with a redirect ({status}), which is never followed"),
+            message: format!(
+                "the provider answered with a redirect ({status}), which is never followed"
+            ),
         };
     }
-    ModelError::InvalidRequest { status, message: text }
+    ModelError::InvalidRequest {
+        status,
+        message: text,
+    }
 }
 
 /// Classifies an error reported inside a stream (`kind` is the provider's error type or code).
@@ -255,17 +271,24 @@ pub(crate) fn classify_stream_error(kind: Option<&str>, message: Option<&str>) -
                 message: text,
             }
         }
-        "authentication_error" | "permission_error" | "invalid_api_key" => {
-            ModelError::Auth { status: 0, message: text }
-        }
+        "authentication_error" | "permission_error" | "invalid_api_key" => ModelError::Auth {
+            status: 0,
+            message: text,
+        },
         "context_length_exceeded" => ModelError::ContextTooLong { message: text },
         "invalid_request_error" | "invalid_prompt" | "INVALID_ARGUMENT" => {
             if message.is_some_and(mentions_context) {
                 ModelError::ContextTooLong { message: text }
             } else {
-                ModelError::InvalidRequest { status: 0, message: text }
+                ModelError::InvalidRequest {
+                    status: 0,
+                    message: text,
+                }
             }
         }
-        _ => ModelError::Server { status: 0, message: text },
+        _ => ModelError::Server {
+            status: 0,
+            message: text,
+        },
     }
 }

@@ -23,7 +23,10 @@ pub(crate) fn build(
 ) -> Result<(Url, HeaderMap, Value), ModelError> {
     let mut headers = HeaderMap::new();
     if !key.is_empty() {
-        headers.insert(HeaderName::from_static("authorization"), key.header("Bearer ")?);
+        headers.insert(
+            HeaderName::from_static("authorization"),
+            key.header("Bearer ")?,
+        );
     }
     let mut body = json!({
         "model": spec.model(),
@@ -133,7 +136,11 @@ pub struct State {
 }
 
 impl State {
-    pub(crate) fn event(&mut self, data: &str, out: &mut Vec<StreamEvent>) -> Result<(), ModelError> {
+    pub(crate) fn event(
+        &mut self,
+        data: &str,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), ModelError> {
         if data.trim() == "[DONE]" {
             self.complete = true;
             return Ok(());
@@ -155,26 +162,36 @@ impl State {
         for choice in choices.into_iter().flatten() {
             let delta = choice.get("delta").unwrap_or(&Value::Null);
             // Reasoning text some compatible servers stream (vLLM, Ollama, DeepSeek).
-            let reasoning = str_at(delta, &["reasoning_content"]).or_else(|| str_at(delta, &["reasoning"]));
+            let reasoning =
+                str_at(delta, &["reasoning_content"]).or_else(|| str_at(delta, &["reasoning"]));
             if let Some(text) = reasoning.filter(|t| !t.is_empty()) {
                 out.push(StreamEvent::ReasoningDelta(text.to_owned()));
             }
             if let Some(text) = str_at(delta, &["content"]).filter(|t| !t.is_empty()) {
                 out.push(StreamEvent::TextDelta(text.to_owned()));
             }
-            for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+            for call in delta
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
                 if !self.started.contains(&index) {
                     self.started.push(index);
                     out.push(StreamEvent::ToolCallStart {
                         index: index as usize,
                         id: str_at(call, &["id"]).unwrap_or_default().to_owned(),
-                        name: str_at(call, &["function", "name"]).unwrap_or_default().to_owned(),
+                        name: str_at(call, &["function", "name"])
+                            .unwrap_or_default()
+                            .to_owned(),
                         thought_signature: None,
                         item_id: None,
                     });
                 }
-                if let Some(args) = str_at(call, &["function", "arguments"]).filter(|a| !a.is_empty()) {
+                if let Some(args) =
+                    str_at(call, &["function", "arguments"]).filter(|a| !a.is_empty())
+                {
                     out.push(StreamEvent::ToolCallDelta {
                         index: index as usize,
                         arguments: args.to_owned(),

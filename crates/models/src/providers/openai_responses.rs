@@ -11,8 +11,8 @@ use super::{classify_stream_error, join, parse, str_at, u64_at};
 use crate::ModelError;
 use crate::http::ApiKey;
 use crate::model::{
-    FinishReason, ModelRequest, ModelSpec, OutputFormat, Part, ReasoningMetadata, Role,
-    ToolChoice, Usage,
+    FinishReason, ModelRequest, ModelSpec, OutputFormat, Part, ReasoningMetadata, Role, ToolChoice,
+    Usage,
 };
 use crate::reasoning::ReasoningCall;
 use crate::stream::StreamEvent;
@@ -25,7 +25,10 @@ pub(crate) fn build(
     reasoning: ReasoningCall,
 ) -> Result<(Url, HeaderMap, Value), ModelError> {
     let mut headers = HeaderMap::new();
-    headers.insert(HeaderName::from_static("authorization"), key.header("Bearer ")?);
+    headers.insert(
+        HeaderName::from_static("authorization"),
+        key.header("Bearer ")?,
+    );
     let mut body = json!({
         "model": spec.model(),
         "input": input(request),
@@ -108,7 +111,10 @@ impl State {
     ) -> Result<(), ModelError> {
         let value = parse(data)?;
         let kind = value.get("type").and_then(Value::as_str).unwrap_or(name);
-        let output_index = value.get("output_index").and_then(Value::as_u64).unwrap_or(0);
+        let output_index = value
+            .get("output_index")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
         match kind {
             "response.created" => {
                 if let Some(id) = str_at(&value, &["response", "id"]) {
@@ -147,10 +153,13 @@ impl State {
                 let item = value.get("item").unwrap_or(&Value::Null);
                 if str_at(item, &["type"]) == Some("reasoning") && self.reasoning_open {
                     self.reasoning_open = false;
-                    out.push(StreamEvent::ReasoningEnd(Some(ReasoningMetadata::OpenaiItem {
-                        id: str_at(item, &["id"]).unwrap_or_default().to_owned(),
-                        encrypted_content: str_at(item, &["encrypted_content"]).map(str::to_owned),
-                    })));
+                    out.push(StreamEvent::ReasoningEnd(Some(
+                        ReasoningMetadata::OpenaiItem {
+                            id: str_at(item, &["id"]).unwrap_or_default().to_owned(),
+                            encrypted_content: str_at(item, &["encrypted_content"])
+                                .map(str::to_owned),
+                        },
+                    )));
                 }
             }
             "response.output_text.delta" => out.push(StreamEvent::TextDelta(
@@ -188,8 +197,14 @@ impl State {
                 self.complete = true;
             }
             "response.failed" => {
-                let error = value.get("response").and_then(|r| r.get("error")).unwrap_or(&Value::Null);
-                return Err(classify_stream_error(str_at(error, &["code"]), str_at(error, &["message"])));
+                let error = value
+                    .get("response")
+                    .and_then(|r| r.get("error"))
+                    .unwrap_or(&Value::Null);
+                return Err(classify_stream_error(
+                    str_at(error, &["code"]),
+                    str_at(error, &["message"]),
+                ));
             }
             "error" => {
                 return Err(classify_stream_error(
