@@ -1,6 +1,7 @@
 //! Budget tiers and the `Meter` that accrues every call's tokens and cost and refuses calls
 //! once a cap is passed.
 
+use std::fmt::Write as _;
 use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
@@ -260,7 +261,7 @@ pub fn budget_message(
         group(caps.output)
     );
     if let Some(cap) = usd_cap {
-        message.push_str(&format!(", ${:.2}/${cap:.2}", totals.cost_usd));
+        let _ = write!(message, ", ${:.2}/${cap:.2}", totals.cost_usd);
     }
     message
 }
@@ -271,7 +272,7 @@ pub fn group(value: u64) -> String {
     let digits = value.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

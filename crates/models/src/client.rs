@@ -58,8 +58,8 @@ pub enum Endpoint {
     Default,
     /// The same API at another base URL (a regional endpoint, a mock).
     BaseUrl(Url),
-    /// An `apiBase`: a gateway speaking OpenAI Chat Completions (`{apiBase}/chat/completions`).
-    /// For OpenAI this selects Chat Completions and sends no reasoning setting; it is required
+    /// An `apiBase`: a gateway speaking `OpenAI` Chat Completions (`{apiBase}/chat/completions`).
+    /// For `OpenAI` this selects Chat Completions and sends no reasoning setting; it is required
     /// for OpenAI-compatible providers.
     ApiBase(Url),
 }

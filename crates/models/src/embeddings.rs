@@ -27,7 +27,7 @@ pub struct Embeddings {
     pub cost_usd: f64,
 }
 
-/// An embeddings client for an OpenAI or OpenAI-compatible model.
+/// An embeddings client for an `OpenAI` or OpenAI-compatible model.
 #[derive(Debug, Clone)]
 pub struct EmbeddingClient {
     spec: ModelSpec,
@@ -37,7 +37,7 @@ pub struct EmbeddingClient {
 }
 
 impl EmbeddingClient {
-    /// Builds the client (OpenAI and OpenAI-compatible only).
+    /// Builds the client (`OpenAI` and OpenAI-compatible only).
     pub fn new(config: ClientConfig) -> Result<Self, ModelError> {
         let provider = config.spec.provider();
         if !matches!(provider, Provider::Openai | Provider::OpenaiCompatible) {

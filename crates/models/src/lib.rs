@@ -1,5 +1,5 @@
 //! auto-swe model providers: a provider-neutral request/response model, streaming clients for
-//! Anthropic Messages, OpenAI Responses and Chat Completions, Google Gemini and any
+//! Anthropic Messages, `OpenAI` Responses and Chat Completions, Google Gemini and any
 //! OpenAI-compatible endpoint, the reasoning-level mapping, pricing, counted tokens, budget
 //! tiers and the `Meter`, embeddings, a replay provider, and a guarded HTTP client that applies
 //! the outbound URL policy to every URL and every resolved address.

@@ -10,11 +10,11 @@ use serde::{Deserialize, Serialize};
 pub enum Provider {
     /// Anthropic Messages API.
     Anthropic,
-    /// OpenAI (Responses API, or Chat Completions behind an `apiBase`).
+    /// `OpenAI` (Responses API, or Chat Completions behind an `apiBase`).
     Openai,
     /// Google Gemini API.
     Google,
-    /// Any endpoint speaking OpenAI Chat Completions at a configured `apiBase`.
+    /// Any endpoint speaking `OpenAI` Chat Completions at a configured `apiBase`.
     OpenaiCompatible,
 }
 
@@ -158,7 +158,7 @@ pub enum ReasoningMetadata {
         /// The encrypted data.
         data: String,
     },
-    /// An OpenAI Responses `reasoning` output item.
+    /// An `OpenAI` Responses `reasoning` output item.
     OpenaiItem {
         /// The item id (`rs_…`).
         id: String,
@@ -186,7 +186,7 @@ pub struct ToolCall {
     /// A Google thought signature attached to the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thought_signature: Option<String>,
-    /// An OpenAI Responses function-call item id (`fc_…`).
+    /// An `OpenAI` Responses function-call item id (`fc_…`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item_id: Option<String>,
 }
@@ -313,7 +313,7 @@ pub enum OutputFormat {
     Text,
     /// JSON matching a schema.
     JsonSchema {
-        /// Schema name (OpenAI requires one).
+        /// Schema name (`OpenAI` requires one).
         name: String,
         /// The JSON Schema.
         schema: serde_json::Value,

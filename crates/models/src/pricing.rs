@@ -259,6 +259,10 @@ fn is_snapshot_suffix(rest: &str) -> bool {
 impl Price {
     /// USD cost of a call with this usage.
     #[must_use]
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "token counts stay far below 2^52"
+    )]
     pub fn cost_usd(&self, usage: &Usage) -> f64 {
         let rates = match self.long_context {
             Some(long) if usage.input > long.threshold => long.rates,

@@ -16,7 +16,7 @@ pub enum Route {
 /// Effort words shared by the providers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effort {
-    /// `none` (OpenAI only).
+    /// `none` (`OpenAI` only).
     None,
     /// `low`.
     Low,
@@ -52,7 +52,7 @@ pub enum ReasoningCall {
     AnthropicAdaptive(Effort),
     /// Anthropic extended thinking with a token budget; `max_tokens` is raised to fit it.
     AnthropicBudget(u32),
-    /// OpenAI `reasoning.effort` (Responses) / `reasoning_effort` (Chat Completions).
+    /// `OpenAI` `reasoning.effort` (Responses) / `reasoning_effort` (Chat Completions).
     OpenaiEffort(Effort),
     /// Gemini 3 `thinkingConfig.thinkingLevel`.
     GoogleThinkingLevel(Effort),
@@ -81,11 +81,10 @@ pub fn reasoning_call(spec: &ModelSpec, level: ReasoningLevel, route: Route) -> 
         Provider::Openai if route == Route::ApiBase => ReasoningCall::Nothing,
         Provider::Openai => match graded {
             None if openai_accepts_none(model) => ReasoningCall::OpenaiEffort(Effort::None),
-            None => ReasoningCall::Nothing,
             Some((effort, _)) if openai_accepts(model, effort) => {
                 ReasoningCall::OpenaiEffort(effort)
             }
-            Some(_) => ReasoningCall::Nothing,
+            None | Some(_) => ReasoningCall::Nothing,
         },
         Provider::Anthropic => {
             if !anthropic_can_think(model) {
@@ -178,16 +177,10 @@ fn google_thinking(model: &str) -> GoogleThinking {
     let mut numbers = version.split('.');
     let major: Option<u32> = numbers.next().and_then(|n| n.parse().ok());
     let minor: u32 = numbers.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    let image_or_speech = rest.contains("-image") || rest.contains("-tts");
     match major {
-        Some(0..=1) => GoogleThinking::None,
-        Some(2) if minor >= 5 => {
-            if rest.contains("-image") || rest.contains("-tts") {
-                GoogleThinking::None
-            } else {
-                GoogleThinking::Budget
-            }
-        }
-        Some(2) => GoogleThinking::None,
+        Some(2) if minor >= 5 && !image_or_speech => GoogleThinking::Budget,
+        Some(0..=2) => GoogleThinking::None,
         // gemini-3…, and any unrecognised gemini- id (gemini-exp-…, gemini-pro-latest).
         _ => GoogleThinking::Level,
     }
@@ -198,7 +191,7 @@ fn openai_accepts_none(model: &str) -> bool {
     matches!(base_model(model), "gpt-6-sol" | "gpt-6-luna")
 }
 
-/// Whether an OpenAI model reasons and lists this effort.
+/// Whether an `OpenAI` model reasons and lists this effort.
 fn openai_accepts(model: &str, effort: Effort) -> bool {
     let base = base_model(model);
     let reasons = base.starts_with('o') && base[1..].starts_with(|c: char| c.is_ascii_digit())
@@ -223,7 +216,7 @@ fn base_model(model: &str) -> &str {
             && tail[1..]
                 .split('-')
                 .map(str::len)
-                .eq([4usize, 2, 2].into_iter());
+                .eq([4usize, 2, 2]);
         if is_date {
             return &model[..model.len() - 11];
         }

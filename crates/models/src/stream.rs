@@ -26,7 +26,7 @@ pub enum StreamEvent {
         name: String,
         /// Provider metadata (Google thought signature).
         thought_signature: Option<String>,
-        /// OpenAI Responses item id.
+        /// `OpenAI` Responses item id.
         item_id: Option<String>,
     },
     /// More argument JSON for a tool call.
@@ -91,11 +91,10 @@ impl ResponseBuilder {
                 if !self.reasoning_open {
                     self.push(StreamEvent::ReasoningStart);
                 }
-                if let Some(Part::Reasoning { metadata: slot, .. }) = self.parts.last_mut() {
-                    if metadata.is_some() {
+                if let Some(Part::Reasoning { metadata: slot, .. }) = self.parts.last_mut()
+                    && metadata.is_some() {
                         *slot = metadata;
                     }
-                }
                 self.reasoning_open = false;
             }
             StreamEvent::ToolCallStart {
@@ -116,11 +115,10 @@ impl ResponseBuilder {
                 }));
             }
             StreamEvent::ToolCallDelta { index, arguments } => {
-                if let Some(&(_, at)) = self.tool_slots.iter().rev().find(|(i, _)| *i == index) {
-                    if let Some(Part::ToolCall(call)) = self.parts.get_mut(at) {
+                if let Some(&(_, at)) = self.tool_slots.iter().rev().find(|(i, _)| *i == index)
+                    && let Some(Part::ToolCall(call)) = self.parts.get_mut(at) {
                         call.arguments.push_str(&arguments);
                     }
-                }
             }
             StreamEvent::Usage(usage) => merge_usage(&mut self.usage, usage),
             StreamEvent::Finish(reason) => self.finish = Some(reason),

@@ -167,6 +167,7 @@ fn usage(value: &Value) -> Usage {
 }
 
 impl State {
+    #[expect(clippy::too_many_lines, reason = "one arm per event or error type of the wire format")]
     pub(crate) fn event(
         &mut self,
         name: &str,

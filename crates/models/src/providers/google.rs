@@ -144,12 +144,11 @@ impl State {
                 str_at(error, &["message"]),
             ));
         }
-        if !self.id_sent {
-            if let Some(id) = str_at(&value, &["responseId"]) {
+        if !self.id_sent
+            && let Some(id) = str_at(&value, &["responseId"]) {
                 out.push(StreamEvent::ResponseId(id.to_owned()));
                 self.id_sent = true;
             }
-        }
         let candidate = value.get("candidates").and_then(|c| c.get(0));
         let parts = candidate
             .and_then(|c| c.get("content"))

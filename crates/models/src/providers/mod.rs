@@ -23,9 +23,9 @@ use crate::stream::StreamEvent;
 pub enum Api {
     /// Anthropic Messages (`POST /v1/messages`).
     AnthropicMessages,
-    /// OpenAI Responses (`POST /v1/responses`).
+    /// `OpenAI` Responses (`POST /v1/responses`).
     OpenaiResponses,
-    /// OpenAI Chat Completions (`POST {apiBase}/chat/completions`).
+    /// `OpenAI` Chat Completions (`POST {apiBase}/chat/completions`).
     OpenaiChat,
     /// Google Gemini (`POST /v1beta/models/{model}:streamGenerateContent?alt=sse`).
     GoogleGemini,
@@ -71,9 +71,9 @@ pub(crate) fn build(
 pub enum Decoder {
     /// Anthropic Messages.
     Anthropic(anthropic::State),
-    /// OpenAI Responses.
+    /// `OpenAI` Responses.
     Responses(openai_responses::State),
-    /// OpenAI Chat Completions.
+    /// `OpenAI` Chat Completions.
     Chat(openai_chat::State),
     /// Google Gemini.
     Google(google::State),

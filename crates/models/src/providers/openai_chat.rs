@@ -1,4 +1,4 @@
-//! OpenAI Chat Completions (also every OpenAI-compatible endpoint): request body with
+//! `OpenAI` Chat Completions (also every OpenAI-compatible endpoint): request body with
 //! `stream_options.include_usage`, and `chat.completion.chunk` frames ending in `[DONE]`.
 
 use reqwest::header::{HeaderMap, HeaderName};
@@ -152,12 +152,11 @@ impl State {
                 str_at(error, &["message"]),
             ));
         }
-        if !self.id_sent {
-            if let Some(id) = str_at(&value, &["id"]) {
+        if !self.id_sent
+            && let Some(id) = str_at(&value, &["id"]) {
                 out.push(StreamEvent::ResponseId(id.to_owned()));
                 self.id_sent = true;
             }
-        }
         let choices = value.get("choices").and_then(Value::as_array);
         for choice in choices.into_iter().flatten() {
             let delta = choice.get("delta").unwrap_or(&Value::Null);

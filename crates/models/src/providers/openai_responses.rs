@@ -1,4 +1,4 @@
-//! OpenAI Responses: request body (`input` items, `reasoning`, `text.format`) and the typed
+//! `OpenAI` Responses: request body (`input` items, `reasoning`, `text.format`) and the typed
 //! streaming events (`response.created`, `response.output_item.added|done`,
 //! `response.output_text.delta`, `response.function_call_arguments.delta`,
 //! `response.reasoning_summary_text.delta`, `response.completed|incomplete|failed`, `error`).
@@ -103,6 +103,7 @@ pub struct State {
 }
 
 impl State {
+    #[expect(clippy::too_many_lines, reason = "one arm per event or error type of the wire format")]
     pub(crate) fn event(
         &mut self,
         name: &str,

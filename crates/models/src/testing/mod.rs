@@ -152,7 +152,7 @@ impl MockServer {
         let app_shared = Arc::clone(&shared);
         let app = axum::Router::new().fallback(move |method, uri, headers, body| {
             let shared = Arc::clone(&app_shared);
-            async move { handle(&shared, method, uri, headers, body) }
+            async move { handle(&shared, &method, &uri, &headers, &body) }
         });
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
@@ -243,10 +243,10 @@ fn presented_key(api: Api, headers: &HeaderMap) -> Option<String> {
 
 fn handle(
     shared: &Arc<Shared>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
 ) -> Response {
     let recorded = RecordedRequest {
         method: method.to_string(),
@@ -261,7 +261,7 @@ fn handle(
                 )
             })
             .collect(),
-        body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+        body: serde_json::from_slice(body).unwrap_or(serde_json::Value::Null),
     };
     shared
         .requests
@@ -269,18 +269,17 @@ fn handle(
         .unwrap_or_else(PoisonError::into_inner)
         .push(recorded.clone());
     let api = shared.api;
-    if method != Method::POST || !expected_path(api, uri.path(), uri.query()) {
+    if *method != Method::POST || !expected_path(api, uri.path(), uri.query()) {
         return respond(
             404,
             "application/json",
             Body::from(r#"{"error":{"message":"not found","type":"not_found_error"}}"#),
         );
     }
-    if let Some(key) = &shared.key {
-        if presented_key(api, &headers).as_deref() != Some(key.as_str()) {
+    if let Some(key) = &shared.key
+        && presented_key(api, headers).as_deref() != Some(key.as_str()) {
             return error_response(api, MockError::Auth);
         }
-    }
     let turn = {
         let script = shared.script.lock().unwrap_or_else(PoisonError::into_inner);
         let mut next = shared.next.lock().unwrap_or_else(PoisonError::into_inner);
@@ -382,10 +381,9 @@ fn sse(body: Body) -> Response {
 fn error_response(api: Api, error: MockError) -> Response {
     let (status, body, retry_after) = error_body(api, error);
     let mut response = respond(status, "application/json", Body::from(body));
-    if let Some(seconds) = retry_after {
-        if let Ok(value) = seconds.to_string().parse() {
+    if let Some(seconds) = retry_after
+        && let Ok(value) = seconds.to_string().parse() {
             response.headers_mut().insert("retry-after", value);
         }
-    }
     response
 }

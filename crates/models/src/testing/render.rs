@@ -4,10 +4,10 @@
 //!   `content_block_delta` with `text_delta` / `input_json_delta` / `thinking_delta` /
 //!   `signature_delta`, `content_block_stop`, `message_delta`, `message_stop`, `ping`,
 //!   `error`) and "Errors" (`{"type":"error","error":{"type","message"}}`, 529 overloaded).
-//! - OpenAI Chat Completions: "Streaming" (`chat.completion.chunk`, `tool_calls[].index`,
+//! - `OpenAI` Chat Completions: "Streaming" (`chat.completion.chunk`, `tool_calls[].index`,
 //!   `stream_options.include_usage` final chunk with empty `choices`, `data: [DONE]`) and
 //!   "Error codes" (`{"error":{"message","type","param","code"}}`).
-//! - OpenAI Responses: "Streaming events" (`response.created`, `response.output_item.added`,
+//! - `OpenAI` Responses: "Streaming events" (`response.created`, `response.output_item.added`,
 //!   `response.output_text.delta`, `response.function_call_arguments.delta`,
 //!   `response.reasoning_summary_text.delta`, `response.completed`, …).
 //! - Google Gemini: "Generating content" streaming with `alt=sse` (whole
@@ -203,6 +203,7 @@ fn chat(model: &str, reply: &MockReply) -> (Vec<Vec<u8>>, usize) {
     (frames, 3)
 }
 
+#[expect(clippy::too_many_lines, reason = "one arm per event or error type of the wire format")]
 fn responses(model: &str, reply: &MockReply) -> (Vec<Vec<u8>>, usize) {
     let u = reply.usage;
     let mut seq = 0u64;
@@ -450,6 +451,7 @@ fn google(model: &str, reply: &MockReply) -> (Vec<Vec<u8>>, usize) {
 
 /// The provider's HTTP error for a class: status, JSON body and `retry-after` seconds.
 #[must_use]
+#[expect(clippy::too_many_lines, reason = "one arm per event or error type of the wire format")]
 pub fn error_body(api: Api, error: MockError) -> (u16, String, Option<u32>) {
     let retry_after = match error {
         MockError::RateLimited(after) => after,

@@ -25,7 +25,9 @@ async fn decode(api: Api, bytes: Vec<u8>) -> (ModelResponse, usize) {
         let event = event.unwrap();
         let mut out = Vec::new();
         decoder.event(&event.event, &event.data, &mut out).unwrap();
-        out.into_iter().for_each(|e| builder.push(e));
+        for e in out {
+            builder.push(e);
+        }
     }
     decoder.end().expect("the fixture completes");
     (builder.finish(), decoder.unrecognised())
@@ -170,7 +172,7 @@ async fn every_fixture_decodes_exactly_with_nothing_unrecognised() {
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.ends_with(".sse"))
+        .filter(|n| std::path::Path::new(n).extension().is_some_and(|e| e == "sse"))
         .collect();
     names.sort();
     assert_eq!(names.len(), 4);
@@ -233,7 +235,7 @@ async fn a_truncated_fixture_is_an_error_not_a_short_answer() {
             vec![MockTurn::Raw {
                 status: 200,
                 content_type: "text/event-stream".into(),
-                body: trimmed[..cut + 2].as_bytes().to_vec(),
+                body: trimmed.as_bytes()[..cut + 2].to_vec(),
             }],
         )
         .await;
