@@ -20,12 +20,15 @@ struct Cli {
 enum Command {
     /// Validate, inspect and simulate workflow specs.
     Spec(commands::spec::SpecArgs),
+    /// Check model providers, keys and models.
+    Models(commands::models::ModelsArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Spec(args) => commands::spec::run(&args),
+        Command::Models(args) => commands::models::run(&args),
     };
     output::finish(result)
 }

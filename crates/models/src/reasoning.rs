@@ -212,11 +212,8 @@ fn base_model(model: &str) -> &str {
     let bytes = model.as_bytes();
     if bytes.len() > 11 {
         let tail = &model[model.len() - 11..];
-        let is_date = tail.starts_with('-')
-            && tail[1..]
-                .split('-')
-                .map(str::len)
-                .eq([4usize, 2, 2]);
+        let is_date =
+            tail.starts_with('-') && tail[1..].split('-').map(str::len).eq([4usize, 2, 2]);
         if is_date {
             return &model[..model.len() - 11];
         }

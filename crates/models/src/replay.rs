@@ -157,11 +157,12 @@ impl ModelClient for ReplayClient {
                 message: "the cassette has no more exchanges".into(),
             })?;
         if let Some(expected) = &exchange.prompt
-            && last_user_text(request).as_ref() != Some(expected) {
-                return Err(ModelError::Configuration {
-                    message: "the request does not match the recorded exchange".into(),
-                });
-            }
+            && last_user_text(request).as_ref() != Some(expected)
+        {
+            return Err(ModelError::Configuration {
+                message: "the request does not match the recorded exchange".into(),
+            });
+        }
         let events = events_for(&exchange.parts, exchange.finish_reason, exchange.usage);
         Ok(Box::pin(futures_util::stream::iter(
             events.into_iter().map(Ok),

@@ -66,9 +66,11 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
             .map(str::trim)
     };
     if let Some(ms) = read("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
-        && ms.is_finite() && ms >= 0.0 {
-            return Some(Duration::from_secs_f64(ms / 1000.0));
-        }
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
     let seconds = read("retry-after")?.parse::<f64>().ok()?;
     (seconds.is_finite() && (0.0..1.0e9).contains(&seconds))
         .then(|| Duration::from_secs_f64(seconds))

@@ -92,9 +92,10 @@ impl ResponseBuilder {
                     self.push(StreamEvent::ReasoningStart);
                 }
                 if let Some(Part::Reasoning { metadata: slot, .. }) = self.parts.last_mut()
-                    && metadata.is_some() {
-                        *slot = metadata;
-                    }
+                    && metadata.is_some()
+                {
+                    *slot = metadata;
+                }
                 self.reasoning_open = false;
             }
             StreamEvent::ToolCallStart {
@@ -116,9 +117,10 @@ impl ResponseBuilder {
             }
             StreamEvent::ToolCallDelta { index, arguments } => {
                 if let Some(&(_, at)) = self.tool_slots.iter().rev().find(|(i, _)| *i == index)
-                    && let Some(Part::ToolCall(call)) = self.parts.get_mut(at) {
-                        call.arguments.push_str(&arguments);
-                    }
+                    && let Some(Part::ToolCall(call)) = self.parts.get_mut(at)
+                {
+                    call.arguments.push_str(&arguments);
+                }
             }
             StreamEvent::Usage(usage) => merge_usage(&mut self.usage, usage),
             StreamEvent::Finish(reason) => self.finish = Some(reason),

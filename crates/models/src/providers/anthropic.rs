@@ -167,7 +167,10 @@ fn usage(value: &Value) -> Usage {
 }
 
 impl State {
-    #[expect(clippy::too_many_lines, reason = "one arm per event or error type of the wire format")]
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one arm per event or error type of the wire format"
+    )]
     pub(crate) fn event(
         &mut self,
         name: &str,

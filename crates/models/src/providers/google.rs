@@ -145,10 +145,11 @@ impl State {
             ));
         }
         if !self.id_sent
-            && let Some(id) = str_at(&value, &["responseId"]) {
-                out.push(StreamEvent::ResponseId(id.to_owned()));
-                self.id_sent = true;
-            }
+            && let Some(id) = str_at(&value, &["responseId"])
+        {
+            out.push(StreamEvent::ResponseId(id.to_owned()));
+            self.id_sent = true;
+        }
         let candidate = value.get("candidates").and_then(|c| c.get(0));
         let parts = candidate
             .and_then(|c| c.get("content"))

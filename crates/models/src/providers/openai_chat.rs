@@ -153,10 +153,11 @@ impl State {
             ));
         }
         if !self.id_sent
-            && let Some(id) = str_at(&value, &["id"]) {
-                out.push(StreamEvent::ResponseId(id.to_owned()));
-                self.id_sent = true;
-            }
+            && let Some(id) = str_at(&value, &["id"])
+        {
+            out.push(StreamEvent::ResponseId(id.to_owned()));
+            self.id_sent = true;
+        }
         let choices = value.get("choices").and_then(Value::as_array);
         for choice in choices.into_iter().flatten() {
             let delta = choice.get("delta").unwrap_or(&Value::Null);

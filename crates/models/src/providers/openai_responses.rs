@@ -103,7 +103,10 @@ pub struct State {
 }
 
 impl State {
-    #[expect(clippy::too_many_lines, reason = "one arm per event or error type of the wire format")]
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one arm per event or error type of the wire format"
+    )]
     pub(crate) fn event(
         &mut self,
         name: &str,

@@ -277,9 +277,10 @@ fn handle(
         );
     }
     if let Some(key) = &shared.key
-        && presented_key(api, headers).as_deref() != Some(key.as_str()) {
-            return error_response(api, MockError::Auth);
-        }
+        && presented_key(api, headers).as_deref() != Some(key.as_str())
+    {
+        return error_response(api, MockError::Auth);
+    }
     let turn = {
         let script = shared.script.lock().unwrap_or_else(PoisonError::into_inner);
         let mut next = shared.next.lock().unwrap_or_else(PoisonError::into_inner);
@@ -382,8 +383,9 @@ fn error_response(api: Api, error: MockError) -> Response {
     let (status, body, retry_after) = error_body(api, error);
     let mut response = respond(status, "application/json", Body::from(body));
     if let Some(seconds) = retry_after
-        && let Ok(value) = seconds.to_string().parse() {
-            response.headers_mut().insert("retry-after", value);
-        }
+        && let Ok(value) = seconds.to_string().parse()
+    {
+        response.headers_mut().insert("retry-after", value);
+    }
     response
 }

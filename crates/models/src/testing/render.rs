@@ -203,7 +203,10 @@ fn chat(model: &str, reply: &MockReply) -> (Vec<Vec<u8>>, usize) {
     (frames, 3)
 }
 
-#[expect(clippy::too_many_lines, reason = "one arm per event or error type of the wire format")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one arm per event or error type of the wire format"
+)]
 fn responses(model: &str, reply: &MockReply) -> (Vec<Vec<u8>>, usize) {
     let u = reply.usage;
     let mut seq = 0u64;
@@ -451,7 +454,10 @@ fn google(model: &str, reply: &MockReply) -> (Vec<Vec<u8>>, usize) {
 
 /// The provider's HTTP error for a class: status, JSON body and `retry-after` seconds.
 #[must_use]
-#[expect(clippy::too_many_lines, reason = "one arm per event or error type of the wire format")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one arm per event or error type of the wire format"
+)]
 pub fn error_body(api: Api, error: MockError) -> (u16, String, Option<u32>) {
     let retry_after = match error {
         MockError::RateLimited(after) => after,

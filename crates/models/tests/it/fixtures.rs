@@ -172,7 +172,11 @@ async fn every_fixture_decodes_exactly_with_nothing_unrecognised() {
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| std::path::Path::new(n).extension().is_some_and(|e| e == "sse"))
+        .filter(|n| {
+            std::path::Path::new(n)
+                .extension()
+                .is_some_and(|e| e == "sse")
+        })
         .collect();
     names.sort();
     assert_eq!(names.len(), 4);
