@@ -125,7 +125,7 @@ fn part(part: &Part) -> Option<Value> {
 
 /// Decoder state.
 #[derive(Debug, Default)]
-pub struct State {
+pub(crate) struct State {
     pub(crate) complete: bool,
     pub(crate) unrecognised: usize,
     /// Kind of each open block, by index.

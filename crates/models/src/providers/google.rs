@@ -123,7 +123,7 @@ fn contents(request: &ModelRequest) -> Value {
 
 /// Decoder state.
 #[derive(Debug, Default)]
-pub struct State {
+pub(crate) struct State {
     pub(crate) complete: bool,
     pub(crate) unrecognised: usize,
     calls: usize,

@@ -66,16 +66,15 @@ pub(crate) fn build(
     Ok(Built { url, headers, body })
 }
 
-/// Decodes one provider's SSE events.
+/// Decodes one provider's SSE events into `StreamEvent`s.
 #[derive(Debug)]
-pub enum Decoder {
-    /// Anthropic Messages.
+pub struct Decoder(Inner);
+
+#[derive(Debug)]
+enum Inner {
     Anthropic(anthropic::State),
-    /// `OpenAI` Responses.
     Responses(openai_responses::State),
-    /// `OpenAI` Chat Completions.
     Chat(openai_chat::State),
-    /// Google Gemini.
     Google(google::State),
 }
 
@@ -83,12 +82,12 @@ impl Decoder {
     /// A decoder for `api`.
     #[must_use]
     pub fn new(api: Api) -> Self {
-        match api {
-            Api::AnthropicMessages => Self::Anthropic(anthropic::State::default()),
-            Api::OpenaiResponses => Self::Responses(openai_responses::State::default()),
-            Api::OpenaiChat => Self::Chat(openai_chat::State::default()),
-            Api::GoogleGemini => Self::Google(google::State::default()),
-        }
+        Self(match api {
+            Api::AnthropicMessages => Inner::Anthropic(anthropic::State::default()),
+            Api::OpenaiResponses => Inner::Responses(openai_responses::State::default()),
+            Api::OpenaiChat => Inner::Chat(openai_chat::State::default()),
+            Api::GoogleGemini => Inner::Google(google::State::default()),
+        })
     }
 
     /// Decodes one SSE event (`name` is `message` when the event had no `event:` line).
@@ -98,22 +97,22 @@ impl Decoder {
         data: &str,
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ModelError> {
-        match self {
-            Self::Anthropic(state) => state.event(name, data, out),
-            Self::Responses(state) => state.event(name, data, out),
-            Self::Chat(state) => state.event(data, out),
-            Self::Google(state) => state.event(data, out),
+        match &mut self.0 {
+            Inner::Anthropic(state) => state.event(name, data, out),
+            Inner::Responses(state) => state.event(name, data, out),
+            Inner::Chat(state) => state.event(data, out),
+            Inner::Google(state) => state.event(data, out),
         }
     }
 
     /// Called when the stream ends: fails a stream that stopped before the provider said it
     /// was complete.
     pub fn end(&mut self) -> Result<(), ModelError> {
-        let complete = match self {
-            Self::Anthropic(state) => state.complete,
-            Self::Responses(state) => state.complete,
-            Self::Chat(state) => state.complete,
-            Self::Google(state) => state.complete,
+        let complete = match &self.0 {
+            Inner::Anthropic(state) => state.complete,
+            Inner::Responses(state) => state.complete,
+            Inner::Chat(state) => state.complete,
+            Inner::Google(state) => state.complete,
         };
         if complete {
             Ok(())
@@ -127,11 +126,11 @@ impl Decoder {
     /// Events the decoder did not recognise (zero for a stream in the published format).
     #[must_use]
     pub fn unrecognised(&self) -> usize {
-        match self {
-            Self::Anthropic(state) => state.unrecognised,
-            Self::Responses(state) => state.unrecognised,
-            Self::Chat(state) => state.unrecognised,
-            Self::Google(state) => state.unrecognised,
+        match &self.0 {
+            Inner::Anthropic(state) => state.unrecognised,
+            Inner::Responses(state) => state.unrecognised,
+            Inner::Chat(state) => state.unrecognised,
+            Inner::Google(state) => state.unrecognised,
         }
     }
 }

@@ -128,7 +128,7 @@ fn messages(request: &ModelRequest) -> Value {
 
 /// Decoder state.
 #[derive(Debug, Default)]
-pub struct State {
+pub(crate) struct State {
     pub(crate) complete: bool,
     pub(crate) unrecognised: usize,
     started: Vec<u64>,

@@ -94,7 +94,7 @@ fn input(request: &ModelRequest) -> Value {
 
 /// Decoder state.
 #[derive(Debug, Default)]
-pub struct State {
+pub(crate) struct State {
     pub(crate) complete: bool,
     pub(crate) unrecognised: usize,
     /// Output index of each function call item.

@@ -17,4 +17,5 @@ mod fixtures;
 mod guard;
 mod reasoning;
 mod replay;
+mod serde_round_trip;
 mod support;
