@@ -12,6 +12,7 @@ mod client;
 mod embeddings;
 mod error;
 mod http;
+mod metered;
 mod model;
 mod pricing;
 mod providers;
@@ -29,6 +30,7 @@ pub use client::{
 pub use embeddings::{EMBEDDING_DIMENSIONS, EmbeddingClient, Embeddings, SharedMeter};
 pub use error::{ModelError, scrub};
 pub use http::{ApiKey, GuardedHttp, HttpConfig, NameLookup, SendError, SystemLookup};
+pub use metered::MeteredClient;
 pub use model::{
     FinishReason, Message, ModelRequest, ModelResponse, ModelSpec, OutputFormat, Part, Provider,
     ReasoningLevel, ReasoningMetadata, Role, ToolCall, ToolChoice, ToolDefinition, ToolResult,

@@ -263,3 +263,59 @@ fn groups_digits() {
     assert_eq!(group(1_000), "1,000");
     assert_eq!(group(2_488_649), "2,488,649");
 }
+
+#[tokio::test]
+async fn a_metered_client_refuses_and_fails_calls_past_the_cap() {
+    use auto_swe_models::testing::{MockReply, MockTurn};
+    use auto_swe_models::{Api, MeteredClient, ModelClient};
+
+    let mut reply = MockReply::text("expensive");
+    reply.usage = Usage {
+        input: 1_500,
+        output: 10,
+        ..Usage::default()
+    };
+    let server = crate::support::mock(Api::OpenaiChat, vec![MockTurn::Reply(reply)]).await;
+    let inner = crate::support::client(Api::OpenaiChat, "openai-compatible/local", &server);
+    let meter = std::sync::Arc::new(Meter::new(
+        MeterConfig {
+            tier: Tier::Standard,
+            caps: TokenCaps {
+                input: 2_000,
+                output: 500,
+            },
+            usd_cap: None,
+        },
+        PriceCatalog::builtin(),
+    ));
+    let client = MeteredClient::new(inner, std::sync::Arc::clone(&meter));
+    // First call: under the cap.
+    assert_eq!(
+        client
+            .complete(&crate::support::ask("a"))
+            .await
+            .unwrap()
+            .text(),
+        "expensive"
+    );
+    // Second call passes the cap: it is made, accrued, and fails.
+    let error = client
+        .complete(&crate::support::ask("b"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "Budget exceeded for tier STANDARD: 3,000/2,000 input tokens, 20/500 output tokens"
+    );
+    // Third call is refused before anything is sent.
+    assert_eq!(
+        client
+            .complete(&crate::support::ask("c"))
+            .await
+            .unwrap_err()
+            .code(),
+        "BUDGET_EXCEEDED"
+    );
+    assert_eq!(server.requests().len(), 2);
+    assert_eq!(meter.totals().calls, 2);
+}
