@@ -4,7 +4,7 @@
 #![no_main]
 
 use auto_swe_models::{Api, decode_bytes};
-use futures_util::StreamExt;
+use futures_util::StreamExt as _;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -24,11 +24,11 @@ fuzz_target!(|data: &[u8]| {
         Ok(body[cut..].to_vec()),
     ];
     let mut stream = decode_bytes(api, futures_util::stream::iter(reads));
-    futures_util::executor::block_on(async {
-        while let Some(item) = stream.next().await {
-            if item.is_err() {
-                break;
-            }
+    // Every read is ready at once, so polling with a no-op waker drives the stream to its end.
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    while let std::task::Poll::Ready(Some(item)) = stream.poll_next_unpin(&mut context) {
+        if item.is_err() {
+            break;
         }
-    });
+    }
 });

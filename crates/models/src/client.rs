@@ -7,7 +7,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use auto_swe_scanners::UrlPolicy;
-use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::{Stream, StreamExt};
 use url::Url;
 
@@ -17,6 +16,7 @@ use crate::model::{ModelRequest, ModelResponse, ModelSpec, Provider};
 use crate::providers::{Api, Decoder, build, classify_http};
 use crate::reasoning::{Route, reasoning_call};
 use crate::retry::RetryPolicy;
+use crate::sse::{SseEvent, SseParser};
 use crate::stream::{ResponseBuilder, StreamEvent};
 
 /// A stream of response increments. Dropping it cancels the call: the connection is closed.
@@ -230,8 +230,10 @@ async fn read_capped(mut response: reqwest::Response, cap: usize) -> Vec<u8> {
 }
 
 struct DecodeState<S> {
-    events: S,
+    bytes: Pin<Box<S>>,
+    parser: SseParser,
     decoder: Decoder,
+    frames: VecDeque<SseEvent>,
     pending: VecDeque<StreamEvent>,
     done: bool,
 }
@@ -246,11 +248,13 @@ pub fn decode_bytes<S, B, E>(api: Api, bytes: S) -> ModelStream
 where
     S: Stream<Item = Result<B, E>> + Send + 'static,
     B: AsRef<[u8]> + Send + 'static,
-    E: Into<ModelError> + std::error::Error + Send + 'static,
+    E: Into<ModelError> + Send + 'static,
 {
     let state = DecodeState {
-        events: Box::pin(bytes.eventsource()),
+        bytes: Box::pin(bytes),
+        parser: SseParser::new(),
         decoder: Decoder::new(api),
+        frames: VecDeque::new(),
         pending: VecDeque::new(),
         done: false,
     };
@@ -264,28 +268,28 @@ where
                 if state.done {
                     return None;
                 }
-                match state.events.next().await {
-                    Some(Ok(event)) => {
-                        let mut out = Vec::new();
-                        if let Err(error) = state.decoder.event(&event.event, &event.data, &mut out)
-                        {
+                if let Some(frame) = state.frames.pop_front() {
+                    let mut out = Vec::new();
+                    if let Err(error) = state.decoder.event(&frame.event, &frame.data, &mut out) {
+                        state.done = true;
+                        return Some((Err(error), state));
+                    }
+                    state.pending.extend(out);
+                    continue;
+                }
+                match state.bytes.next().await {
+                    Some(Ok(chunk)) => {
+                        let mut frames = Vec::new();
+                        let fed = state.parser.feed(chunk.as_ref(), &mut frames);
+                        state.frames.extend(frames);
+                        if let Err(error) = fed {
                             state.done = true;
                             return Some((Err(error), state));
                         }
-                        state.pending.extend(out);
                     }
                     Some(Err(error)) => {
                         state.done = true;
-                        let error = match error {
-                            EventStreamError::Transport(e) => e.into(),
-                            EventStreamError::Utf8(_) => ModelError::InvalidResponse {
-                                message: "the stream is not UTF-8".into(),
-                            },
-                            EventStreamError::Parser(_) => ModelError::InvalidResponse {
-                                message: "the stream is not valid server-sent events".into(),
-                            },
-                        };
-                        return Some((Err(error), state));
+                        return Some((Err(error.into()), state));
                     }
                     None => {
                         state.done = true;

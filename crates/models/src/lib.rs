@@ -19,6 +19,7 @@ mod providers;
 mod reasoning;
 mod replay;
 mod retry;
+mod sse;
 mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -47,4 +48,5 @@ pub use reasoning::{
 };
 pub use replay::{Cassette, Exchange, ReplayClient, events_for};
 pub use retry::{RetryPolicy, retry_after};
+pub use sse::{SseEvent, SseParser};
 pub use stream::{ResponseBuilder, StreamEvent};

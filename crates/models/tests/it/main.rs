@@ -18,4 +18,5 @@ mod guard;
 mod reasoning;
 mod replay;
 mod serde_round_trip;
+mod sse;
 mod support;
