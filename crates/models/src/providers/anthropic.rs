@@ -1,6 +1,8 @@
 //! Anthropic Messages: request body and the streaming events (`message_start`,
 //! `content_block_start|delta|stop`, `message_delta`, `message_stop`, `ping`, `error`).
 
+use std::borrow::Cow;
+
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use url::Url;
@@ -180,6 +182,14 @@ impl State {
         if name == "ping" {
             return Ok(());
         }
+        // Fast path: content deltas are nearly every event of a stream.
+        if name == "content_block_delta"
+            && let Ok(hot) = serde_json::from_str::<HotDelta<'_>>(data)
+            && hot.kind == "content_block_delta"
+        {
+            self.delta(hot, out);
+            return Ok(());
+        }
         let value = parse(data)?;
         let kind = value.get("type").and_then(Value::as_str).unwrap_or(name);
         match kind {
@@ -289,6 +299,53 @@ impl State {
             _ => self.unrecognised += 1,
         }
         Ok(())
+    }
+}
+
+/// A `content_block_delta` event, borrowed from the frame.
+#[derive(serde::Deserialize)]
+struct HotDelta<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    index: u64,
+    #[serde(borrow)]
+    delta: HotDeltaBody<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct HotDeltaBody<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    partial_json: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    signature: Option<Cow<'a, str>>,
+}
+
+impl State {
+    fn delta(&mut self, hot: HotDelta<'_>, out: &mut Vec<StreamEvent>) {
+        let body = hot.delta;
+        let owned = |v: Option<Cow<'_, str>>| v.map(Cow::into_owned).unwrap_or_default();
+        match &*body.kind {
+            "text_delta" => out.push(StreamEvent::TextDelta(owned(body.text))),
+            "thinking_delta" => out.push(StreamEvent::ReasoningDelta(owned(body.thinking))),
+            "signature_delta" => {
+                let piece = body.signature.unwrap_or_default();
+                self.signature
+                    .get_or_insert_with(String::new)
+                    .push_str(&piece);
+            }
+            "input_json_delta" => out.push(StreamEvent::ToolCallDelta {
+                index: hot.index as usize,
+                arguments: owned(body.partial_json),
+            }),
+            _ => self.unrecognised += 1,
+        }
     }
 }
 

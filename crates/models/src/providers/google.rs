@@ -1,6 +1,8 @@
 //! Google Gemini: `generateContent` bodies and `streamGenerateContent?alt=sse` frames, each a
 //! whole `GenerateContentResponse` (no event names, no end marker besides a `finishReason`).
 
+use std::borrow::Cow;
+
 use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::{Value, json};
 use url::Url;
@@ -137,6 +139,9 @@ impl State {
         data: &str,
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ModelError> {
+        if self.text_frame(data, out) {
+            return Ok(());
+        }
         let value = parse(data)?;
         if let Some(error) = value.get("error") {
             return Err(classify_stream_error(
@@ -179,26 +184,7 @@ impl State {
                     .get("thought")
                     .and_then(Value::as_bool)
                     .unwrap_or(false);
-                if thought {
-                    if !self.in_thought {
-                        out.push(StreamEvent::ReasoningStart);
-                        self.in_thought = true;
-                    }
-                    out.push(StreamEvent::ReasoningDelta(text.to_owned()));
-                    if signature.is_some() {
-                        self.close_thought(out, signature);
-                    }
-                } else {
-                    // A signature on a text part belongs to the thinking that led to it.
-                    if signature.is_some() && !self.in_thought {
-                        out.push(StreamEvent::ReasoningStart);
-                        self.in_thought = true;
-                    }
-                    self.close_thought(out, signature);
-                    if !text.is_empty() {
-                        out.push(StreamEvent::TextDelta(text.to_owned()));
-                    }
-                }
+                self.text_part(text, thought, signature, out);
             } else {
                 self.unrecognised += 1;
             }
@@ -233,6 +219,69 @@ impl State {
         Ok(())
     }
 
+    fn text_part(
+        &mut self,
+        text: &str,
+        thought: bool,
+        signature: Option<String>,
+        out: &mut Vec<StreamEvent>,
+    ) {
+        if thought {
+            if !self.in_thought {
+                out.push(StreamEvent::ReasoningStart);
+                self.in_thought = true;
+            }
+            out.push(StreamEvent::ReasoningDelta(text.to_owned()));
+            if signature.is_some() {
+                self.close_thought(out, signature);
+            }
+        } else {
+            // A signature on a text part belongs to the thinking that led to it.
+            if signature.is_some() && !self.in_thought {
+                out.push(StreamEvent::ReasoningStart);
+                self.in_thought = true;
+            }
+            self.close_thought(out, signature);
+            if !text.is_empty() {
+                out.push(StreamEvent::TextDelta(text.to_owned()));
+            }
+        }
+    }
+
+    /// Fast path for the common frame: one candidate whose parts are all text, with no
+    /// finish reason, usage or error. Returns `false` when the frame needs the general path.
+    fn text_frame(&mut self, data: &str, out: &mut Vec<StreamEvent>) -> bool {
+        let Ok(frame) = serde_json::from_str::<Frame<'_>>(data) else {
+            return false;
+        };
+        let simple = frame.error.is_none()
+            && frame.usage_metadata.is_none()
+            && frame.candidates.len() == 1
+            && frame.candidates[0].finish_reason.is_none()
+            && frame.candidates[0].content.as_ref().is_some_and(|c| {
+                c.parts
+                    .iter()
+                    .all(|p| p.text.is_some() && p.function_call.is_none())
+            });
+        if !simple {
+            return false;
+        }
+        if !self.id_sent
+            && let Some(id) = frame.response_id
+        {
+            out.push(StreamEvent::ResponseId(id.into_owned()));
+            self.id_sent = true;
+        }
+        for candidate in frame.candidates {
+            for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+                let text = part.text.unwrap_or_default();
+                let signature = part.thought_signature.map(Cow::into_owned);
+                self.text_part(&text, part.thought.unwrap_or(false), signature, out);
+            }
+        }
+        true
+    }
+
     fn close_thought(&mut self, out: &mut Vec<StreamEvent>, signature: Option<String>) {
         if self.in_thought {
             self.in_thought = false;
@@ -241,4 +290,45 @@ impl State {
             })));
         }
     }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Frame<'a> {
+    #[serde(borrow, default)]
+    candidates: Vec<Candidate<'a>>,
+    #[serde(default)]
+    usage_metadata: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+    #[serde(borrow, default)]
+    response_id: Option<Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Candidate<'a> {
+    #[serde(borrow, default)]
+    content: Option<Content<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Content<'a> {
+    #[serde(borrow, default)]
+    parts: Vec<TextPart<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TextPart<'a> {
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default)]
+    thought: Option<bool>,
+    #[serde(borrow, default)]
+    thought_signature: Option<Cow<'a, str>>,
+    #[serde(default)]
+    function_call: Option<serde::de::IgnoredAny>,
 }

@@ -1,6 +1,8 @@
 //! `OpenAI` Chat Completions (also every OpenAI-compatible endpoint): request body with
 //! `stream_options.include_usage`, and `chat.completion.chunk` frames ending in `[DONE]`.
 
+use std::borrow::Cow;
+
 use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::{Value, json};
 use url::Url;
@@ -145,6 +147,24 @@ impl State {
             self.complete = true;
             return Ok(());
         }
+        // Fast path: a typed, borrowed read of the chunk; anything unusual takes the general
+        // path below.
+        if let Ok(chunk) = serde_json::from_str::<Chunk<'_>>(data)
+            && chunk.error.is_none()
+            && chunk.usage.is_none()
+            && let Some(choices) = chunk.choices
+        {
+            if !self.id_sent
+                && let Some(id) = chunk.id
+            {
+                out.push(StreamEvent::ResponseId(id.into_owned()));
+                self.id_sent = true;
+            }
+            for choice in choices {
+                self.choice(choice, out);
+            }
+            return Ok(());
+        }
         let value = parse(data)?;
         if let Some(error) = value.get("error") {
             return Err(classify_stream_error(
@@ -199,13 +219,7 @@ impl State {
                 }
             }
             if let Some(reason) = str_at(choice, &["finish_reason"]) {
-                out.push(StreamEvent::Finish(match reason {
-                    "stop" => FinishReason::Stop,
-                    "length" => FinishReason::Length,
-                    "tool_calls" | "function_call" => FinishReason::ToolCalls,
-                    "content_filter" => FinishReason::ContentFilter,
-                    _ => FinishReason::Other,
-                }));
+                out.push(StreamEvent::Finish(finish_reason(reason)));
             }
         }
         if let Some(u) = value.get("usage").filter(|u| !u.is_null()) {
@@ -223,5 +237,104 @@ impl State {
             self.unrecognised += 1;
         }
         Ok(())
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<CallDelta<'a>>>,
+}
+
+#[derive(serde::Deserialize)]
+struct CallDelta<'a> {
+    #[serde(default)]
+    index: u64,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    function: Option<FunctionDelta<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct FunctionDelta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+impl State {
+    fn choice(&mut self, choice: Choice<'_>, out: &mut Vec<StreamEvent>) {
+        if let Some(delta) = choice.delta {
+            let reasoning = delta.reasoning_content.or(delta.reasoning);
+            if let Some(text) = reasoning.filter(|t| !t.is_empty()) {
+                out.push(StreamEvent::ReasoningDelta(text.into_owned()));
+            }
+            if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+                out.push(StreamEvent::TextDelta(text.into_owned()));
+            }
+            for call in delta.tool_calls.into_iter().flatten() {
+                let function = call.function.unwrap_or(FunctionDelta {
+                    name: None,
+                    arguments: None,
+                });
+                if !self.started.contains(&call.index) {
+                    self.started.push(call.index);
+                    out.push(StreamEvent::ToolCallStart {
+                        index: call.index as usize,
+                        id: call.id.map(Cow::into_owned).unwrap_or_default(),
+                        name: function.name.map(Cow::into_owned).unwrap_or_default(),
+                        thought_signature: None,
+                        item_id: None,
+                    });
+                }
+                if let Some(args) = function.arguments.filter(|a| !a.is_empty()) {
+                    out.push(StreamEvent::ToolCallDelta {
+                        index: call.index as usize,
+                        arguments: args.into_owned(),
+                    });
+                }
+            }
+        }
+        if let Some(reason) = choice.finish_reason {
+            out.push(StreamEvent::Finish(finish_reason(&reason)));
+        }
+    }
+}
+
+fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "stop" => FinishReason::Stop,
+        "length" => FinishReason::Length,
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+        "content_filter" => FinishReason::ContentFilter,
+        _ => FinishReason::Other,
     }
 }

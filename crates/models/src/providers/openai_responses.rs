@@ -3,6 +3,8 @@
 //! `response.output_text.delta`, `response.function_call_arguments.delta`,
 //! `response.reasoning_summary_text.delta`, `response.completed|incomplete|failed`, `error`).
 
+use std::borrow::Cow;
+
 use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::{Value, json};
 use url::Url;
@@ -113,6 +115,30 @@ impl State {
         data: &str,
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ModelError> {
+        if name.ends_with(".delta")
+            && let Ok(hot) = serde_json::from_str::<HotDelta<'_>>(data)
+        {
+            let index = hot.output_index as usize;
+            let delta = hot.delta.into_owned();
+            match &*hot.kind {
+                "response.output_text.delta" => {
+                    out.push(StreamEvent::TextDelta(delta));
+                    return Ok(());
+                }
+                "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                    out.push(StreamEvent::ReasoningDelta(delta));
+                    return Ok(());
+                }
+                "response.function_call_arguments.delta" => {
+                    out.push(StreamEvent::ToolCallDelta {
+                        index,
+                        arguments: delta,
+                    });
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
         let value = parse(data)?;
         let kind = value.get("type").and_then(Value::as_str).unwrap_or(name);
         let output_index = value
@@ -230,4 +256,15 @@ impl State {
         }
         Ok(())
     }
+}
+
+/// A `response.*.delta` event, borrowed from the frame.
+#[derive(serde::Deserialize)]
+struct HotDelta<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    output_index: u64,
+    #[serde(borrow)]
+    delta: Cow<'a, str>,
 }
