@@ -115,7 +115,7 @@ impl State {
         data: &str,
         out: &mut Vec<StreamEvent>,
     ) -> Result<(), ModelError> {
-        if name.ends_with(".delta")
+        if name.rsplit('.').next() == Some("delta")
             && let Ok(hot) = serde_json::from_str::<HotDelta<'_>>(data)
         {
             let index = hot.output_index as usize;
