@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use auto_swe_scanners::UrlPolicy;
 use futures_util::{Stream, StreamExt};
@@ -229,13 +230,71 @@ async fn read_capped(mut response: reqwest::Response, cap: usize) -> Vec<u8> {
     body
 }
 
-struct DecodeState<S> {
+/// The decoding stream: bytes in, SSE frames, provider events out. Polled directly rather
+/// than through an `unfold` so its buffers stay in place between items.
+struct DecodeStream<S> {
     bytes: Pin<Box<S>>,
     parser: SseParser,
     decoder: Decoder,
     frames: VecDeque<SseEvent>,
+    scratch: Vec<SseEvent>,
+    events: Vec<StreamEvent>,
     pending: VecDeque<StreamEvent>,
     done: bool,
+}
+
+impl<S, B, E> Stream for DecodeStream<S>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: Into<ModelError>,
+{
+    type Item = Result<StreamEvent, ModelError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(event) = this.pending.pop_front() {
+                return Poll::Ready(Some(Ok(event)));
+            }
+            if this.done {
+                return Poll::Ready(None);
+            }
+            if let Some(frame) = this.frames.pop_front() {
+                let decoded = this
+                    .decoder
+                    .event(&frame.event, &frame.data, &mut this.events);
+                this.pending.extend(this.events.drain(..));
+                if let Err(error) = decoded {
+                    this.done = true;
+                    this.pending.clear();
+                    return Poll::Ready(Some(Err(error)));
+                }
+                continue;
+            }
+            match this.bytes.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(chunk))) => {
+                    let fed = this.parser.feed(chunk.as_ref(), &mut this.scratch);
+                    this.frames.extend(this.scratch.drain(..));
+                    if let Err(error) = fed {
+                        this.done = true;
+                        return Poll::Ready(Some(Err(error)));
+                    }
+                }
+                Poll::Ready(Some(Err(error))) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(error.into())));
+                }
+                Poll::Ready(None) => {
+                    this.done = true;
+                    if let Err(error) = this.decoder.end() {
+                        return Poll::Ready(Some(Err(error)));
+                    }
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
 }
 
 /// Turns a successful streaming response into events.
@@ -250,57 +309,16 @@ where
     B: AsRef<[u8]> + Send + 'static,
     E: Into<ModelError> + Send + 'static,
 {
-    let state = DecodeState {
+    Box::pin(DecodeStream {
         bytes: Box::pin(bytes),
         parser: SseParser::new(),
         decoder: Decoder::new(api),
         frames: VecDeque::new(),
+        scratch: Vec::new(),
+        events: Vec::new(),
         pending: VecDeque::new(),
         done: false,
-    };
-    Box::pin(futures_util::stream::unfold(
-        state,
-        |mut state| async move {
-            loop {
-                if let Some(event) = state.pending.pop_front() {
-                    return Some((Ok(event), state));
-                }
-                if state.done {
-                    return None;
-                }
-                if let Some(frame) = state.frames.pop_front() {
-                    let mut out = Vec::new();
-                    if let Err(error) = state.decoder.event(&frame.event, &frame.data, &mut out) {
-                        state.done = true;
-                        return Some((Err(error), state));
-                    }
-                    state.pending.extend(out);
-                    continue;
-                }
-                match state.bytes.next().await {
-                    Some(Ok(chunk)) => {
-                        let mut frames = Vec::new();
-                        let fed = state.parser.feed(chunk.as_ref(), &mut frames);
-                        state.frames.extend(frames);
-                        if let Err(error) = fed {
-                            state.done = true;
-                            return Some((Err(error), state));
-                        }
-                    }
-                    Some(Err(error)) => {
-                        state.done = true;
-                        return Some((Err(error.into()), state));
-                    }
-                    None => {
-                        state.done = true;
-                        if let Err(error) = state.decoder.end() {
-                            return Some((Err(error), state));
-                        }
-                    }
-                }
-            }
-        },
-    ))
+    })
 }
 
 impl From<reqwest::Error> for ModelError {
