@@ -1,6 +1,6 @@
 //! Benchmarks: SSE decoding throughput over a 10 MB recorded stream (our parser alone, and
-//! parser plus protocol decoder, against `eventsource-stream` as the baseline), and per-call client overhead against the loopback mock (against a
-//! bare HTTP POST of the same bytes as the baseline).
+//! parser plus protocol decoder, against `eventsource-stream` as the baseline), and per-call
+//! client overhead against the loopback mock (against a bare HTTP POST of the same bytes).
 
 #![expect(
     clippy::unwrap_used,

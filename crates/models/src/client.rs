@@ -17,7 +17,7 @@ use crate::model::{ModelRequest, ModelResponse, ModelSpec, Provider};
 use crate::providers::{Api, Decoder, build, classify_http};
 use crate::reasoning::{Route, reasoning_call};
 use crate::retry::RetryPolicy;
-use crate::sse::{SseEvent, SseParser};
+use crate::sse::SseParser;
 use crate::stream::{ResponseBuilder, StreamEvent};
 
 /// A stream of response increments. Dropping it cancels the call: the connection is closed.
@@ -236,10 +236,9 @@ struct DecodeStream<S> {
     bytes: Pin<Box<S>>,
     parser: SseParser,
     decoder: Decoder,
-    frames: VecDeque<SseEvent>,
-    scratch: Vec<SseEvent>,
     events: Vec<StreamEvent>,
     pending: VecDeque<StreamEvent>,
+    failure: Option<ModelError>,
     done: bool,
 }
 
@@ -257,28 +256,24 @@ where
             if let Some(event) = this.pending.pop_front() {
                 return Poll::Ready(Some(Ok(event)));
             }
+            // Events decoded before a failure are delivered first, then the failure.
+            if let Some(error) = this.failure.take() {
+                return Poll::Ready(Some(Err(error)));
+            }
             if this.done {
                 return Poll::Ready(None);
             }
-            if let Some(frame) = this.frames.pop_front() {
-                let decoded = this
-                    .decoder
-                    .event(&frame.event, &frame.data, &mut this.events);
-                this.pending.extend(this.events.drain(..));
-                if let Err(error) = decoded {
-                    this.done = true;
-                    this.pending.clear();
-                    return Poll::Ready(Some(Err(error)));
-                }
-                continue;
-            }
             match this.bytes.as_mut().poll_next(cx) {
                 Poll::Ready(Some(Ok(chunk))) => {
-                    let fed = this.parser.feed(chunk.as_ref(), &mut this.scratch);
-                    this.frames.extend(this.scratch.drain(..));
+                    let decoder = &mut this.decoder;
+                    let events = &mut this.events;
+                    let fed = this.parser.feed_with(chunk.as_ref(), &mut |name, data| {
+                        decoder.event(name, data, events)
+                    });
+                    this.pending.extend(this.events.drain(..));
                     if let Err(error) = fed {
                         this.done = true;
-                        return Poll::Ready(Some(Err(error)));
+                        this.failure = Some(error);
                     }
                 }
                 Poll::Ready(Some(Err(error))) => {
@@ -313,10 +308,9 @@ where
         bytes: Box::pin(bytes),
         parser: SseParser::new(),
         decoder: Decoder::new(api),
-        frames: VecDeque::new(),
-        scratch: Vec::new(),
         events: Vec::new(),
         pending: VecDeque::new(),
+        failure: None,
         done: false,
     })
 }

@@ -34,6 +34,22 @@ impl SseParser {
 
     /// Feeds a chunk; complete events are appended to `out`.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), ModelError> {
+        self.feed_with(chunk, &mut |event, data| {
+            out.push(SseEvent {
+                event: event.to_owned(),
+                data: data.to_owned(),
+            });
+            Ok(())
+        })
+    }
+
+    /// Feeds a chunk and hands each complete event to `on_event` as borrowed `(event, data)`,
+    /// without allocating per event. An error from `on_event` stops the chunk.
+    pub fn feed_with(
+        &mut self,
+        chunk: &[u8],
+        on_event: &mut dyn FnMut(&str, &str) -> Result<(), ModelError>,
+    ) -> Result<(), ModelError> {
         let mut chunk = chunk;
         if self.skip_lf && !chunk.is_empty() {
             if chunk[0] == b'\n' {
@@ -71,7 +87,7 @@ impl SseParser {
             } else {
                 end + 1
             };
-            result = self.line(&buffer[start..end], out);
+            result = self.line(&buffer[start..end], on_event);
             start = next;
             if result.is_err() {
                 break;
@@ -82,9 +98,13 @@ impl SseParser {
         result
     }
 
-    fn line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), ModelError> {
+    fn line(
+        &mut self,
+        line: &[u8],
+        on_event: &mut dyn FnMut(&str, &str) -> Result<(), ModelError>,
+    ) -> Result<(), ModelError> {
         if line.is_empty() {
-            return self.dispatch(out);
+            return self.dispatch(on_event);
         }
         if line[0] == b':' {
             return Ok(());
@@ -111,26 +131,30 @@ impl SseParser {
         Ok(())
     }
 
-    fn dispatch(&mut self, out: &mut Vec<SseEvent>) -> Result<(), ModelError> {
-        let mut data = std::mem::take(&mut self.data);
-        let event = std::mem::take(&mut self.event);
-        if data.is_empty() {
+    fn dispatch(
+        &mut self,
+        on_event: &mut dyn FnMut(&str, &str) -> Result<(), ModelError>,
+    ) -> Result<(), ModelError> {
+        if self.data.is_empty() {
+            self.event.clear();
             return Ok(());
         }
-        data.pop();
+        self.data.pop();
         let invalid = |_| ModelError::InvalidResponse {
             message: "the stream is not UTF-8".into(),
         };
-        let event = if event.is_empty() {
-            "message".to_owned()
-        } else {
-            String::from_utf8(event).map_err(invalid)?
+        let result = match (
+            std::str::from_utf8(&self.event),
+            std::str::from_utf8(&self.data),
+        ) {
+            (Ok(event), Ok(data)) => {
+                on_event(if event.is_empty() { "message" } else { event }, data)
+            }
+            (Err(e), _) | (_, Err(e)) => Err(invalid(e)),
         };
-        out.push(SseEvent {
-            event,
-            data: String::from_utf8(data).map_err(invalid)?,
-        });
-        Ok(())
+        self.event.clear();
+        self.data.clear();
+        result
     }
 }
 
