@@ -22,6 +22,8 @@ enum Command {
     Spec(commands::spec::SpecArgs),
     /// Run a security scanner (or the outbound URL policy) on a text.
     Scan(commands::scan::ScanArgs),
+    /// Check model providers, keys and models.
+    Models(commands::models::ModelsArgs),
 }
 
 fn main() -> ExitCode {
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Spec(args) => commands::spec::run(&args),
         Command::Scan(args) => commands::scan::run(&args),
+        Command::Models(args) => commands::models::run(&args),
     };
     output::finish(result)
 }

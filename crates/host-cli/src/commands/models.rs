@@ -1,0 +1,210 @@
+//! `auto-swe models …`: check that a provider, key and model work.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use auto_swe_models::{
+    ApiKey, ClientConfig, Endpoint, FinishReason, Message, ModelClient, ModelError, ModelRequest,
+    ModelSpec, PriceCatalog, Provider, ProviderClient, collect,
+};
+use auto_swe_scanners::UrlPolicy;
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use crate::output::{Format, Status};
+
+/// Arguments of `auto-swe models`.
+#[derive(Debug, Args)]
+pub(crate) struct ModelsArgs {
+    #[command(subcommand)]
+    command: ModelsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ModelsCommand {
+    /// Make one streamed call and report whether the provider, key and model work.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// The model, `provider/model` (anthropic, openai, google or openai-compatible).
+    model: String,
+    /// The provider's base URL. For `openai` and `openai-compatible` this is an `apiBase`
+    /// speaking Chat Completions (`{apiBase}/chat/completions`); for `anthropic` and `google`
+    /// it replaces the public origin.
+    #[arg(long, value_name = "URL")]
+    api_base: Option<String>,
+    /// Allow one private or loopback endpoint, `HOST:PORT` (a local Ollama or vLLM). Plain
+    /// HTTP is accepted only for such a host.
+    #[arg(long, value_name = "HOST:PORT")]
+    allow_private_host: Vec<String>,
+    /// The prompt to send.
+    #[arg(long, default_value = "Reply with the single word: ready")]
+    prompt: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CheckReport {
+    text: String,
+    finish_reason: Option<&'static str>,
+    usage: UsageReport,
+    cost_usd: Option<f64>,
+    latency_ms: u64,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct UsageReport {
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    cache_write: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct ErrorReport {
+    error: ErrorBody,
+}
+
+#[derive(Debug, Serialize)]
+struct ErrorBody {
+    code: &'static str,
+    message: String,
+    retryable: bool,
+}
+
+/// Runs `auto-swe models …`.
+pub(crate) fn run(args: &ModelsArgs) -> anyhow::Result<Status> {
+    match &args.command {
+        ModelsCommand::Check(check_args) => check(check_args),
+    }
+}
+
+fn check(args: &CheckArgs) -> anyhow::Result<Status> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    match runtime.block_on(call(args)) {
+        Ok(report) => {
+            match args.format {
+                Format::Json => crate::output::print_json(&report)?,
+                Format::Text => crate::output::print_text(&render_text(&args.model, &report))?,
+            }
+            Ok(Status::Success)
+        }
+        Err(error) => {
+            let report = ErrorReport {
+                error: ErrorBody {
+                    code: error.code(),
+                    message: error.to_string(),
+                    retryable: error.is_retryable(),
+                },
+            };
+            match args.format {
+                Format::Json => crate::output::print_json(&report)?,
+                Format::Text => crate::output::print_text(&format!(
+                    "{} failed: {} ({})\n",
+                    args.model, report.error.message, report.error.code
+                ))?,
+            }
+            Ok(Status::Problems)
+        }
+    }
+}
+
+fn client_config(args: &CheckArgs) -> Result<ClientConfig, ModelError> {
+    let spec = ModelSpec::parse(&args.model)?;
+    let provider = spec.provider();
+    // Keys come from the environment only, never from the command line.
+    let key = std::env::var(provider.key_variable()).unwrap_or_default();
+    if key.is_empty() && provider != Provider::OpenaiCompatible {
+        return Err(ModelError::Configuration {
+            message: format!(
+                "set {} to check {}",
+                provider.key_variable(),
+                provider.as_str()
+            ),
+        });
+    }
+    let mut policy = UrlPolicy::default();
+    for origin in &args.allow_private_host {
+        policy
+            .allow_private_origin(origin)
+            .map_err(|refusal| ModelError::RefusedByPolicy {
+                message: format!("--allow-private-host {origin}: {refusal}"),
+            })?;
+    }
+    let endpoint = match (&args.api_base, provider) {
+        (None, Provider::OpenaiCompatible) => {
+            return Err(ModelError::Configuration {
+                message: "openai-compatible needs --api-base".into(),
+            });
+        }
+        (None, _) => Endpoint::Default,
+        (Some(text), _) => {
+            let url = url::Url::parse(text).map_err(|_| ModelError::Configuration {
+                message: "--api-base is not a URL".into(),
+            })?;
+            match provider {
+                Provider::Openai | Provider::OpenaiCompatible => Endpoint::ApiBase(url),
+                _ => Endpoint::BaseUrl(url),
+            }
+        }
+    };
+    let mut config = ClientConfig::new(spec, ApiKey::new(key));
+    config.endpoint = endpoint;
+    config.policy = Arc::new(policy);
+    Ok(config)
+}
+
+async fn call(args: &CheckArgs) -> Result<CheckReport, ModelError> {
+    let config = client_config(args)?;
+    let spec = config.spec.clone();
+    let client = ProviderClient::new(config)?;
+    let request = ModelRequest {
+        messages: vec![Message::user(args.prompt.clone())],
+        max_tokens: Some(256),
+        ..ModelRequest::default()
+    };
+    let started = Instant::now();
+    let response = collect(client.stream(&request).await?).await?;
+    let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let usage = response.usage;
+    let cost_usd = PriceCatalog::builtin()
+        .lookup(&spec)
+        .price
+        .map(|price| price.cost_usd(&usage));
+    Ok(CheckReport {
+        text: response.text(),
+        finish_reason: response.finish_reason.map(FinishReason::as_str),
+        usage: UsageReport {
+            input: usage.input,
+            output: usage.output,
+            cache_read: usage.cache_read,
+            cache_write: usage.cache_write(),
+        },
+        cost_usd,
+        latency_ms,
+    })
+}
+
+fn render_text(model: &str, report: &CheckReport) -> String {
+    let cost = report
+        .cost_usd
+        .map_or_else(|| "unknown (no price)".to_owned(), |c| format!("${c:.6}"));
+    format!(
+        "{model} works ({} ms)\nanswer: {}\nfinish: {}\nusage: {} in, {} out, {} cache read, {} cache write\ncost: {cost}\n",
+        report.latency_ms,
+        report.text.trim(),
+        report.finish_reason.unwrap_or("none"),
+        report.usage.input,
+        report.usage.output,
+        report.usage.cache_read,
+        report.usage.cache_write,
+    )
+}

@@ -1,0 +1,237 @@
+//! `auto-swe models check` through the real binary against each provider's loopback mock.
+
+use std::process::Output;
+
+use auto_swe_models::Api;
+use auto_swe_models::testing::{MockError, MockReply, MockServer, MockTurn};
+use serde_json::Value;
+
+const KEY: &str = "sk-cli-test-0123456789abcdefghijKLMNOP";
+const VARIABLES: [&str; 4] = [
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "OPENAI_COMPATIBLE_API_KEY",
+];
+
+/// Runs the binary off the async runtime (the mock serves on it meanwhile). Keys are given to
+/// the child only; the test process's environment is never changed.
+async fn run(args: Vec<String>, key_variable: Option<&'static str>) -> (i32, Value, String) {
+    let output: Output = tokio::task::spawn_blocking(move || {
+        #[expect(clippy::disallowed_methods, reason = "the test runs the real binary")]
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_auto-swe"));
+        for variable in VARIABLES {
+            command.env_remove(variable);
+        }
+        if let Some(variable) = key_variable {
+            command.env(variable, KEY);
+        }
+        command.args(&args).output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        !stdout.contains(KEY) && !stderr.contains(KEY),
+        "the key was printed"
+    );
+    let json = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    (output.status.code().unwrap_or(-1), json, stderr)
+}
+
+fn check_args(model: &str, server: &MockServer, base: &str, allow: bool) -> Vec<String> {
+    let mut args = vec![
+        "models".to_owned(),
+        "check".to_owned(),
+        model.to_owned(),
+        "--api-base".to_owned(),
+        format!("{}{base}", server.base_url()),
+        "--format".to_owned(),
+        "json".to_owned(),
+        "--prompt".to_owned(),
+        "ping".to_owned(),
+    ];
+    if allow {
+        args.push("--allow-private-host".into());
+        args.push(server.origin());
+    }
+    args
+}
+
+fn providers() -> Vec<(Api, &'static str, &'static str, &'static str)> {
+    vec![
+        (
+            Api::AnthropicMessages,
+            "anthropic/claude-haiku-4-5-20251001",
+            "",
+            "ANTHROPIC_API_KEY",
+        ),
+        (
+            Api::OpenaiChat,
+            "openai/gpt-4o-mini",
+            "/v1",
+            "OPENAI_API_KEY",
+        ),
+        (
+            Api::GoogleGemini,
+            "google/gemini-2.5-flash",
+            "",
+            "GEMINI_API_KEY",
+        ),
+        (
+            Api::OpenaiChat,
+            "openai-compatible/qwen3-coder",
+            "/v1",
+            "OPENAI_COMPATIBLE_API_KEY",
+        ),
+    ]
+}
+
+fn reply() -> MockReply {
+    let mut reply = MockReply::text("ready");
+    reply.usage = auto_swe_models::Usage {
+        input: 1_000,
+        output: 10,
+        cache_read: 600,
+        ..auto_swe_models::Usage::default()
+    };
+    reply
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_provider_answers_through_the_binary() {
+    for (api, model, base, variable) in providers() {
+        let server = MockServer::start(api, Some(KEY), vec![MockTurn::Reply(reply())])
+            .await
+            .unwrap();
+        let (code, json, stderr) =
+            run(check_args(model, &server, base, true), Some(variable)).await;
+        assert_eq!(code, 0, "{model}: {json} {stderr}");
+        insta::assert_json_snapshot!(format!("check_{}", model.replace(['/', '.'], "_")), json, {".latencyMs" => "[latency]"});
+        let request = &server.requests()[0];
+        assert!(
+            request.body.to_string().contains("ping"),
+            "{model}: the prompt was sent"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_key_is_an_auth_failure() {
+    for (api, model, base, variable) in providers() {
+        let server =
+            MockServer::start(api, Some("a-different-key"), vec![MockTurn::Reply(reply())])
+                .await
+                .unwrap();
+        let (code, json, _) = run(check_args(model, &server, base, true), Some(variable)).await;
+        assert_eq!(code, 1, "{model}");
+        assert_eq!(
+            json["error"]["code"], "MODEL_AUTH_FAILED",
+            "{model}: {json}"
+        );
+        assert_eq!(json["error"]["retryable"], false);
+        assert_eq!(
+            server.requests().len(),
+            1,
+            "{model}: an auth failure is not retried"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_then_success() {
+    for (api, model, base, variable) in providers() {
+        let server = MockServer::start(
+            api,
+            Some(KEY),
+            vec![
+                MockTurn::Error(MockError::RateLimited(Some(0))),
+                MockTurn::Reply(reply()),
+            ],
+        )
+        .await
+        .unwrap();
+        let (code, json, stderr) =
+            run(check_args(model, &server, base, true), Some(variable)).await;
+        assert_eq!(code, 0, "{model}: {json} {stderr}");
+        assert_eq!(json["text"], "ready");
+        assert_eq!(server.requests().len(), 2, "{model}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_is_refused_without_allow_private_host() {
+    for (api, model, base, variable) in providers() {
+        let server = MockServer::start(api, Some(KEY), vec![MockTurn::Reply(reply())])
+            .await
+            .unwrap();
+        let (code, json, _) = run(check_args(model, &server, base, false), Some(variable)).await;
+        assert_eq!(code, 1, "{model}");
+        assert_eq!(
+            json["error"]["code"], "MODEL_REFUSED_BY_POLICY",
+            "{model}: {json}"
+        );
+        assert!(
+            server.requests().is_empty(),
+            "{model}: nothing may reach a refused endpoint"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_come_from_the_environment_only() {
+    let server = MockServer::start(
+        Api::AnthropicMessages,
+        Some(KEY),
+        vec![MockTurn::Reply(reply())],
+    )
+    .await
+    .unwrap();
+    let (code, json, _) = run(
+        check_args("anthropic/claude-haiku-4-5", &server, "", true),
+        None,
+    )
+    .await;
+    assert_eq!(code, 1);
+    insta::assert_json_snapshot!("check_missing_key", json);
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_output_reads_as_a_sentence() {
+    let server = MockServer::start(
+        Api::AnthropicMessages,
+        Some(KEY),
+        vec![MockTurn::Reply(reply())],
+    )
+    .await
+    .unwrap();
+    let mut args = check_args("anthropic/claude-haiku-4-5", &server, "", true);
+    let at = args.iter().position(|a| a == "json").unwrap();
+    args[at] = "text".into();
+    let output = tokio::task::spawn_blocking(move || {
+        #[expect(clippy::disallowed_methods, reason = "the test runs the real binary")]
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_auto-swe"));
+        command
+            .env("ANTHROPIC_API_KEY", KEY)
+            .args(&args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let stable: String = stdout
+        .lines()
+        .map(|l| {
+            if l.ends_with(" ms)") {
+                "anthropic/claude-haiku-4-5 works ([latency] ms)"
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    insta::assert_snapshot!("check_text", stable);
+}

@@ -1,0 +1,281 @@
+//! Budget tiers and the `Meter` that accrues every call's tokens and cost and refuses calls
+//! once a cap is passed.
+
+use std::fmt::Write as _;
+use std::sync::{Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+
+use crate::ModelError;
+use crate::model::{ModelSpec, Usage};
+use crate::pricing::{PriceCatalog, PriceSource, counted_input};
+
+/// A run's budget tier.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Tier {
+    /// 2,000,000 input / 500,000 output.
+    #[default]
+    Standard,
+    /// 8,000,000 input / 2,000,000 output.
+    Large,
+    /// 20,000,000 input / 5,000,000 output.
+    Epic,
+}
+
+impl Tier {
+    /// `STANDARD`, `LARGE` or `EPIC`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Standard => "STANDARD",
+            Self::Large => "LARGE",
+            Self::Epic => "EPIC",
+        }
+    }
+
+    /// The built-in caps for this tier.
+    #[must_use]
+    pub fn default_caps(self) -> TokenCaps {
+        match self {
+            Self::Standard => TokenCaps {
+                input: 2_000_000,
+                output: 500_000,
+            },
+            Self::Large => TokenCaps {
+                input: 8_000_000,
+                output: 2_000_000,
+            },
+            Self::Epic => TokenCaps {
+                input: 20_000_000,
+                output: 5_000_000,
+            },
+        }
+    }
+}
+
+/// Token caps: counted input and output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenCaps {
+    /// Counted input tokens.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+}
+
+/// How a meter is limited.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeterConfig {
+    /// The tier named in messages.
+    pub tier: Tier,
+    /// Its caps (usually `tier.default_caps()`, or the host's configured defaults).
+    pub caps: TokenCaps,
+    /// A USD cap (organisation or channel budget), when one applies.
+    pub usd_cap: Option<f64>,
+}
+
+impl MeterConfig {
+    /// A tier with its default caps and no USD cap.
+    #[must_use]
+    pub fn tier(tier: Tier) -> Self {
+        Self {
+            tier,
+            caps: tier.default_caps(),
+            usd_cap: None,
+        }
+    }
+}
+
+/// What one call cost.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Charge {
+    /// USD (zero when unpriced).
+    pub cost_usd: f64,
+    /// Where the price came from.
+    pub price_source: PriceSource,
+    /// Counted input tokens.
+    pub counted_input: u64,
+    /// Raw input tokens.
+    pub raw_input: u64,
+    /// Output tokens.
+    pub output: u64,
+}
+
+/// Totals so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MeterTotals {
+    /// Counted input tokens.
+    pub counted_input: u64,
+    /// Raw input tokens.
+    pub raw_input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// USD.
+    pub cost_usd: f64,
+    /// Calls recorded.
+    pub calls: u64,
+}
+
+/// Accrues calls and enforces caps. Shared by reference between concurrent callers.
+#[derive(Debug)]
+pub struct Meter {
+    config: MeterConfig,
+    catalog: PriceCatalog,
+    totals: Mutex<MeterTotals>,
+}
+
+impl Meter {
+    /// A meter with no spend yet.
+    #[must_use]
+    pub fn new(config: MeterConfig, catalog: PriceCatalog) -> Self {
+        Self {
+            config,
+            catalog,
+            totals: Mutex::new(MeterTotals::default()),
+        }
+    }
+
+    /// The totals so far.
+    #[must_use]
+    pub fn totals(&self) -> MeterTotals {
+        *self.totals.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Checks before a call: refuses once a cap is reached, and refuses an unpriced model when
+    /// a USD cap applies.
+    pub fn admit(&self, spec: &ModelSpec) -> Result<(), ModelError> {
+        if self.config.usd_cap.is_some() && self.catalog.lookup(spec).price.is_none() {
+            return Err(ModelError::ModelUnpriced {
+                model: spec.to_string(),
+            });
+        }
+        let totals = self.totals();
+        if self.exceeded(&totals, true) {
+            return Err(self.exceeded_error(&totals));
+        }
+        Ok(())
+    }
+
+    /// Accrues a finished call, then checks: the ledger shows the real overage and the call
+    /// that passed a cap fails with `BUDGET_EXCEEDED`.
+    pub fn record(&self, spec: &ModelSpec, usage: &Usage) -> Result<Charge, ModelError> {
+        let charge = self.charge(spec, usage);
+        let totals = {
+            let mut totals = self.totals.lock().unwrap_or_else(PoisonError::into_inner);
+            totals.counted_input += charge.counted_input;
+            totals.raw_input += charge.raw_input;
+            totals.output += charge.output;
+            totals.cost_usd += charge.cost_usd;
+            totals.calls += 1;
+            *totals
+        };
+        if self.exceeded(&totals, false) {
+            return Err(self.exceeded_error(&totals));
+        }
+        Ok(charge)
+    }
+
+    /// Accrues an embedding call: its cost only (embeddings spend money, not run tokens).
+    pub fn record_cost(&self, cost_usd: f64) -> Result<(), ModelError> {
+        let totals = {
+            let mut totals = self.totals.lock().unwrap_or_else(PoisonError::into_inner);
+            totals.cost_usd += cost_usd;
+            *totals
+        };
+        if self.exceeded(&totals, false) {
+            return Err(self.exceeded_error(&totals));
+        }
+        Ok(())
+    }
+
+    /// Prices a call without accruing it.
+    #[must_use]
+    pub fn charge(&self, spec: &ModelSpec, usage: &Usage) -> Charge {
+        let lookup = self.catalog.lookup(spec);
+        Charge {
+            cost_usd: lookup.price.map_or(0.0, |p| p.cost_usd(usage)),
+            price_source: lookup.source,
+            counted_input: counted_input(usage, lookup.price.as_ref()),
+            raw_input: usage.input,
+            output: usage.output,
+        }
+    }
+
+    /// `at_cap`: a cap that is exactly reached refuses the next call; after a call, only a cap
+    /// that is passed fails it.
+    fn exceeded(&self, totals: &MeterTotals, at_cap: bool) -> bool {
+        let caps = self.config.caps;
+        let over = |used: u64, cap: u64| if at_cap { used >= cap } else { used > cap };
+        over(totals.counted_input, caps.input)
+            || over(totals.output, caps.output)
+            || self.config.usd_cap.is_some_and(|cap| {
+                if at_cap {
+                    totals.cost_usd >= cap
+                } else {
+                    totals.cost_usd > cap
+                }
+            })
+    }
+
+    fn exceeded_error(&self, totals: &MeterTotals) -> ModelError {
+        ModelError::BudgetExceeded {
+            message: budget_message(
+                self.config.tier,
+                self.config.caps,
+                totals,
+                self.config.usd_cap,
+            ),
+        }
+    }
+}
+
+/// `Budget exceeded for tier STANDARD: 2,013,000/2,000,000 input tokens counted (2,488,649
+/// raw), 12,000/500,000 output tokens`.
+#[must_use]
+pub fn budget_message(
+    tier: Tier,
+    caps: TokenCaps,
+    totals: &MeterTotals,
+    usd_cap: Option<f64>,
+) -> String {
+    let input = if totals.counted_input == totals.raw_input {
+        format!(
+            "{}/{} input tokens",
+            group(totals.counted_input),
+            group(caps.input)
+        )
+    } else {
+        format!(
+            "{}/{} input tokens counted ({} raw)",
+            group(totals.counted_input),
+            group(caps.input),
+            group(totals.raw_input)
+        )
+    };
+    let mut message = format!(
+        "Budget exceeded for tier {}: {input}, {}/{} output tokens",
+        tier.as_str(),
+        group(totals.output),
+        group(caps.output)
+    );
+    if let Some(cap) = usd_cap {
+        let _ = write!(message, ", ${:.2}/${cap:.2}", totals.cost_usd);
+    }
+    message
+}
+
+/// `2488649` → `2,488,649`.
+#[must_use]
+pub fn group(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

@@ -1,0 +1,52 @@
+//! auto-swe model providers: a provider-neutral request/response model, streaming clients for
+//! Anthropic Messages, `OpenAI` Responses and Chat Completions, Google Gemini and any
+//! OpenAI-compatible endpoint, the reasoning-level mapping, pricing, counted tokens, budget
+//! tiers and the `Meter`, embeddings, a replay provider, and a guarded HTTP client that applies
+//! the outbound URL policy to every URL and every resolved address.
+//!
+//! With the `testing` feature, `testing` holds loopback mock servers for every provider that
+//! speak the published wire formats.
+
+mod budget;
+mod client;
+mod embeddings;
+mod error;
+mod http;
+mod metered;
+mod model;
+mod pricing;
+mod providers;
+mod reasoning;
+mod replay;
+mod retry;
+mod sse;
+mod stream;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use budget::{Charge, Meter, MeterConfig, MeterTotals, Tier, TokenCaps, budget_message, group};
+pub use client::{
+    ClientConfig, Endpoint, ModelClient, ModelStream, ProviderClient, collect, decode_bytes,
+};
+pub use embeddings::{EMBEDDING_DIMENSIONS, EmbeddingClient, Embeddings, SharedMeter};
+pub use error::{ModelError, scrub};
+pub use http::{ApiKey, GuardedHttp, HttpConfig, NameLookup, SendError, SystemLookup};
+pub use metered::MeteredClient;
+pub use model::{
+    FinishReason, Message, ModelRequest, ModelResponse, ModelSpec, OutputFormat, Part, Provider,
+    ReasoningLevel, ReasoningMetadata, Role, ToolCall, ToolChoice, ToolDefinition, ToolResult,
+    Usage,
+};
+pub use pricing::{
+    ANTHROPIC_CACHE, CacheMultipliers, LongContext, Price, PriceCatalog, PriceLookup, PriceSource,
+    Rates, counted_input,
+};
+pub use providers::{Api, Decoder};
+pub use reasoning::{
+    ANTHROPIC_BUDGETS, Effort, GOOGLE_BUDGETS, ReasoningCall, Route, anthropic_can_think,
+    reasoning_call,
+};
+pub use replay::{Cassette, Exchange, ReplayClient, events_for};
+pub use retry::{RetryPolicy, retry_after};
+pub use sse::{SseEvent, SseParser};
+pub use stream::{ResponseBuilder, StreamEvent};
