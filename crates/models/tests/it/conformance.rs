@@ -744,3 +744,29 @@ async fn reasoning_levels_never_fail_a_call() {
         }
     }
 }
+
+#[tokio::test]
+async fn output_before_a_stream_error_is_delivered_then_the_error() {
+    for (api, spec) in cases() {
+        let server = mock(
+            api,
+            vec![MockTurn::MidStreamError(
+                MockReply::text("partial answer"),
+                MockError::Overloaded,
+            )],
+        )
+        .await;
+        let mut stream = client(api, spec, &server).stream(&ask("hi")).await.unwrap();
+        let mut text = String::new();
+        let mut error = None;
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(StreamEvent::TextDelta(delta)) => text.push_str(&delta),
+                Ok(_) => {}
+                Err(e) => error = Some(e),
+            }
+        }
+        assert_eq!(text, "partial answer", "{api:?}");
+        assert!(error.is_some_and(|e| e.is_retryable()), "{api:?}");
+    }
+}
