@@ -51,7 +51,6 @@ impl Actor {
 
 /// The fields a version carries.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct AgentFields {
     /// Own model.
     pub model_spec: Option<ModelSpec>,
@@ -75,7 +74,6 @@ pub struct AgentFields {
 
 /// A change to some fields; `None` leaves a field as it is, `Some(None)` clears it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct AgentPatch {
     /// Own model.
     pub model_spec: Option<Option<ModelSpec>>,

@@ -156,7 +156,6 @@ impl NewSkill {
 
 /// An edit; `None` leaves a field as it is.
 #[derive(Debug, Clone, Default)]
-#[non_exhaustive]
 pub struct SkillEdit {
     /// New name (no revision).
     pub name: Option<String>,

@@ -49,7 +49,6 @@ impl SkillScope {
 /// Where imported text came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct SkillProvenance {
     /// `owner/repo` of the source, or `None` when the source row was deleted.
     pub repository: Option<String>,
