@@ -22,6 +22,10 @@ enum Command {
     Spec(commands::spec::SpecArgs),
     /// Run a security scanner (or the outbound URL policy) on a text.
     Scan(commands::scan::ScanArgs),
+    /// List and show the library's agents (local mode: the built-ins).
+    Agents(commands::agents::AgentsArgs),
+    /// List and show the library's skills (local mode: the built-ins).
+    Skills(commands::agents::SkillsArgs),
 }
 
 fn main() -> ExitCode {
@@ -29,6 +33,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Spec(args) => commands::spec::run(&args),
         Command::Scan(args) => commands::scan::run(&args),
+        Command::Agents(args) => commands::agents::run_agents(&args),
+        Command::Skills(args) => commands::agents::run_skills(&args),
     };
     output::finish(result)
 }

@@ -1,4 +1,6 @@
 //! Integration tests of the `auto-swe` binary, one module per command.
 
 #[cfg(test)]
+mod agents;
+#[cfg(test)]
 mod scan;
