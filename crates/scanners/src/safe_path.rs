@@ -106,6 +106,14 @@ fn is_look_alike(c: char) -> bool {
     )
 }
 
+/// Whether a path (or its first component) reads as rooted: a home directory (`~`, `~user`) or
+/// a drive (`C:`).
+fn looks_rooted(path: &str) -> bool {
+    let bytes = path.as_bytes();
+    path.starts_with('~')
+        || (bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':')
+}
+
 /// Normalises a relative path and refuses anything that could leave the root: absolute paths,
 /// `..` that climbs past the start, NUL bytes, backslashes, single quotes, control characters
 /// and look-alike or invisible characters. `a/./b//c` becomes `a/b/c`; `a/../b` becomes `b`.
@@ -123,11 +131,7 @@ pub fn safe_path(path: &str) -> Result<SafePath, PathRefusal> {
             _ => {}
         }
     }
-    if path.starts_with('/') || path.starts_with('~') {
-        return Err(PathRefusal::Absolute);
-    }
-    let bytes = path.as_bytes();
-    if bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' {
+    if path.starts_with('/') || looks_rooted(path) {
         return Err(PathRefusal::Absolute);
     }
     let mut parts: Vec<&str> = Vec::new();
@@ -142,8 +146,12 @@ pub fn safe_path(path: &str) -> Result<SafePath, PathRefusal> {
             other => parts.push(other),
         }
     }
-    if parts.is_empty() {
+    let Some(first) = parts.first() else {
         return Ok(SafePath(".".to_owned()));
+    };
+    // `./~` or `./C:` would normalise to a path that reads as rooted.
+    if looks_rooted(first) {
+        return Err(PathRefusal::Absolute);
     }
     Ok(SafePath(parts.join("/")))
 }

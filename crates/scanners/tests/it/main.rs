@@ -1,12 +1,22 @@
 //! Integration tests of `auto-swe-scanners`, one module per feature.
 
+#[cfg(test)]
+mod benign;
+#[cfg(test)]
 mod cache;
+#[cfg(test)]
 mod content;
+#[cfg(test)]
 mod fence;
+#[cfg(test)]
 mod gates;
+#[cfg(test)]
 mod paths;
+#[cfg(test)]
 mod patterns;
+#[cfg(test)]
 mod shell;
+#[cfg(test)]
 mod url_policy;
 
 /// The built-in pack, compiled once for the whole test binary.

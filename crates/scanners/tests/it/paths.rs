@@ -23,6 +23,11 @@ fn safe_path_normalises_and_refuses_tricks() {
         ("~/.ssh/id_rsa", Err(PathRefusal::Absolute)),
         ("C:/Windows", Err(PathRefusal::Absolute)),
         ("c:foo", Err(PathRefusal::Absolute)),
+        // Found by fuzzing: normalising must not produce a rooted-looking path.
+        ("./A:", Err(PathRefusal::Absolute)),
+        ("./~", Err(PathRefusal::Absolute)),
+        ("x/../~root/y", Err(PathRefusal::Absolute)),
+        ("a/~b", Ok("a/~b")),
         ("..\\..\\x", Err(PathRefusal::Backslash)),
         ("a\\b", Err(PathRefusal::Backslash)),
         ("a\0b", Err(PathRefusal::Nul)),
@@ -81,6 +86,8 @@ proptest! {
             prop_assert!(!safe.as_str().starts_with('/'));
             prop_assert!(!safe.as_str().contains('\\'));
             prop_assert!(!safe.as_str().contains('\0'));
+            // Normalising is idempotent: the normal form is itself accepted unchanged.
+            prop_assert_eq!(safe_path(safe.as_str()), Ok(safe.clone()));
             // Resolving the accepted path with std keeps it under the root.
             let root = std::path::Path::new("/workspace/root");
             let joined = root.join(safe.as_str());

@@ -123,3 +123,42 @@ fn later_patterns_replace_earlier_ones_with_the_same_id_and_disabled_ones_drop()
     assert_eq!(compiled.len(), 0);
     assert_eq!(compiled.problems().len(), 1);
 }
+
+proptest::proptest! {
+    /// The stored form of a pattern survives a JSON round trip.
+    #[test]
+    fn patterns_round_trip_through_json(
+        id in "[a-z.\\-]{1,20}",
+        expression in ".{0,40}",
+        flags in "[imsxu]{0,5}",
+        description in ".{0,40}",
+        enabled in proptest::bool::ANY,
+        type_index in 0usize..6,
+        severity_index in 0usize..4,
+    ) {
+        let severities = [Severity::Pass, Severity::Info, Severity::Warning, Severity::Critical];
+        let pattern = Pattern {
+            id,
+            pattern_type: PatternType::ALL[type_index],
+            severity: severities[severity_index],
+            pattern: expression,
+            flags,
+            description,
+            enabled,
+        };
+        let json = serde_json::to_string(&pattern).unwrap();
+        let back: Pattern = serde_json::from_str(&json).unwrap();
+        proptest::prop_assert_eq!(back, pattern);
+    }
+}
+
+#[test]
+fn the_stored_form_uses_the_seeds_field_names() {
+    let pattern: Pattern = serde_json::from_str(
+        r#"{"id":"x","type":"SHELL_COMMAND","severity":"CRITICAL","pattern":"rm","flags":"i"}"#,
+    )
+    .unwrap();
+    assert_eq!(pattern.pattern_type, PatternType::ShellCommand);
+    assert!(pattern.enabled, "enabled defaults to true");
+    assert_eq!(pattern.description, "");
+}

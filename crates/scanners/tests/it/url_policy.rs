@@ -91,6 +91,23 @@ fn literal_addresses_in_every_spelling_are_refused() {
             ("http://printer.local./", Err("PRIVATE")),
             ("http://intranet/", Err("PRIVATE")),
             ("http://host.docker.internal:8080/", Err("PRIVATE")),
+            // IDNA maps circled, fullwidth and mathematical letters onto ASCII before deciding.
+            (
+                "http://\u{24DB}\u{24DE}\u{24D2}\u{24D0}\u{24DB}\u{24D7}\u{24DE}\u{24E2}\u{24E3}/",
+                Err("LOOPBACK"),
+            ),
+            (
+                "http://\u{FF4C}\u{FF4F}\u{FF43}\u{FF41}\u{FF4C}\u{FF48}\u{FF4F}\u{FF53}\u{FF54}/",
+                Err("LOOPBACK"),
+            ),
+            ("http://metadata.google.\u{1D5C2}nternal/", Err("METADATA")),
+            ("http://①②⑦.0.0.1/", Err("LOOPBACK")),
+            ("http://127.0.0.1%00.example.com/", Err("BAD_URL")),
+            ("http://0x7f.0x0.0x0.0x1/", Err("LOOPBACK")),
+            ("http://127.000.000.001/", Err("LOOPBACK")),
+            ("http://[::ffff:0:7f00:1]/", Err("LOOPBACK")),
+            ("http://[2002:7f00:1::]/", Err("LOOPBACK")),
+            ("http://[2002:a9fe:a9fe::1]/", Err("METADATA")),
             ("http://224.0.0.1/", Err("RESERVED")),
             ("http://255.255.255.255/", Err("RESERVED")),
             ("http://[ff02::1]/", Err("RESERVED")),
