@@ -41,7 +41,9 @@ fn library() -> (
             if k % 4 == 3 {
                 row.inherits_model_from = Some(format!("agent{}", k - 1));
             } else {
-                row.model_spec = Some(auto_swe_agents::ModelSpec::new("anthropic/claude-sonnet-5-5"));
+                row.model_spec = Some(auto_swe_agents::ModelSpec::new(
+                    "anthropic/claude-sonnet-5-5",
+                ));
             }
             row.skill_refs = builtin_skills()
                 .iter()
