@@ -24,6 +24,10 @@ enum Command {
     Scan(commands::scan::ScanArgs),
     /// Check model providers, keys and models.
     Models(commands::models::ModelsArgs),
+    /// List and show the library's agents (local mode: the built-ins).
+    Agents(commands::agents::AgentsArgs),
+    /// List and show the library's skills (local mode: the built-ins).
+    Skills(commands::agents::SkillsArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +36,8 @@ fn main() -> ExitCode {
         Command::Spec(args) => commands::spec::run(&args),
         Command::Scan(args) => commands::scan::run(&args),
         Command::Models(args) => commands::models::run(&args),
+        Command::Agents(args) => commands::agents::run_agents(&args),
+        Command::Skills(args) => commands::agents::run_skills(&args),
     };
     output::finish(result)
 }

@@ -1,6 +1,7 @@
 //! One module per top-level subcommand. Each exposes `…Args` (clap) and `run(args)`, which
 //! returns the process exit status or an error that `output::finish` turns into exit code 2.
 
+pub(crate) mod agents;
 pub(crate) mod models;
 pub(crate) mod scan;
 pub(crate) mod simulate;

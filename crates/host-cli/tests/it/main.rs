@@ -1,6 +1,7 @@
 //! Integration tests of the `auto-swe` binary, run as a real process.
 #![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
+mod agents;
 mod models_check;
 mod scan;
 mod simulate;
