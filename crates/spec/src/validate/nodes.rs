@@ -722,10 +722,10 @@ fn collect_writes<'a>(nodes: &'a [Node], depth: usize, out: &mut Vec<Vec<&'a str
         if let Some(store) = node.kind.store_as() {
             add(store);
         }
-        match &node.kind {
-            NodeKind::Set(set) => set.values.keys().for_each(|key| add(key)),
-            NodeKind::FanOut(fan) => fan.exports.iter().for_each(|export| add(export)),
-            _ => {}
+        // A fan-out's `exports` read the branch context and land in the fan-out's output
+        // (`nodes.<id>.output.branches[i].exports`), so they write no context path.
+        if let NodeKind::Set(set) = &node.kind {
+            set.values.keys().for_each(|key| add(key));
         }
     }
     for node in nodes {
