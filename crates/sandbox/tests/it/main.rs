@@ -1,0 +1,15 @@
+//! Integration tests of the sandbox crate: pure plans and guards, and the shared behaviour and
+//! escape suites against every backend this host can run.
+
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test helpers outside #[test] functions fail loudly too"
+)]
+
+mod archive;
+mod git_scripts;
+mod harness;
+mod local;
+mod plans;
+mod suite;
