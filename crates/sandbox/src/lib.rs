@@ -6,6 +6,7 @@
 
 mod archive;
 mod backend;
+pub mod docker;
 mod error;
 mod git;
 pub mod local;
@@ -19,6 +20,7 @@ pub use backend::{
     BackendKind, EphemeralRunner, EphemeralSpec, Exit, HelperScript, OutputChunk, Protection,
     SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
 };
+pub use docker::{DockerBackend, DockerConfig};
 pub use error::{FailureClass, Result, SandboxError, UnsafeArchiveReason};
 pub use git::{
     AuthedGit, CloneRequest, GIT_AUTH_ENV, GIT_REFUSED_STATUS, GitOperation, SplitUrl, StraySweep,

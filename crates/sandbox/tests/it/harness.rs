@@ -88,3 +88,34 @@ impl Drop for Canaries {
         }
     }
 }
+
+/// The workspace image built by `scripts/build-workspace-rootfs.sh`.
+pub(crate) fn image() -> String {
+    std::env::var("AUTO_SWE_WORKSPACE_IMAGE")
+        .unwrap_or_else(|_| "auto-swe-workspace:bookworm".to_owned())
+}
+
+/// The engine socket: `DOCKER_HOST` (unix) or the default.
+pub(crate) fn docker_socket() -> String {
+    std::env::var("DOCKER_HOST")
+        .ok()
+        .filter(|h| h.starts_with("unix://"))
+        .unwrap_or_else(|| "/var/run/docker.sock".to_owned())
+}
+
+/// A Docker backend, or `None` (reason printed) when no engine answers. Under
+/// `AUTO_SWE_REQUIRE_DOCKER=1` that fails the test instead.
+pub(crate) async fn docker() -> Option<auto_swe_sandbox::DockerBackend> {
+    let config = auto_swe_sandbox::DockerConfig {
+        socket: docker_socket(),
+        helper_image: image(),
+    };
+    match auto_swe_sandbox::DockerBackend::connect(config).await {
+        Ok(backend) => Some(backend),
+        Err(e) => {
+            assert!(!required("AUTO_SWE_REQUIRE_DOCKER"), "Docker required: {e}");
+            eprintln!("skipping: {e}");
+            None
+        }
+    }
+}

@@ -8,6 +8,7 @@
 )]
 
 mod archive;
+mod docker;
 mod git_scripts;
 mod harness;
 mod local;

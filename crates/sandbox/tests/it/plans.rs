@@ -86,3 +86,48 @@ fn hosts_and_blackhole() {
     assert!(is_metadata_address("fd00:ec2::254".parse().unwrap()));
     assert!(!is_metadata_address("127.0.0.1".parse().unwrap()));
 }
+
+#[test]
+fn docker_workspace_and_sidecar_bodies() {
+    use auto_swe_sandbox::docker::plan::{metadata_sidecar, workspace_container};
+    let mut spec =
+        auto_swe_sandbox::WorkspaceSpec::new("auto-swe-workspace:bookworm", LocalRoot::HostSystem);
+    spec.network = NetworkMode::Bridge;
+    spec.env.insert(
+        auto_swe_sandbox::EnvName::new("CI").unwrap(),
+        "1".to_owned(),
+    );
+    spec.secret_env = auto_swe_sandbox::SecretEnv::new()
+        .with("REGISTRY_TOKEN", "never-in-the-body")
+        .unwrap();
+    let body = workspace_container("asw-test-0001", &spec).unwrap();
+    let json = serde_json::to_value(&body).unwrap();
+    assert!(!json.to_string().contains("never-in-the-body"));
+    insta::assert_json_snapshot!("docker_workspace", json);
+    insta::assert_json_snapshot!(
+        "docker_metadata_sidecar",
+        serde_json::to_value(metadata_sidecar(
+            "asw-test-0001",
+            "auto-swe-workspace:bookworm"
+        ))
+        .unwrap()
+    );
+    // No engine socket, runtime dir or home can be mounted in.
+    for source in [
+        "/var/run/docker.sock",
+        "/run/containerd/containerd.sock",
+        "/root",
+        "/var/run",
+        "/",
+    ] {
+        spec.mounts = vec![Mount {
+            source: source.into(),
+            target: "/x".to_owned(),
+            access: MountAccess::ReadOnly,
+        }];
+        assert!(
+            workspace_container("asw-test-0001", &spec).is_err(),
+            "{source}"
+        );
+    }
+}
