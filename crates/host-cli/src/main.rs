@@ -20,12 +20,15 @@ struct Cli {
 enum Command {
     /// Validate, inspect and simulate workflow specs.
     Spec(commands::spec::SpecArgs),
+    /// Probe the workspace backends and run commands in hardened workspaces.
+    Sandbox(commands::sandbox::SandboxArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Spec(args) => commands::spec::run(&args),
+        Command::Sandbox(args) => commands::sandbox::run(&args),
     };
     output::finish(result)
 }

@@ -11,6 +11,7 @@ mod error;
 mod git;
 pub mod local;
 pub mod policy;
+mod probe;
 mod process;
 mod quote;
 mod spec;
@@ -28,6 +29,7 @@ pub use git::{
     split_clone_credential,
 };
 pub use local::{LocalBackend, LocalConfig, WORKSPACE_ID_ENV};
+pub use probe::{BackendProbe, ProbeConfig, ProbeReport, explain_bwrap_failure, probe};
 pub use quote::{shell_join, shell_quote};
 pub use spec::{
     DEFAULT_EXEC_TIMEOUT, DEFAULT_OUTPUT_LIMIT, EXEC_ID_ENV, EnvName, ExecId, ExecOutput,

@@ -111,6 +111,11 @@ impl DockerBackend {
         })
     }
 
+    /// Whether the engine has `image`.
+    pub async fn has_image(&self, image: &str) -> bool {
+        self.docker.inspect_image(image).await.is_ok()
+    }
+
     fn get(&self, id: &str) -> Result<Arc<DockerWorkspace>> {
         self.workspaces
             .lock()
