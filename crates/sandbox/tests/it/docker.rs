@@ -126,3 +126,15 @@ async fn a_failed_create_leaves_no_container() {
             .any(|n| n.contains("asw-failing-"))
     }));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_escape_suite() {
+    let Some(backend) = harness::docker().await else {
+        return;
+    };
+    crate::git_escape::git_escape_suite(
+        &backend,
+        harness::spec(&harness::image(), LocalRoot::HostSystem),
+    )
+    .await;
+}

@@ -25,3 +25,12 @@ local_suite!(
     escape_tar_copied_back,
     escape_fork_bomb,
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_escape_suite() {
+    let state = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = harness::local(&state) else {
+        return;
+    };
+    crate::git_escape::git_escape_suite(&backend, harness::spec("unused", root)).await;
+}
