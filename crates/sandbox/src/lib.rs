@@ -9,6 +9,7 @@ mod backend;
 pub mod docker;
 mod error;
 mod git;
+pub mod kubernetes;
 pub mod local;
 pub mod policy;
 mod probe;

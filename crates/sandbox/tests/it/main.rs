@@ -12,6 +12,7 @@ mod docker;
 mod git_escape;
 mod git_scripts;
 mod harness;
+mod kubernetes;
 mod local;
 mod plans;
 mod suite;
