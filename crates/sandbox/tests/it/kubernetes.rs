@@ -70,10 +70,10 @@ async fn shell_steps_are_unsupported() {
     let spec = EphemeralSpec {
         image: String::new(),
         mounts: Vec::new(),
-        env: Default::default(),
+        env: std::collections::BTreeMap::default(),
         secret_env: SecretEnv::new(),
-        limits: Default::default(),
-        network: Default::default(),
+        limits: auto_swe_sandbox::ResourceLimits::default(),
+        network: auto_swe_sandbox::NetworkMode::default(),
     };
     let err = KubernetesEphemeral
         .run_ephemeral(&spec, &ExecRequest::new(["true"]))
