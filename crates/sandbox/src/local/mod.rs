@@ -408,6 +408,21 @@ impl LocalBackend {
     }
 }
 
+/// Kills what is left in a cgroup, waits (bounded) for the kernel to empty it, and removes it.
+async fn retire_cgroup(cg: &WorkspaceCgroup) {
+    cg.freeze(false);
+    for pid in cg.pids() {
+        process::kill_tree(pid);
+    }
+    for _ in 0..100 {
+        if cg.pids().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cg.remove();
+}
+
 fn poisoned() -> SandboxError {
     SandboxError::Engine {
         backend: "local",
@@ -643,22 +658,9 @@ impl WorkspaceBackend for LocalBackend {
             .lock()
             .map_err(|_| poisoned())?
             .remove(&workspace.id);
-        if let Some(cg) = ws.as_ref().and_then(|w| w.cgroup.as_ref()) {
-            cg.freeze(false);
-            for pid in cg.pids() {
-                process::kill_tree(pid);
-            }
-        }
         Self::kill_all(&workspace.id);
         if let Some(cg) = ws.as_ref().and_then(|w| w.cgroup.as_ref()) {
-            // Killed processes leave their cgroup once reaped; give the kernel a moment.
-            for _ in 0..50 {
-                if cg.pids().is_empty() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            cg.remove();
+            retire_cgroup(cg).await;
         }
         let dir = self.config.state_dir.join(&workspace.id);
         match std::fs::remove_dir_all(&dir) {
@@ -679,10 +681,7 @@ impl EphemeralRunner for LocalBackend {
         let (spawned, cgroup) = self.ephemeral(spec, request, &SecretEnv::new(), false)?;
         let result = process::collect(spawned, request.output_limit, request.timeout).await;
         if let Some(cg) = cgroup {
-            for pid in cg.pids() {
-                process::kill_tree(pid);
-            }
-            cg.remove();
+            retire_cgroup(&cg).await;
         }
         result
     }
@@ -692,9 +691,18 @@ impl EphemeralRunner for LocalBackend {
         spec: &EphemeralSpec,
         request: &ExecRequest,
     ) -> Result<SpawnedProcess> {
-        let (spawned, cgroup) = self.ephemeral(spec, request, &SecretEnv::new(), true)?;
-        // The (empty once the run ends) cgroup directory is left for the host to reap.
-        drop(cgroup);
+        let (mut spawned, cgroup) = self.ephemeral(spec, request, &SecretEnv::new(), true)?;
+        let Some(cg) = cgroup else {
+            return Ok(spawned);
+        };
+        // Retire the cgroup once the command has ended, then pass its exit on.
+        let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
+        let inner = std::mem::replace(&mut spawned.exit, exit_rx);
+        tokio::spawn(async move {
+            let exit = inner.await.unwrap_or_else(|_| Err(poisoned()));
+            retire_cgroup(&cg).await;
+            let _ = exit_tx.send(exit);
+        });
         Ok(spawned)
     }
 
@@ -709,10 +717,7 @@ impl EphemeralRunner for LocalBackend {
         let (spawned, cgroup) = self.ephemeral(spec, &request, secret_env, false)?;
         let result = process::collect(spawned, request.output_limit, request.timeout).await;
         if let Some(cg) = cgroup {
-            for pid in cg.pids() {
-                process::kill_tree(pid);
-            }
-            cg.remove();
+            retire_cgroup(&cg).await;
         }
         result
     }
