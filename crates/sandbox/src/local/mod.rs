@@ -658,9 +658,10 @@ impl WorkspaceBackend for LocalBackend {
             .lock()
             .map_err(|_| poisoned())?
             .remove(&workspace.id);
-        Self::kill_all(&workspace.id);
-        if let Some(cg) = ws.as_ref().and_then(|w| w.cgroup.as_ref()) {
-            retire_cgroup(cg).await;
+        match ws.as_ref().and_then(|w| w.cgroup.as_ref()) {
+            // Every process of the workspace joined its cgroup before it became bubblewrap.
+            Some(cg) => retire_cgroup(cg).await,
+            None => Self::kill_all(&workspace.id),
         }
         let dir = self.config.state_dir.join(&workspace.id);
         match std::fs::remove_dir_all(&dir) {
