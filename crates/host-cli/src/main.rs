@@ -28,6 +28,8 @@ enum Command {
     Agents(commands::agents::AgentsArgs),
     /// List and show the library's skills (local mode: the built-ins).
     Skills(commands::agents::SkillsArgs),
+    /// Probe the workspace backends and run commands in hardened workspaces.
+    Sandbox(commands::sandbox::SandboxArgs),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
         Command::Models(args) => commands::models::run(&args),
         Command::Agents(args) => commands::agents::run_agents(&args),
         Command::Skills(args) => commands::agents::run_skills(&args),
+        Command::Sandbox(args) => commands::sandbox::run(&args),
     };
     output::finish(result)
 }

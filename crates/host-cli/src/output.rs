@@ -25,6 +25,8 @@ pub(crate) enum Status {
     Problems,
     /// Some input could not be read; what could be read was reported, the rest went to stderr.
     Unreadable,
+    /// Exit with this exact status (a command run on the user's behalf, 124 on timeout, …).
+    Exit(u8),
 }
 
 /// Exit code for input the command could not read or understand.
@@ -51,6 +53,27 @@ pub(crate) fn print_text(text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writes raw bytes to stdout and flushes (streamed command output).
+pub(crate) fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)?;
+    out.flush()
+}
+
+/// Writes raw bytes to stderr (streamed command output).
+pub(crate) fn write_stderr(bytes: &[u8]) -> std::io::Result<()> {
+    let mut err = std::io::stderr().lock();
+    err.write_all(bytes)?;
+    err.flush()
+}
+
+/// Writes one diagnostic line to stderr as is.
+pub(crate) fn print_diagnostic(line: &str) -> anyhow::Result<()> {
+    let mut err = std::io::stderr().lock();
+    writeln!(err, "{line}")?;
+    Ok(())
+}
+
 /// Maps a command's result onto the process exit code: 0 success, 1 problems found, 2 when the
 /// command could not do its work (unreadable input, bad arguments).
 pub(crate) fn finish(result: anyhow::Result<Status>) -> ExitCode {
@@ -58,6 +81,7 @@ pub(crate) fn finish(result: anyhow::Result<Status>) -> ExitCode {
         Ok(Status::Success) => ExitCode::SUCCESS,
         Ok(Status::Problems) => ExitCode::from(1),
         Ok(Status::Unreadable) => ExitCode::from(EXIT_UNREADABLE),
+        Ok(Status::Exit(code)) => ExitCode::from(code),
         Err(error) => {
             let mut err = std::io::stderr().lock();
             let _ = writeln!(err, "error: {error:#}");

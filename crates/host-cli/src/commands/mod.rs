@@ -3,6 +3,7 @@
 
 pub(crate) mod agents;
 pub(crate) mod models;
+pub(crate) mod sandbox;
 pub(crate) mod scan;
 pub(crate) mod simulate;
 pub(crate) mod spec;

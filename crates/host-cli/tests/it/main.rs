@@ -3,6 +3,7 @@
 
 mod agents;
 mod models_check;
+mod sandbox;
 mod scan;
 mod simulate;
 mod spec;

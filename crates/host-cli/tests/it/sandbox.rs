@@ -1,0 +1,196 @@
+//! `auto-swe sandbox probe` and `auto-swe sandbox run`, through the real binary, including hosts
+//! where a backend is missing.
+
+use std::process::{Command, Output};
+
+fn required(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| v == "1")
+}
+
+#[expect(clippy::disallowed_methods, reason = "the tests drive the real binary")]
+fn auto_swe(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_auto-swe"));
+    command.args(args);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().unwrap()
+}
+
+fn probe_json(env: &[(&str, &str)]) -> serde_json::Value {
+    let out = auto_swe(&["sandbox", "probe", "--format", "json"], env);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn backend<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["backend"] == name)
+        .unwrap()
+}
+
+/// Whether a backend works here; fails under the matching `AUTO_SWE_REQUIRE_*`.
+fn works(name: &str, require: &str) -> bool {
+    let report = probe_json(&[]);
+    let entry = backend(&report, name);
+    let available = entry["available"] == true;
+    assert!(available || !required(require), "{name} required: {entry}");
+    if !available {
+        eprintln!("skipping: {name} unavailable: {}", entry["reason"]);
+    }
+    available
+}
+
+#[test]
+fn probe_names_the_reason_and_remedy_for_a_missing_docker_engine() {
+    let report = probe_json(&[("DOCKER_HOST", "unix:///nonexistent/docker.sock")]);
+    let docker = backend(&report, "docker");
+    assert_eq!(docker["available"], false);
+    assert_eq!(
+        docker["reason"],
+        "no engine socket at /nonexistent/docker.sock"
+    );
+    assert!(docker["remedy"].as_str().unwrap().contains("dockerd"));
+    let kubernetes = backend(&report, "kubernetes");
+    assert_eq!(kubernetes["available"], false);
+    assert!(
+        kubernetes["remedy"]
+            .as_str()
+            .unwrap()
+            .contains("KUBECONFIG")
+    );
+}
+
+#[test]
+fn probe_names_the_reason_and_remedy_for_missing_bubblewrap() {
+    let report = probe_json(&[("AUTO_SWE_BWRAP", "/nonexistent/bwrap")]);
+    let local = backend(&report, "local");
+    assert_eq!(local["available"], false);
+    assert_eq!(local["reason"], "bubblewrap (bwrap) is not installed");
+    assert!(
+        local["remedy"]
+            .as_str()
+            .unwrap()
+            .contains("apt-get install bubblewrap")
+    );
+    // The text form says the same for people.
+    let text = auto_swe(
+        &["sandbox", "probe"],
+        &[("AUTO_SWE_BWRAP", "/nonexistent/bwrap")],
+    );
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains("local       unavailable\n  why:    bubblewrap (bwrap) is not installed\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn run_on_a_missing_backend_fails_with_125_and_says_why() {
+    let out = auto_swe(
+        &["sandbox", "run", "--backend", "docker", "--", "true"],
+        &[("DOCKER_HOST", "unix:///nonexistent/docker.sock")],
+    );
+    assert_eq!(out.status.code(), Some(125));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no engine socket at /nonexistent/docker.sock"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("WORKSPACE_BACKEND_UNAVAILABLE"), "{stderr}");
+}
+
+fn run_suite(backend_name: &str) {
+    // Output is streamed and the command's status is the exit status.
+    let out = auto_swe(
+        &[
+            "sandbox",
+            "run",
+            "--backend",
+            backend_name,
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 7",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(out.stdout, b"out\n");
+    assert_eq!(out.stderr, b"err\n");
+    // A timeout kills the tree and exits 124.
+    let out = auto_swe(
+        &[
+            "sandbox",
+            "run",
+            "--backend",
+            backend_name,
+            "--timeout",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "sleep 60 & sleep 60",
+        ],
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(124),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The creating process's environment stays out; a secret passed by name gets in, and the
+    // lockdown holds (read-only root, no capabilities, no network device but loopback).
+    let canary = "Canary-Env-Value-4e1";
+    let out = auto_swe(
+        &[
+            "sandbox",
+            "run",
+            "--backend",
+            backend_name,
+            "--secret-env",
+            "PASSED_SECRET",
+            "--",
+            "sh",
+            "-c",
+            "env; touch /etc/x 2>/dev/null && echo WRITABLE; grep CapEff /proc/self/status; sed -n 's/^ *\\([a-z0-9]*\\):.*/iface \\1/p' /proc/net/dev",
+        ],
+        &[("CANARY_ENV", canary), ("PASSED_SECRET", "by-name-ok")],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains(canary), "{stdout}");
+    assert!(stdout.contains("PASSED_SECRET=by-name-ok"), "{stdout}");
+    assert!(!stdout.contains("WRITABLE"), "{stdout}");
+    assert!(stdout.contains("CapEff:\t0000000000000000"), "{stdout}");
+    let interfaces: Vec<&str> = stdout.lines().filter(|l| l.starts_with("iface ")).collect();
+    assert_eq!(interfaces, ["iface lo"], "{stdout}");
+}
+
+#[test]
+fn run_on_local() {
+    if works("local", "AUTO_SWE_REQUIRE_BWRAP") {
+        run_suite("local");
+    }
+}
+
+#[test]
+fn run_on_docker() {
+    if works("docker", "AUTO_SWE_REQUIRE_DOCKER") {
+        run_suite("docker");
+    }
+}

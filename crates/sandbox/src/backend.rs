@@ -1,0 +1,235 @@
+//! The two seams every driver implements: [`WorkspaceBackend`] for long-lived agent workspaces and
+//! [`EphemeralRunner`] for one-shot author commands and platform helper scripts.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::error::Result;
+use crate::spec::{
+    EnvName, ExecId, ExecOutput, ExecRequest, Mount, NetworkMode, ResourceLimits, SecretEnv,
+};
+
+/// Which driver a workspace runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum BackendKind {
+    /// bubblewrap namespaces on this host.
+    Local,
+    /// A Docker engine.
+    Docker,
+    /// A Kubernetes cluster.
+    Kubernetes,
+}
+
+impl BackendKind {
+    /// The backend's name as users type it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::Docker => "docker",
+            Self::Kubernetes => "kubernetes",
+        }
+    }
+}
+
+/// A protection that a workspace has, or lacks, on its backend and host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Protection {
+    /// Memory cap enforced.
+    MemoryCap,
+    /// Process-count cap enforced.
+    PidsCap,
+    /// CPU cap enforced.
+    CpuCap,
+    /// Metadata host names resolve to nowhere.
+    MetadataNames,
+    /// Metadata addresses are blackholed or unroutable.
+    MetadataAddresses,
+    /// Pause freezes every process.
+    Freeze,
+}
+
+/// A created workspace. Cheap to clone; the driver keeps the rest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkspaceHandle {
+    /// The workspace's name (container name, directory name, pod name).
+    pub id: String,
+    /// Its backend.
+    pub backend: BackendKind,
+    /// PID of the keeper process inside, recorded once at start (0 when there is none).
+    pub keeper_pid: u32,
+    /// Protections in force.
+    pub protections: Vec<Protection>,
+    /// Protections asked for but not available on this host, with the reason.
+    pub missing: BTreeMap<String, String>,
+}
+
+/// One chunk of a spawned process's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OutputChunk {
+    /// Bytes on standard output.
+    Stdout(Vec<u8>),
+    /// Bytes on standard error.
+    Stderr(Vec<u8>),
+}
+
+/// How a spawned process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Exit {
+    /// It exited with this status (128 + signal when signalled).
+    Status(i32),
+    /// It overran its timeout; its tree was killed.
+    TimedOut,
+    /// It was killed by the out-of-memory killer.
+    OutOfMemory,
+}
+
+/// A process started with [`WorkspaceBackend::spawn`]: streams in and out, and its end.
+#[derive(Debug)]
+pub struct SpawnedProcess {
+    /// The exec's tag.
+    pub exec_id: ExecId,
+    /// Standard input; dropping it closes the stream.
+    pub stdin: Option<mpsc::Sender<Vec<u8>>>,
+    /// Output chunks as they come.
+    pub output: mpsc::Receiver<OutputChunk>,
+    /// Resolves once when the process has ended and its tree is gone.
+    pub exit: tokio::sync::oneshot::Receiver<Result<Exit>>,
+}
+
+/// A long-lived agent workspace backend.
+///
+/// Implementor's contract: `create` applies every hardening control itself and records the
+/// keeper's PID once; secret env reaches the process by name or out of band, never in argv, a
+/// command line or the engine's stored config; every exec carries a fresh `AUTO_SWE_EXEC_ID` and
+/// a timeout kills the exec's whole tree; `remove` is idempotent; copy-in archives pass
+/// [`crate::assert_safe_archive`] and are extracted inside the sandbox, never on the host.
+#[async_trait]
+pub trait WorkspaceBackend: Send + Sync {
+    /// The driver.
+    fn kind(&self) -> BackendKind;
+
+    /// Creates and starts a hardened workspace.
+    async fn create(&self, spec: &crate::spec::WorkspaceSpec) -> Result<WorkspaceHandle>;
+
+    /// Finds an existing workspace by id (secret env given at creation is not recovered).
+    async fn attach(&self, id: &str) -> Result<WorkspaceHandle>;
+
+    /// Runs a command and captures its output; any exit status is `Ok`.
+    async fn exec(&self, workspace: &WorkspaceHandle, request: &ExecRequest) -> Result<ExecOutput>;
+
+    /// Like [`Self::exec`] but a non-zero status is [`crate::SandboxError::ExitStatus`].
+    async fn exec_checked(
+        &self,
+        workspace: &WorkspaceHandle,
+        request: &ExecRequest,
+    ) -> Result<ExecOutput> {
+        self.exec(workspace, request).await?.into_checked()
+    }
+
+    /// Starts a command with streamed stdin and output.
+    async fn spawn(
+        &self,
+        workspace: &WorkspaceHandle,
+        request: &ExecRequest,
+    ) -> Result<SpawnedProcess>;
+
+    /// Extracts a tar archive at `dest` (absolute, inside) after checking it.
+    async fn copy_in(&self, workspace: &WorkspaceHandle, archive: &[u8], dest: &str) -> Result<()>;
+
+    /// Returns a tar archive of `path` (absolute, inside), refused past `limit` bytes.
+    async fn copy_out(
+        &self,
+        workspace: &WorkspaceHandle,
+        path: &str,
+        limit: usize,
+    ) -> Result<Vec<u8>>;
+
+    /// Freezes every process of the workspace.
+    async fn pause(&self, workspace: &WorkspaceHandle) -> Result<()>;
+
+    /// Thaws a paused workspace.
+    async fn resume(&self, workspace: &WorkspaceHandle) -> Result<()>;
+
+    /// Removes the workspace and everything it ran. Removing twice is not an error.
+    async fn remove(&self, workspace: &WorkspaceHandle) -> Result<()>;
+}
+
+/// A one-shot sandbox for an author command: what the caller may choose. The lockdown
+/// (read-only root, tmpfs `/tmp`, no capabilities, no-new-privileges, pids cap) is not a choice.
+#[derive(Debug, Clone, Serialize)]
+pub struct EphemeralSpec {
+    /// Image (Docker) ; ignored by `local`, which uses its configured root.
+    pub image: String,
+    /// Mounts (the step's volume or directory).
+    pub mounts: Vec<Mount>,
+    /// Plain environment.
+    pub env: BTreeMap<EnvName, String>,
+    /// Secret environment, by name.
+    pub secret_env: SecretEnv,
+    /// Resource caps.
+    pub limits: ResourceLimits,
+    /// Network.
+    pub network: NetworkMode,
+}
+
+/// A platform-authored script (clone, finalize). Only this crate can make one, so an author
+/// command can never be run without the lockdown by passing through `run_helper`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HelperScript(pub(crate) String);
+
+impl HelperScript {
+    /// The hardened clone script (see [`crate::clone_script`]).
+    pub fn clone(request: &crate::git::CloneRequest) -> Result<Self> {
+        crate::git::clone_script(request).map(Self)
+    }
+
+    /// A hardened authenticated git call (see [`crate::authed_git_script`]).
+    pub fn authed_git(call: &crate::git::AuthedGit) -> Result<Self> {
+        crate::git::authed_git_script(call).map(Self)
+    }
+
+    /// The script text.
+    #[must_use]
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Runs author commands and helper scripts in throwaway sandboxes.
+#[async_trait]
+pub trait EphemeralRunner: Send + Sync {
+    /// Runs `request` with the full lockdown and removes the sandbox.
+    async fn run_ephemeral(
+        &self,
+        spec: &EphemeralSpec,
+        request: &ExecRequest,
+    ) -> Result<ExecOutput>;
+
+    /// Starts `request` with the full lockdown and returns its streams; the sandbox is removed
+    /// when it ends.
+    async fn start_detached(
+        &self,
+        spec: &EphemeralSpec,
+        request: &ExecRequest,
+    ) -> Result<SpawnedProcess>;
+
+    /// Runs a platform-authored script with `secret_env` (for example `ASW_GIT_AUTH`).
+    async fn run_helper(
+        &self,
+        spec: &EphemeralSpec,
+        script: &HelperScript,
+        secret_env: &SecretEnv,
+        timeout: Duration,
+    ) -> Result<ExecOutput>;
+}

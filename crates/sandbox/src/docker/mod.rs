@@ -1,0 +1,716 @@
+//! The `docker` backend (bollard): hardened workspace containers, tagged execs whose whole tree
+//! is killed on timeout, the metadata sidecar, and ephemeral locked-down runs.
+
+pub mod plan;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bollard::Docker;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, WaitContainerOptions,
+};
+use futures_util::StreamExt as _;
+use tokio::io::AsyncWriteExt as _;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::backend::{
+    BackendKind, EphemeralRunner, EphemeralSpec, Exit, HelperScript, OutputChunk, Protection,
+    SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
+};
+use crate::error::{Result, SandboxError};
+use crate::local::{copy_in_request, copy_out_request, workspace_name};
+use crate::spec::{
+    EXEC_ID_ENV, ExecId, ExecOutput, ExecRequest, MetadataBlock, NetworkMode, SecretEnv,
+    WorkspaceSpec,
+};
+
+/// Configuration of the `docker` backend.
+#[derive(Debug, Clone)]
+pub struct DockerConfig {
+    /// Engine socket path.
+    pub socket: String,
+    /// Image for helper scripts, ephemeral runs without an image, and the metadata sidecar.
+    pub helper_image: String,
+}
+
+struct DockerWorkspace {
+    secret_env: SecretEnv,
+    oom_seen: Mutex<u64>,
+}
+
+/// The Docker driver.
+pub struct DockerBackend {
+    docker: Docker,
+    config: DockerConfig,
+    workspaces: Mutex<HashMap<String, Arc<DockerWorkspace>>>,
+}
+
+impl std::fmt::Debug for DockerBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerBackend")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn engine(e: &bollard::errors::Error) -> SandboxError {
+    SandboxError::Engine {
+        backend: "docker",
+        message: e.to_string(),
+    }
+}
+
+fn is_not_found(e: &bollard::errors::Error) -> bool {
+    matches!(
+        e,
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }
+    )
+}
+
+fn poisoned() -> SandboxError {
+    SandboxError::Engine {
+        backend: "docker",
+        message: "workspace table lock poisoned".to_owned(),
+    }
+}
+
+impl DockerBackend {
+    /// Connects to the engine at `config.socket` and checks that it answers.
+    pub async fn connect(config: DockerConfig) -> Result<Self> {
+        let unavailable = |reason: String| {
+            SandboxError::BackendUnavailable {
+            backend: "docker",
+            reason,
+            remedy: "start a Docker engine (Debian: apt-get install docker.io; dockerd) or set DOCKER_HOST to its socket".to_owned(),
+        }
+        };
+        let path = config.socket.trim_start_matches("unix://");
+        if !std::path::Path::new(path).exists() {
+            return Err(unavailable(format!("no engine socket at {path}")));
+        }
+        let docker = Docker::connect_with_socket(path, 120, bollard::API_DEFAULT_VERSION)
+            .map_err(|e| unavailable(e.to_string()))?
+            .negotiate_version()
+            .await
+            .map_err(|e| unavailable(format!("the engine does not answer: {e}")))?;
+        docker
+            .ping()
+            .await
+            .map_err(|e| unavailable(format!("the engine does not answer: {e}")))?;
+        Ok(Self {
+            docker,
+            config,
+            workspaces: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Whether the engine has `image`.
+    pub async fn has_image(&self, image: &str) -> bool {
+        self.docker.inspect_image(image).await.is_ok()
+    }
+
+    fn get(&self, id: &str) -> Result<Arc<DockerWorkspace>> {
+        self.workspaces
+            .lock()
+            .map_err(|_| poisoned())?
+            .get(id)
+            .cloned()
+            .ok_or_else(|| SandboxError::NotFound(id.to_owned()))
+    }
+
+    async fn force_remove(&self, name: &str) {
+        let options = RemoveContainerOptionsBuilder::new()
+            .force(true)
+            .v(true)
+            .build();
+        let _ = self.docker.remove_container(name, Some(options)).await;
+    }
+
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one exec's wiring: create, start, stdin pump, output pump with timeout"
+    )]
+    /// Runs an exec and returns its streams; the exit resolves after the exec ended (or its
+    /// tagged tree was killed on timeout).
+    async fn start_exec(
+        &self,
+        container: &str,
+        request: &ExecRequest,
+        secrets: &SecretEnv,
+        user: Option<&str>,
+        keep_stdin_open: bool,
+        oom: Option<Arc<DockerWorkspace>>,
+    ) -> Result<SpawnedProcess> {
+        request.validate()?;
+        let exec_id = ExecId::generate()?;
+        let env = exec_env(request, secrets, &exec_id);
+        let created = self
+            .docker
+            .create_exec(
+                container,
+                CreateExecOptions {
+                    attach_stdin: Some(true),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    tty: Some(false),
+                    env: Some(env),
+                    cmd: Some(request.argv.clone()),
+                    working_dir: Some(request.workdir.clone()),
+                    user: user.map(ToOwned::to_owned),
+                    ..CreateExecOptions::default()
+                },
+            )
+            .await
+            .map_err(|e| {
+                if is_not_found(&e) {
+                    SandboxError::NotFound(container.to_owned())
+                } else if e.to_string().contains("is paused") {
+                    SandboxError::Paused(container.to_owned())
+                } else {
+                    engine(&e)
+                }
+            })?;
+        let started = self
+            .docker
+            .start_exec(
+                &created.id,
+                Some(StartExecOptions {
+                    detach: false,
+                    tty: false,
+                    output_capacity: None,
+                }),
+            )
+            .await
+            .map_err(|e| engine(&e))?;
+        let StartExecResults::Attached {
+            mut output,
+            mut input,
+        } = started
+        else {
+            return Err(SandboxError::Engine {
+                backend: "docker",
+                message: "exec started detached".to_owned(),
+            });
+        };
+        let (out_tx, out_rx) = mpsc::channel(64);
+        let (in_tx, mut in_rx) = mpsc::channel::<Vec<u8>>(16);
+        let (exit_tx, exit_rx) = oneshot::channel();
+        let stdin_bytes = request.stdin.clone();
+        tokio::spawn(async move {
+            if !stdin_bytes.is_empty() && input.write_all(&stdin_bytes).await.is_err() {
+                return;
+            }
+            while let Some(chunk) = in_rx.recv().await {
+                if input.write_all(&chunk).await.is_err() {
+                    return;
+                }
+            }
+            let _ = input.shutdown().await;
+        });
+        let docker = self.docker.clone();
+        let container = container.to_owned();
+        let tag = exec_id.as_str().to_owned();
+        let timeout = request.timeout;
+        let exec = created.id;
+        tokio::spawn(async move {
+            let pump = async {
+                while let Some(item) = output.next().await {
+                    let chunk = match item {
+                        Ok(bollard::container::LogOutput::StdOut { message }) => {
+                            OutputChunk::Stdout(message.to_vec())
+                        }
+                        Ok(bollard::container::LogOutput::StdErr { message }) => {
+                            OutputChunk::Stderr(message.to_vec())
+                        }
+                        Ok(_) => continue,
+                        Err(_) => break,
+                    };
+                    let _ = out_tx.send(chunk).await;
+                }
+            };
+            let timed_out = tokio::time::timeout(timeout, pump).await.is_err();
+            let exit = if timed_out {
+                kill_tagged(&docker, &container, &tag).await;
+                Ok(Exit::TimedOut)
+            } else {
+                exit_of(&docker, &exec, &container, oom.as_deref()).await
+            };
+            let _ = exit_tx.send(exit);
+        });
+        Ok(SpawnedProcess {
+            exec_id,
+            stdin: keep_stdin_open.then_some(in_tx),
+            output: out_rx,
+            exit: exit_rx,
+        })
+    }
+
+    async fn run_capture(
+        &self,
+        container: &str,
+        request: &ExecRequest,
+        secrets: &SecretEnv,
+        oom: Option<Arc<DockerWorkspace>>,
+    ) -> Result<ExecOutput> {
+        let spawned = self
+            .start_exec(container, request, secrets, None, false, oom)
+            .await?;
+        crate::process::collect(spawned, request.output_limit, request.timeout).await
+    }
+
+    async fn keeper_pid(&self, name: &str) -> Result<u32> {
+        for _ in 0..50 {
+            let out = self
+                .run_capture(
+                    name,
+                    &ExecRequest::new(["/bin/sh", "-c", plan::KEEPER_PROBE])
+                        .timeout(Duration::from_secs(30)),
+                    &SecretEnv::new(),
+                    None,
+                )
+                .await?;
+            let pids: Vec<u32> = out
+                .stdout_text()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            match pids.as_slice() {
+                [pid] => return Ok(*pid),
+                [] => tokio::time::sleep(Duration::from_millis(20)).await,
+                _ => break,
+            }
+        }
+        Err(SandboxError::Engine {
+            backend: "docker",
+            message: "could not identify exactly one keeper process".to_owned(),
+        })
+    }
+
+    async fn blackhole(&self, name: &str, image: &str) -> std::result::Result<(), String> {
+        let sidecar = format!("{name}-mdblock");
+        let options = CreateContainerOptionsBuilder::new().name(&sidecar).build();
+        let result = async {
+            self.docker
+                .create_container(Some(options), plan::metadata_sidecar(name, image))
+                .await
+                .map_err(|e| e.to_string())?;
+            self.docker
+                .start_container(&sidecar, None)
+                .await
+                .map_err(|e| e.to_string())?;
+            let status = wait_status(&self.docker, &sidecar).await?;
+            if status == 0 {
+                Ok(())
+            } else {
+                Err(format!("the metadata sidecar exited with status {status}"))
+            }
+        }
+        .await;
+        self.force_remove(&sidecar).await;
+        result
+    }
+
+    async fn create_inner(&self, name: &str, spec: &WorkspaceSpec) -> Result<WorkspaceHandle> {
+        let body = plan::workspace_container(name, spec)?;
+        let options = CreateContainerOptionsBuilder::new().name(name).build();
+        self.docker
+            .create_container(Some(options), body)
+            .await
+            .map_err(|e| engine(&e))?;
+        self.docker
+            .start_container(name, None)
+            .await
+            .map_err(|e| engine(&e))?;
+        let keeper_pid = self.keeper_pid(name).await?;
+        let mut protections = vec![
+            Protection::MemoryCap,
+            Protection::PidsCap,
+            Protection::CpuCap,
+            Protection::Freeze,
+        ];
+        let mut missing = BTreeMap::new();
+        if spec.block_metadata == MetadataBlock::On {
+            protections.push(Protection::MetadataNames);
+            if spec.network == NetworkMode::Host {
+                missing.insert(
+                    "metadata_addresses".to_owned(),
+                    "host networking: the sidecar never changes the host's routes".to_owned(),
+                );
+            } else {
+                match self.blackhole(name, &spec.image).await {
+                    Ok(()) => protections.push(Protection::MetadataAddresses),
+                    Err(reason) => {
+                        missing.insert("metadata_addresses".to_owned(), reason);
+                    }
+                }
+            }
+        }
+        Ok(WorkspaceHandle {
+            id: name.to_owned(),
+            backend: BackendKind::Docker,
+            keeper_pid,
+            protections,
+            missing,
+        })
+    }
+}
+
+/// The exec's environment: plain, then secret values (sent to the engine in the exec body,
+/// which no inspect shows), then the tag.
+fn exec_env(request: &ExecRequest, secrets: &SecretEnv, exec_id: &ExecId) -> Vec<String> {
+    let mut env: Vec<String> = request
+        .env
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for (k, v) in secrets.iter().chain(request.secret_env.iter()) {
+        env.push(format!("{k}={}", v.expose()));
+    }
+    env.push(format!("{EXEC_ID_ENV}={}", exec_id.as_str()));
+    env
+}
+
+async fn wait_status(docker: &Docker, name: &str) -> std::result::Result<i64, String> {
+    let mut stream = docker.wait_container(
+        name,
+        Some(WaitContainerOptions {
+            condition: "not-running".to_owned(),
+        }),
+    );
+    match stream.next().await {
+        Some(Ok(response)) => Ok(response.status_code),
+        Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err("the engine ended the wait without a status".to_owned()),
+    }
+}
+
+async fn kill_tagged(docker: &Docker, container: &str, tag: &str) {
+    let script = plan::kill_tagged_script(tag);
+    let Ok(created) = docker
+        .create_exec(
+            container,
+            CreateExecOptions {
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                cmd: Some(vec!["/bin/sh".to_owned(), "-c".to_owned(), script]),
+                ..CreateExecOptions::default()
+            },
+        )
+        .await
+    else {
+        return;
+    };
+    if let Ok(StartExecResults::Attached { mut output, .. }) =
+        docker.start_exec(&created.id, None).await
+    {
+        while output.next().await.is_some() {}
+    }
+}
+
+async fn exit_of(
+    docker: &Docker,
+    exec: &str,
+    container: &str,
+    oom: Option<&DockerWorkspace>,
+) -> Result<Exit> {
+    let inspected = docker.inspect_exec(exec).await.map_err(|e| engine(&e))?;
+    let status = inspected
+        .exit_code
+        .and_then(|c| i32::try_from(c).ok())
+        .unwrap_or(-1);
+    if status == 137
+        && let Some(ws) = oom
+        && let Some(count) = oom_kills(docker, container).await
+    {
+        let mut seen = ws.oom_seen.lock().map_err(|_| poisoned())?;
+        if count > *seen {
+            *seen = count;
+            return Ok(Exit::OutOfMemory);
+        }
+    }
+    Ok(Exit::Status(status))
+}
+
+async fn oom_kills(docker: &Docker, container: &str) -> Option<u64> {
+    let created = docker
+        .create_exec(
+            container,
+            CreateExecOptions {
+                attach_stdout: Some(true),
+                cmd: Some(vec![
+                    "/bin/sh".to_owned(),
+                    "-c".to_owned(),
+                    plan::OOM_PROBE.to_owned(),
+                ]),
+                ..CreateExecOptions::default()
+            },
+        )
+        .await
+        .ok()?;
+    let StartExecResults::Attached { mut output, .. } =
+        docker.start_exec(&created.id, None).await.ok()?
+    else {
+        return None;
+    };
+    let mut text = String::new();
+    while let Some(Ok(chunk)) = output.next().await {
+        text.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
+    }
+    text.trim().parse().ok()
+}
+
+#[async_trait]
+impl WorkspaceBackend for DockerBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Docker
+    }
+
+    async fn create(&self, spec: &WorkspaceSpec) -> Result<WorkspaceHandle> {
+        // Named before creation, so any failure from here on removes it by that name.
+        let name = workspace_name(&spec.label)?;
+        match self.create_inner(&name, spec).await {
+            Ok(handle) => {
+                self.workspaces.lock().map_err(|_| poisoned())?.insert(
+                    name,
+                    Arc::new(DockerWorkspace {
+                        secret_env: spec.secret_env.clone(),
+                        oom_seen: Mutex::new(0),
+                    }),
+                );
+                Ok(handle)
+            }
+            Err(e) => {
+                self.force_remove(&name).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn attach(&self, id: &str) -> Result<WorkspaceHandle> {
+        let inspected = self.docker.inspect_container(id, None).await.map_err(|e| {
+            if is_not_found(&e) {
+                SandboxError::NotFound(id.to_owned())
+            } else {
+                engine(&e)
+            }
+        })?;
+        let labelled = inspected
+            .config
+            .as_ref()
+            .and_then(|c| c.labels.as_ref())
+            .and_then(|l| l.get(plan::WORKSPACE_LABEL))
+            .is_some_and(|v| v == id);
+        if !labelled {
+            return Err(SandboxError::NotFound(id.to_owned()));
+        }
+        let keeper_pid = self.keeper_pid(id).await?;
+        self.workspaces.lock().map_err(|_| poisoned())?.insert(
+            id.to_owned(),
+            Arc::new(DockerWorkspace {
+                secret_env: SecretEnv::new(),
+                oom_seen: Mutex::new(0),
+            }),
+        );
+        Ok(WorkspaceHandle {
+            id: id.to_owned(),
+            backend: BackendKind::Docker,
+            keeper_pid,
+            protections: Vec::new(),
+            missing: BTreeMap::new(),
+        })
+    }
+
+    async fn exec(&self, workspace: &WorkspaceHandle, request: &ExecRequest) -> Result<ExecOutput> {
+        let ws = self.get(&workspace.id)?;
+        let secrets = ws.secret_env.clone();
+        self.run_capture(&workspace.id, request, &secrets, Some(ws))
+            .await
+    }
+
+    async fn spawn(
+        &self,
+        workspace: &WorkspaceHandle,
+        request: &ExecRequest,
+    ) -> Result<SpawnedProcess> {
+        let ws = self.get(&workspace.id)?;
+        let secrets = ws.secret_env.clone();
+        self.start_exec(&workspace.id, request, &secrets, None, true, Some(ws))
+            .await
+    }
+
+    async fn copy_in(&self, workspace: &WorkspaceHandle, archive: &[u8], dest: &str) -> Result<()> {
+        // Extracted by tar inside the container, as the workspace user: never by the engine
+        // on the host.
+        let request = copy_in_request(archive, dest)?;
+        self.exec_checked(workspace, &request).await.map(|_| ())
+    }
+
+    async fn copy_out(
+        &self,
+        workspace: &WorkspaceHandle,
+        path: &str,
+        limit: usize,
+    ) -> Result<Vec<u8>> {
+        let request = copy_out_request(path, limit)?;
+        let output = self.exec_checked(workspace, &request).await?;
+        if output.truncated {
+            return Err(SandboxError::InvalidRequest(format!(
+                "archive exceeds the {limit}-byte copy-out cap"
+            )));
+        }
+        Ok(output.stdout)
+    }
+
+    async fn pause(&self, workspace: &WorkspaceHandle) -> Result<()> {
+        self.get(&workspace.id)?;
+        match self.docker.pause_container(&workspace.id).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.to_string().contains("already paused") => Ok(()),
+            Err(e) => Err(engine(&e)),
+        }
+    }
+
+    async fn resume(&self, workspace: &WorkspaceHandle) -> Result<()> {
+        self.get(&workspace.id)?;
+        match self.docker.unpause_container(&workspace.id).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.to_string().contains("not paused") => Ok(()),
+            Err(e) => Err(engine(&e)),
+        }
+    }
+
+    async fn remove(&self, workspace: &WorkspaceHandle) -> Result<()> {
+        self.workspaces
+            .lock()
+            .map_err(|_| poisoned())?
+            .remove(&workspace.id);
+        let options = RemoveContainerOptionsBuilder::new()
+            .force(true)
+            .v(true)
+            .build();
+        match self
+            .docker
+            .remove_container(&workspace.id, Some(options))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) if e.to_string().contains("already in progress") => Ok(()),
+            Err(e) => Err(engine(&e)),
+        }
+    }
+}
+
+impl DockerBackend {
+    /// Creates a locked-down container for `request` and starts its command via exec, so
+    /// secret values travel with the exec and never sit in the container's config.
+    async fn ephemeral(
+        &self,
+        spec: &EphemeralSpec,
+        request: &ExecRequest,
+        secrets: &SecretEnv,
+        keep_stdin_open: bool,
+    ) -> Result<(String, SpawnedProcess)> {
+        request.validate()?;
+        let name = workspace_name("ephemeral")?;
+        let image = if spec.image.is_empty() {
+            self.config.helper_image.clone()
+        } else {
+            spec.image.clone()
+        };
+        let mut locked = spec.clone();
+        locked.image = image;
+        let keeper = vec!["sleep".to_owned(), "infinity".to_owned()];
+        let body = plan::ephemeral_container(&name, &locked, &keeper, &request.workdir)?;
+        let options = CreateContainerOptionsBuilder::new().name(&name).build();
+        let started = async {
+            self.docker
+                .create_container(Some(options), body)
+                .await
+                .map_err(|e| engine(&e))?;
+            self.docker
+                .start_container(&name, None)
+                .await
+                .map_err(|e| engine(&e))?;
+            self.start_exec(&name, request, secrets, None, keep_stdin_open, None)
+                .await
+        }
+        .await;
+        match started {
+            Ok(spawned) => Ok((name, spawned)),
+            Err(e) => {
+                self.force_remove(&name).await;
+                Err(e)
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl EphemeralRunner for DockerBackend {
+    async fn run_ephemeral(
+        &self,
+        spec: &EphemeralSpec,
+        request: &ExecRequest,
+    ) -> Result<ExecOutput> {
+        let (name, spawned) = self
+            .ephemeral(spec, request, &spec.secret_env, false)
+            .await?;
+        let result = crate::process::collect(spawned, request.output_limit, request.timeout).await;
+        self.force_remove(&name).await;
+        result
+    }
+
+    async fn start_detached(
+        &self,
+        spec: &EphemeralSpec,
+        request: &ExecRequest,
+    ) -> Result<SpawnedProcess> {
+        let (name, mut spawned) = self
+            .ephemeral(spec, request, &spec.secret_env, true)
+            .await?;
+        // Remove the container once the command has ended.
+        let (exit_tx, exit_rx) = oneshot::channel();
+        let inner = std::mem::replace(&mut spawned.exit, exit_rx);
+        let docker = self.docker.clone();
+        tokio::spawn(async move {
+            let exit = inner.await.unwrap_or_else(|_| {
+                Err(SandboxError::Engine {
+                    backend: "docker",
+                    message: "the exec supervisor ended without a result".to_owned(),
+                })
+            });
+            let options = RemoveContainerOptionsBuilder::new()
+                .force(true)
+                .v(true)
+                .build();
+            let _ = docker.remove_container(&name, Some(options)).await;
+            let _ = exit_tx.send(exit);
+        });
+        Ok(spawned)
+    }
+
+    async fn run_helper(
+        &self,
+        spec: &EphemeralSpec,
+        script: &HelperScript,
+        secret_env: &SecretEnv,
+        timeout: Duration,
+    ) -> Result<ExecOutput> {
+        let request = ExecRequest::new(["/bin/sh", "-c", script.text()]).timeout(timeout);
+        let mut secrets = spec.secret_env.clone();
+        secrets.extend_from(secret_env);
+        let (name, spawned) = self.ephemeral(spec, &request, &secrets, false).await?;
+        let result = crate::process::collect(spawned, request.output_limit, request.timeout).await;
+        self.force_remove(&name).await;
+        result
+    }
+}

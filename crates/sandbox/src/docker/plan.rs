@@ -1,0 +1,241 @@
+//! The pure part of the `docker` backend: a workspace spec in, Docker create bodies out. Every
+//! hardening control of the workspace table is decided here, so a snapshot shows all of them.
+
+use std::collections::HashMap;
+
+use bollard::models::{ContainerCreateBody, HostConfig};
+
+use crate::backend::EphemeralSpec;
+use crate::error::{Result, SandboxError};
+use crate::policy::{METADATA_HOSTNAMES, blackhole_script};
+use crate::spec::{MetadataBlock, Mount, MountAccess, NetworkMode, ResourceLimits, WorkspaceSpec};
+
+/// The label every container of this backend carries, naming its workspace.
+pub const WORKSPACE_LABEL: &str = "io.auto-swe.workspace";
+
+/// The user workspace commands run as (the rootfs's `agent`).
+pub const WORKSPACE_USER: &str = "1000:1000";
+
+fn network_mode(network: NetworkMode) -> String {
+    match network {
+        NetworkMode::None => "none",
+        NetworkMode::Host => "host",
+        NetworkMode::Bridge => "bridge",
+    }
+    .to_owned()
+}
+
+/// Refuses mounts that would hand the workspace an engine socket or the host's runtime state.
+pub fn check_mounts(mounts: &[Mount]) -> Result<()> {
+    for mount in mounts {
+        let source = mount.source.to_string_lossy();
+        let forbidden = source.ends_with(".sock")
+            || [
+                "", "/var/run", "/run", "/proc", "/sys", "/root", "/home", "/etc",
+            ]
+            .contains(&source.trim_end_matches('/'))
+            || source.starts_with("/var/run/")
+            || source.starts_with("/run/")
+            || source.starts_with("/proc/");
+        if forbidden || !mount.target.starts_with('/') || mount.target.contains(':') {
+            return Err(SandboxError::InvalidRequest(format!(
+                "mount of {source} is not allowed"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn binds(mounts: &[Mount]) -> Vec<String> {
+    mounts
+        .iter()
+        .map(|m| {
+            let mode = match m.access {
+                MountAccess::ReadOnly => "ro",
+                MountAccess::ReadWrite => "rw",
+            };
+            format!(
+                "{}:{}:{mode},nosuid,nodev",
+                m.source.to_string_lossy(),
+                m.target
+            )
+        })
+        .collect()
+}
+
+fn limits(host: &mut HostConfig, limits: &ResourceLimits) {
+    let memory = i64::try_from(limits.memory_bytes).unwrap_or(i64::MAX);
+    host.memory = Some(memory);
+    host.memory_swap = Some(memory);
+    host.nano_cpus = Some(i64::try_from(limits.nano_cpus).unwrap_or(i64::MAX));
+    host.pids_limit = Some(i64::from(limits.pids));
+}
+
+fn locked_host_config(network: NetworkMode) -> HostConfig {
+    HostConfig {
+        init: Some(true),
+        cap_drop: Some(vec!["ALL".to_owned()]),
+        security_opt: Some(vec!["no-new-privileges:true".to_owned()]),
+        network_mode: Some(network_mode(network)),
+        readonly_rootfs: Some(true),
+        tmpfs: Some(HashMap::from([(
+            "/tmp".to_owned(),
+            "rw,nosuid,nodev,size=268435456".to_owned(),
+        )])),
+        privileged: Some(false),
+        auto_remove: Some(false),
+        ..HostConfig::default()
+    }
+}
+
+/// The create body of an agent workspace: `--init`, every capability dropped,
+/// no-new-privileges, memory (no swap) / CPU / pids caps, read-only root with a private
+/// `/workspace` volume and a tmpfs `/tmp`, resolvers (bridge only: Docker refuses them with
+/// `none` and `host`), metadata names pinned to `0.0.0.0`, no engine socket, the keeper
+/// `sleep infinity`. Secret env is not here: it travels with each exec, so it is in no stored
+/// config.
+pub fn workspace_container(name: &str, spec: &WorkspaceSpec) -> Result<ContainerCreateBody> {
+    check_mounts(&spec.mounts)?;
+    let mut host = locked_host_config(spec.network);
+    limits(&mut host, &spec.limits);
+    if spec.network == NetworkMode::Bridge {
+        host.dns = Some(spec.dns.iter().map(ToString::to_string).collect());
+    }
+    if spec.block_metadata == MetadataBlock::On {
+        host.extra_hosts = Some(
+            METADATA_HOSTNAMES
+                .iter()
+                .map(|h| format!("{h}:0.0.0.0"))
+                .collect(),
+        );
+    }
+    if !spec.mounts.is_empty() {
+        host.binds = Some(binds(&spec.mounts));
+    }
+    Ok(ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        cmd: Some(vec!["sleep".to_owned(), "infinity".to_owned()]),
+        entrypoint: Some(Vec::new()),
+        user: Some(WORKSPACE_USER.to_owned()),
+        hostname: Some("workspace".to_owned()),
+        working_dir: Some("/workspace".to_owned()),
+        env: Some(
+            spec.env
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .chain(["HOME=/workspace".to_owned()])
+                .collect(),
+        ),
+        volumes: Some(vec!["/workspace".to_owned()]),
+        labels: Some(HashMap::from([(
+            WORKSPACE_LABEL.to_owned(),
+            name.to_owned(),
+        )])),
+        host_config: Some(host),
+        ..ContainerCreateBody::default()
+    })
+}
+
+/// The short-lived sidecar that blackholes the metadata addresses inside the workspace's network
+/// namespace. The only container of this backend that holds a capability, and only `NET_ADMIN`.
+#[must_use]
+pub fn metadata_sidecar(workspace: &str, image: &str) -> ContainerCreateBody {
+    let mut host = locked_host_config(NetworkMode::None);
+    host.network_mode = Some(format!("container:{workspace}"));
+    host.cap_add = Some(vec!["NET_ADMIN".to_owned()]);
+    host.memory = Some(32 * 1024 * 1024);
+    host.pids_limit = Some(16);
+    ContainerCreateBody {
+        image: Some(image.to_owned()),
+        cmd: Some(vec![
+            "/bin/sh".to_owned(),
+            "-c".to_owned(),
+            blackhole_script(),
+        ]),
+        entrypoint: Some(Vec::new()),
+        user: Some("0:0".to_owned()),
+        labels: Some(HashMap::from([(
+            WORKSPACE_LABEL.to_owned(),
+            workspace.to_owned(),
+        )])),
+        host_config: Some(host),
+        ..ContainerCreateBody::default()
+    }
+}
+
+/// The create body of an ephemeral author command: the same lockdown as a workspace, the
+/// command itself as the container's process. Secret env is named only
+/// (`NAME` without a value is resolved by the engine from nothing, so values are passed by exec
+/// instead; see the driver).
+pub fn ephemeral_container(
+    name: &str,
+    spec: &EphemeralSpec,
+    argv: &[String],
+    workdir: &str,
+) -> Result<ContainerCreateBody> {
+    check_mounts(&spec.mounts)?;
+    let mut host = locked_host_config(spec.network);
+    limits(&mut host, &spec.limits);
+    host.extra_hosts = Some(
+        METADATA_HOSTNAMES
+            .iter()
+            .map(|h| format!("{h}:0.0.0.0"))
+            .collect(),
+    );
+    if !spec.mounts.is_empty() {
+        host.binds = Some(binds(&spec.mounts));
+    }
+    Ok(ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        cmd: Some(argv.to_vec()),
+        entrypoint: Some(Vec::new()),
+        user: Some(WORKSPACE_USER.to_owned()),
+        working_dir: Some(workdir.to_owned()),
+        env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        labels: Some(HashMap::from([(
+            WORKSPACE_LABEL.to_owned(),
+            name.to_owned(),
+        )])),
+        host_config: Some(host),
+        ..ContainerCreateBody::default()
+    })
+}
+
+/// The in-container script that stops and kills every process carrying an exec tag.
+#[must_use]
+pub fn kill_tagged_script(exec_id: &str) -> String {
+    let tag = crate::quote::shell_quote(&format!("{}={exec_id}", crate::spec::EXEC_ID_ENV));
+    format!(
+        r#"tag={tag}
+for round in 1 2 3 4 5; do
+  found=
+  for d in /proc/[0-9]*; do
+    pid=${{d#/proc/}}
+    [ "$pid" = "$$" ] && continue
+    if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "$tag"; then found="$found $pid"; fi
+  done
+  [ -z "$found" ] && exit 0
+  for pid in $found; do kill -STOP "$pid" 2>/dev/null || true; done
+  for pid in $found; do kill -KILL "$pid" 2>/dev/null || true; done
+done
+"#
+    )
+}
+
+/// The in-container script that prints the keeper's PID: the children of PID 1 (the init).
+pub const KEEPER_PROBE: &str = r#"for d in /proc/[0-9]*; do
+  pid=${d#/proc/}
+  [ "$pid" = 1 ] && continue
+  while read -r key value; do
+    if [ "$key" = PPid: ]; then [ "$value" = 1 ] && echo "$pid"; break; fi
+  done < "$d/status" 2>/dev/null || true
+done
+"#;
+
+/// The in-container script that prints how many processes the OOM killer has killed.
+pub const OOM_PROBE: &str = r"if [ -r /sys/fs/cgroup/memory.events ]; then
+  sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory.events
+else
+  sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory/memory.oom_control
+fi
+";

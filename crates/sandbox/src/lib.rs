@@ -1,0 +1,39 @@
+//! Sandboxed workspaces for auto-swe: the [`WorkspaceBackend`] and [`EphemeralRunner`] seams,
+//! the `local` (bubblewrap), `docker` and `kubernetes` drivers, git without resting
+//! credentials, exec tagging, `shell_quote` and safe archives.
+//!
+//! This is the only crate of the workspace that starts processes.
+
+mod archive;
+mod backend;
+pub mod docker;
+mod error;
+mod git;
+pub mod kubernetes;
+pub mod local;
+pub mod policy;
+mod probe;
+mod process;
+mod quote;
+mod spec;
+
+pub use archive::{ArchiveSummary, assert_safe_archive};
+pub use backend::{
+    BackendKind, EphemeralRunner, EphemeralSpec, Exit, HelperScript, OutputChunk, Protection,
+    SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
+};
+pub use docker::{DockerBackend, DockerConfig};
+pub use error::{FailureClass, Result, SandboxError, UnsafeArchiveReason};
+pub use git::{
+    AuthedGit, CloneRequest, GIT_AUTH_ENV, GIT_REFUSED_STATUS, GitOperation, SplitUrl, StraySweep,
+    authed_git_script, basic_auth_header, bearer_auth_header, clone_script, git_auth_env,
+    split_clone_credential,
+};
+pub use local::{LocalBackend, LocalConfig, WORKSPACE_ID_ENV};
+pub use probe::{BackendProbe, ProbeConfig, ProbeReport, explain_bwrap_failure, probe};
+pub use quote::{shell_join, shell_quote};
+pub use spec::{
+    DEFAULT_EXEC_TIMEOUT, DEFAULT_OUTPUT_LIMIT, EXEC_ID_ENV, EnvName, ExecId, ExecOutput,
+    ExecRequest, LocalRoot, MetadataBlock, Mount, MountAccess, NetworkMode, ResourceLimits,
+    SecretEnv, SecretValue, WorkspaceSpec,
+};

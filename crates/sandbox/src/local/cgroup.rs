@@ -1,0 +1,221 @@
+//! Resource caps, freezing and OOM accounting for `local` workspaces through cgroups (v1
+//! controllers or a v2 hierarchy), where this host lets us create them.
+
+use std::path::{Path, PathBuf};
+
+use crate::spec::ResourceLimits;
+
+/// One workspace's cgroups.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkspaceCgroup {
+    layout: Layout,
+}
+
+#[derive(Debug, Clone)]
+enum Layout {
+    V1 {
+        memory: Option<PathBuf>,
+        pids: Option<PathBuf>,
+        freezer: Option<PathBuf>,
+        cpu: Option<PathBuf>,
+    },
+    V2 {
+        dir: PathBuf,
+    },
+}
+
+fn own_path(controller: &str) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let _id = parts.next()?;
+        let controllers = parts.next()?;
+        let path = parts.next()?;
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| path.to_owned())
+    })
+}
+
+fn make_v1(root: &Path, controller: &str, name: &str) -> Option<PathBuf> {
+    let mount = root.join(controller);
+    if !mount.join("cgroup.procs").exists() {
+        return None;
+    }
+    let own = own_path(controller).unwrap_or_else(|| "/".to_owned());
+    let dir = mount
+        .join(own.trim_start_matches('/'))
+        .join("auto-swe")
+        .join(name);
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir)
+}
+
+fn write(path: &Path, value: &str) -> bool {
+    std::fs::write(path, value).is_ok()
+}
+
+impl WorkspaceCgroup {
+    /// Creates the cgroups and applies the caps; `None` when this host does not let us.
+    pub(crate) fn create(root: &Path, name: &str, limits: &ResourceLimits) -> Option<Self> {
+        let quota = (limits.nano_cpus / 10_000).max(1000);
+        if root.join("memory").join("cgroup.procs").exists() {
+            let memory = make_v1(root, "memory", name).filter(|d| {
+                write(
+                    &d.join("memory.limit_in_bytes"),
+                    &limits.memory_bytes.to_string(),
+                ) && {
+                    // Keep swap out of the picture where the kernel accounts it.
+                    let _ = write(
+                        &d.join("memory.memsw.limit_in_bytes"),
+                        &limits.memory_bytes.to_string(),
+                    );
+                    true
+                }
+            });
+            let pids = make_v1(root, "pids", name)
+                .filter(|d| write(&d.join("pids.max"), &limits.pids.to_string()));
+            let freezer = make_v1(root, "freezer", name);
+            let cpu = make_v1(root, "cpu", name).filter(|d| {
+                write(&d.join("cpu.cfs_period_us"), "100000")
+                    && write(&d.join("cpu.cfs_quota_us"), &quota.to_string())
+            });
+            return Some(Self {
+                layout: Layout::V1 {
+                    memory,
+                    pids,
+                    freezer,
+                    cpu,
+                },
+            });
+        }
+        if root.join("cgroup.controllers").exists() {
+            let own = own_path("").unwrap_or_else(|| "/".to_owned());
+            let parent = root.join(own.trim_start_matches('/')).join("auto-swe");
+            std::fs::create_dir_all(&parent).ok()?;
+            let _ = write(&parent.join("cgroup.subtree_control"), "+memory +pids +cpu");
+            let dir = parent.join(name);
+            std::fs::create_dir_all(&dir).ok()?;
+            let _ = write(&dir.join("memory.max"), &limits.memory_bytes.to_string());
+            let _ = write(&dir.join("memory.swap.max"), "0");
+            let _ = write(&dir.join("pids.max"), &limits.pids.to_string());
+            let _ = write(&dir.join("cpu.max"), &format!("{quota} 100000"));
+            return Some(Self {
+                layout: Layout::V2 { dir },
+            });
+        }
+        None
+    }
+
+    /// The `cgroup.procs` files a new process must join.
+    pub(crate) fn procs_files(&self) -> Vec<PathBuf> {
+        match &self.layout {
+            Layout::V1 {
+                memory,
+                pids,
+                freezer,
+                cpu,
+            } => [memory, pids, freezer, cpu]
+                .into_iter()
+                .flatten()
+                .map(|d| d.join("cgroup.procs"))
+                .collect(),
+            Layout::V2 { dir } => vec![dir.join("cgroup.procs")],
+        }
+    }
+
+    /// Which caps are really in force.
+    pub(crate) fn enforced(&self) -> (bool, bool, bool, bool) {
+        match &self.layout {
+            Layout::V1 {
+                memory,
+                pids,
+                freezer,
+                cpu,
+            } => (
+                memory.is_some(),
+                pids.is_some(),
+                cpu.is_some(),
+                freezer.is_some(),
+            ),
+            Layout::V2 { dir } => (
+                dir.join("memory.max").exists(),
+                dir.join("pids.max").exists(),
+                dir.join("cpu.max").exists(),
+                dir.join("cgroup.freeze").exists(),
+            ),
+        }
+    }
+
+    /// How many processes the OOM killer has killed in this workspace so far.
+    pub(crate) fn oom_kills(&self) -> u64 {
+        let (file, key) = match &self.layout {
+            Layout::V1 {
+                memory: Some(d), ..
+            } => (d.join("memory.oom_control"), "oom_kill"),
+            Layout::V1 { memory: None, .. } => return 0,
+            Layout::V2 { dir } => (dir.join("memory.events"), "oom_kill"),
+        };
+        std::fs::read_to_string(file)
+            .ok()
+            .and_then(|text| {
+                text.lines().find_map(|l| {
+                    let (k, v) = l.split_once(' ')?;
+                    (k == key).then(|| v.trim().parse().ok())?
+                })
+            })
+            .unwrap_or(0)
+    }
+
+    /// Freezes or thaws; false when there is no freezer.
+    pub(crate) fn freeze(&self, frozen: bool) -> bool {
+        match &self.layout {
+            Layout::V1 {
+                freezer: Some(d), ..
+            } => write(
+                &d.join("freezer.state"),
+                if frozen { "FROZEN" } else { "THAWED" },
+            ),
+            Layout::V1 { freezer: None, .. } => false,
+            Layout::V2 { dir } => write(&dir.join("cgroup.freeze"), if frozen { "1" } else { "0" }),
+        }
+    }
+
+    /// PIDs still in the workspace's cgroups.
+    pub(crate) fn pids(&self) -> Vec<u32> {
+        let mut pids: Vec<u32> = self
+            .procs_files()
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(f).ok())
+            .flat_map(|t| {
+                t.lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect::<Vec<u32>>()
+            })
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// Removes the cgroup directories (they must be empty).
+    pub(crate) fn remove(&self) {
+        let dirs: Vec<PathBuf> = match &self.layout {
+            Layout::V1 {
+                memory,
+                pids,
+                freezer,
+                cpu,
+            } => [memory, pids, freezer, cpu]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect(),
+            Layout::V2 { dir } => vec![dir.clone()],
+        };
+        for dir in dirs {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}

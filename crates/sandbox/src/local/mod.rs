@@ -1,0 +1,725 @@
+//! The `local` backend: bubblewrap namespaces on this host, for machines without a Docker engine.
+//!
+//! Each exec is a fresh bubblewrap sandbox over the workspace's private directories, so nothing
+//! an exec starts can outlive it: when the sandbox's PID 1 ends, the kernel kills the rest of its
+//! PID namespace. Resource caps, freezing and OOM accounting come from cgroups where the host lets
+//! us create them; the handle says which protections hold.
+
+mod cgroup;
+pub mod plan;
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::DirBuilderExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use nix::sys::signal::Signal;
+
+use self::cgroup::WorkspaceCgroup;
+use self::plan::{BwrapPlan, HostLayout, Lockdown};
+use crate::archive::assert_safe_archive;
+use crate::backend::{
+    BackendKind, EphemeralRunner, EphemeralSpec, HelperScript, Protection, SpawnedProcess,
+    WorkspaceBackend, WorkspaceHandle,
+};
+use crate::error::{Result, SandboxError};
+use crate::process::{self, OomProbe};
+use crate::spec::{
+    EXEC_ID_ENV, ExecId, ExecOutput, ExecRequest, LocalRoot, MetadataBlock, Mount, NetworkMode,
+    ResourceLimits, SecretEnv, WorkspaceSpec, random_hex,
+};
+
+/// The environment variable naming the workspace on every host-side sandbox process.
+pub const WORKSPACE_ID_ENV: &str = "AUTO_SWE_WORKSPACE";
+
+const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Script that moves the wrapper shell into the workspace's cgroups before it becomes bwrap, so
+/// every process of the sandbox is capped from its first instruction.
+const JOIN_CGROUPS: &str =
+    r#"while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@""#;
+
+/// Configuration of the `local` backend.
+#[derive(Debug, Clone)]
+pub struct LocalConfig {
+    /// The bubblewrap binary.
+    pub bwrap: PathBuf,
+    /// Where workspace directories are made (mode 0700 each).
+    pub state_dir: PathBuf,
+    /// cgroup mount point (`/sys/fs/cgroup`), or `None` to run without caps.
+    pub cgroup_root: Option<PathBuf>,
+    /// Root used by ephemeral runs and helper scripts.
+    pub ephemeral_root: LocalRoot,
+}
+
+impl LocalConfig {
+    /// Defaults: `/usr/bin/bwrap`, `<tmp>/auto-swe-workspaces`, `/sys/fs/cgroup`, and `root`.
+    #[must_use]
+    pub fn new(root: LocalRoot) -> Self {
+        Self {
+            bwrap: PathBuf::from("/usr/bin/bwrap"),
+            state_dir: std::env::temp_dir().join("auto-swe-workspaces"),
+            cgroup_root: Some(PathBuf::from("/sys/fs/cgroup")),
+            ephemeral_root: root,
+        }
+    }
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Meta {
+    root: LocalRoot,
+    network: NetworkMode,
+    block_metadata: MetadataBlock,
+    env: BTreeMap<crate::spec::EnvName, String>,
+    mounts: Vec<Mount>,
+    limits: ResourceLimits,
+}
+
+struct LocalWorkspace {
+    dir: PathBuf,
+    meta: Meta,
+    secret_env: SecretEnv,
+    cgroup: Option<WorkspaceCgroup>,
+    paused: AtomicBool,
+}
+
+/// The bubblewrap driver.
+pub struct LocalBackend {
+    config: LocalConfig,
+    host: HostLayout,
+    workspaces: Mutex<HashMap<String, Arc<LocalWorkspace>>>,
+}
+
+impl std::fmt::Debug for LocalBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalBackend")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn sanitize_label(label: &str) -> String {
+    let s: String = label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(24)
+        .collect();
+    if s.is_empty() { "ws".to_owned() } else { s }
+}
+
+/// A fresh workspace name: `asw-<label>-<random>`.
+pub(crate) fn workspace_name(label: &str) -> Result<String> {
+    Ok(format!("asw-{}-{}", sanitize_label(label), random_hex(6)?))
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn private_dir(path: &Path) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .recursive(true)
+        .create(path)
+        .map_err(|e| SandboxError::io(format!("creating {}", path.display()), e))
+}
+
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text)
+        .map_err(|e| SandboxError::io(format!("writing {}", path.display()), e))
+}
+
+/// PIDs of host processes that carry `NAME=value` in their initial environment.
+pub(crate) fn pids_with_env(name: &str, value: &str) -> Vec<u32> {
+    let needle = format!("{name}={value}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|b| *b == 0)
+                    .any(|entry| entry == needle.as_bytes())
+            })
+        })
+        .collect()
+}
+
+impl LocalBackend {
+    /// A backend with `config`; checks that bubblewrap is there.
+    pub fn new(config: LocalConfig) -> Result<Self> {
+        if !config.bwrap.exists() {
+            return Err(SandboxError::BackendUnavailable {
+                backend: "local",
+                reason: format!("{} not found", config.bwrap.display()),
+                remedy: "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)".to_owned(),
+            });
+        }
+        Ok(Self {
+            config,
+            host: plan::read_host_layout(),
+            workspaces: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn get(&self, id: &str) -> Result<Arc<LocalWorkspace>> {
+        let map = self.workspaces.lock().map_err(|_| poisoned())?;
+        map.get(id)
+            .cloned()
+            .ok_or_else(|| SandboxError::NotFound(id.to_owned()))
+    }
+
+    fn protections(
+        meta: &Meta,
+        cgroup: Option<&WorkspaceCgroup>,
+    ) -> (Vec<Protection>, BTreeMap<String, String>) {
+        let mut have = Vec::new();
+        let mut missing = BTreeMap::new();
+        let (mem, pids, cpu, freeze) =
+            cgroup.map_or((false, false, false, false), WorkspaceCgroup::enforced);
+        for (on, protection, key) in [
+            (mem, Protection::MemoryCap, "memory_cap"),
+            (pids, Protection::PidsCap, "pids_cap"),
+            (cpu, Protection::CpuCap, "cpu_cap"),
+        ] {
+            if on {
+                have.push(protection);
+            } else {
+                missing.insert(
+                    key.to_owned(),
+                    "no writable cgroup for this user on this host".to_owned(),
+                );
+            }
+        }
+        if freeze {
+            have.push(Protection::Freeze);
+        }
+        if meta.block_metadata == MetadataBlock::On {
+            have.push(Protection::MetadataNames);
+            if meta.network == NetworkMode::Host {
+                missing.insert(
+                    "metadata_addresses".to_owned(),
+                    "the local backend shares the host network and cannot blackhole addresses there".to_owned(),
+                );
+            } else {
+                have.push(Protection::MetadataAddresses);
+            }
+        }
+        (have, missing)
+    }
+
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the local driver starts bubblewrap; this is the sanctioned spawn site"
+    )]
+    fn command(
+        &self,
+        cgroup: Option<&WorkspaceCgroup>,
+        bwrap_args: Vec<String>,
+        env: Vec<(String, String)>,
+    ) -> tokio::process::Command {
+        let mut command = match cgroup {
+            Some(cg) => {
+                let mut c = tokio::process::Command::new("/bin/sh");
+                c.arg("-c").arg(JOIN_CGROUPS).arg("sh");
+                for file in cg.procs_files() {
+                    c.arg(file);
+                }
+                c.arg("--").arg(&self.config.bwrap);
+                c
+            }
+            None => tokio::process::Command::new(&self.config.bwrap),
+        };
+        command.args(bwrap_args);
+        command.env_clear();
+        command.envs(env);
+        command
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "internal plumbing of one driver")]
+    fn start(
+        &self,
+        id: &str,
+        root: &LocalRoot,
+        workspace: Option<(&Path, &Path)>,
+        files: (&Path, &Path),
+        mounts: &[Mount],
+        network: NetworkMode,
+        lockdown: Lockdown,
+        base_env: &BTreeMap<crate::spec::EnvName, String>,
+        base_secrets: &SecretEnv,
+        cgroup: Option<&WorkspaceCgroup>,
+        request: &ExecRequest,
+        keep_stdin_open: bool,
+    ) -> Result<SpawnedProcess> {
+        request.validate()?;
+        let exec_id = ExecId::generate()?;
+        let args = plan::bwrap_args(&BwrapPlan {
+            root,
+            host: &self.host,
+            workspace_dir: workspace.map(|w| w.0),
+            tmp_dir: workspace.map(|w| w.1),
+            hosts_file: files.0,
+            resolv_file: files.1,
+            mounts,
+            network,
+            lockdown,
+            workdir: &request.workdir,
+            argv: &request.argv,
+        });
+        let mut env: BTreeMap<String, String> = BTreeMap::new();
+        env.insert("PATH".to_owned(), SANDBOX_PATH.to_owned());
+        env.insert("HOME".to_owned(), "/workspace".to_owned());
+        env.insert("LANG".to_owned(), "C.UTF-8".to_owned());
+        for (k, v) in base_env.iter().chain(request.env.iter()) {
+            env.insert(k.as_str().to_owned(), v.clone());
+        }
+        let mut secrets = base_secrets.clone();
+        secrets.extend_from(&request.secret_env);
+        for (k, v) in secrets.iter() {
+            env.insert(k.as_str().to_owned(), v.expose().to_owned());
+        }
+        env.insert(EXEC_ID_ENV.to_owned(), exec_id.as_str().to_owned());
+        env.insert(WORKSPACE_ID_ENV.to_owned(), id.to_owned());
+        let command = self.command(cgroup, args, env.into_iter().collect());
+        let oom: OomProbe = match cgroup {
+            Some(cg) => {
+                let cg = cg.clone();
+                let baseline = cg.oom_kills();
+                Box::new(move || cg.oom_kills() > baseline)
+            }
+            None => Box::new(|| false),
+        };
+        process::spawn_streaming(
+            command,
+            exec_id,
+            request.stdin.clone(),
+            keep_stdin_open,
+            request.timeout,
+            oom,
+        )
+    }
+
+    fn run_in(
+        &self,
+        id: &str,
+        ws: &LocalWorkspace,
+        request: &ExecRequest,
+        keep_stdin_open: bool,
+    ) -> Result<SpawnedProcess> {
+        let workspace_dir = ws.dir.join("workspace");
+        let tmp_dir = ws.dir.join("tmp");
+        let hosts = ws.dir.join("hosts");
+        let resolv = ws.dir.join("resolv.conf");
+        if !workspace_dir.exists() {
+            return Err(SandboxError::NotFound(id.to_owned()));
+        }
+        if ws.paused.load(Ordering::SeqCst) {
+            return Err(SandboxError::Paused(id.to_owned()));
+        }
+        self.start(
+            id,
+            &ws.meta.root,
+            Some((&workspace_dir, &tmp_dir)),
+            (&hosts, &resolv),
+            &ws.meta.mounts,
+            ws.meta.network,
+            Lockdown::Workspace,
+            &ws.meta.env,
+            &ws.secret_env,
+            ws.cgroup.as_ref(),
+            request,
+            keep_stdin_open,
+        )
+    }
+
+    fn kill_all(id: &str) {
+        for pid in pids_with_env(WORKSPACE_ID_ENV, id) {
+            process::kill_tree(pid);
+        }
+    }
+
+    fn ephemeral(
+        &self,
+        spec: &EphemeralSpec,
+        request: &ExecRequest,
+        extra_secrets: &SecretEnv,
+        keep_stdin_open: bool,
+    ) -> Result<(SpawnedProcess, Option<WorkspaceCgroup>)> {
+        let name = workspace_name("ephemeral")?;
+        // Every ephemeral run sees the same generated files; they are written once and only
+        // ever bound read-only.
+        let dir = self.config.state_dir.join(".ephemeral");
+        private_dir(&dir)?;
+        let hosts = dir.join("hosts");
+        let resolv = dir.join("resolv.conf");
+        if !hosts.exists() || !resolv.exists() {
+            let tmp_hosts = dir.join(format!("hosts.{name}"));
+            let tmp_resolv = dir.join(format!("resolv.{name}"));
+            write_file(&tmp_hosts, &plan::hosts_file(true))?;
+            write_file(&tmp_resolv, &plan::resolv_file(&[]))?;
+            std::fs::rename(&tmp_hosts, &hosts)
+                .and_then(|()| std::fs::rename(&tmp_resolv, &resolv))
+                .map_err(|e| SandboxError::io("writing the ephemeral hosts file", e))?;
+        }
+        let cgroup = self
+            .config
+            .cgroup_root
+            .as_deref()
+            .and_then(|root| WorkspaceCgroup::create(root, &name, &spec.limits));
+        let mut secrets = spec.secret_env.clone();
+        secrets.extend_from(extra_secrets);
+        let spawned = self.start(
+            &name,
+            &self.config.ephemeral_root,
+            None,
+            (&hosts, &resolv),
+            &spec.mounts,
+            spec.network,
+            Lockdown::Ephemeral,
+            &spec.env,
+            &secrets,
+            cgroup.as_ref(),
+            request,
+            keep_stdin_open,
+        );
+        match spawned {
+            Ok(s) => Ok((s, cgroup)),
+            Err(e) => {
+                if let Some(cg) = cgroup {
+                    cg.remove();
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Kills what is left in a cgroup, waits (bounded) for the kernel to empty it, and removes it.
+async fn retire_cgroup(cg: &WorkspaceCgroup) {
+    cg.freeze(false);
+    for pid in cg.pids() {
+        process::kill_tree(pid);
+    }
+    for _ in 0..100 {
+        if cg.pids().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cg.remove();
+}
+
+fn poisoned() -> SandboxError {
+    SandboxError::Engine {
+        backend: "local",
+        message: "workspace table lock poisoned".to_owned(),
+    }
+}
+
+fn archive_too_large(limit: usize) -> SandboxError {
+    SandboxError::InvalidRequest(format!("archive exceeds the {limit}-byte copy-out cap"))
+}
+
+fn check_inside_path(path: &str) -> Result<()> {
+    if !path.starts_with('/') || path.contains('\0') || path.split('/').any(|c| c == "..") {
+        return Err(SandboxError::InvalidRequest(
+            "path must be absolute without `..`".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn copy_in_request(archive: &[u8], dest: &str) -> Result<ExecRequest> {
+    check_inside_path(dest)?;
+    assert_safe_archive(archive)?;
+    Ok(ExecRequest::new([
+        "tar",
+        "-x",
+        "-f",
+        "-",
+        "--no-same-owner",
+        "--no-overwrite-dir",
+        "-C",
+        dest,
+    ])
+    .stdin(archive.to_vec()))
+}
+
+pub(crate) fn copy_out_request(path: &str, limit: usize) -> Result<ExecRequest> {
+    check_inside_path(path)?;
+    let trimmed = path.trim_end_matches('/');
+    let (parent, base) = match trimmed.rfind('/') {
+        Some(0) | None => ("/", trimmed.trim_start_matches('/')),
+        Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+    };
+    let base = if base.is_empty() { "." } else { base };
+    let mut request = ExecRequest::new(["tar", "-c", "-f", "-", "-C", parent, "--", base]);
+    request.output_limit = limit;
+    Ok(request)
+}
+
+#[async_trait]
+impl WorkspaceBackend for LocalBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Local
+    }
+
+    async fn create(&self, spec: &WorkspaceSpec) -> Result<WorkspaceHandle> {
+        if spec.network == NetworkMode::Bridge {
+            return Err(SandboxError::BackendUnsupported {
+                backend: "local",
+                operation: "bridge networking",
+            });
+        }
+        let id = workspace_name(&spec.label)?;
+        let dir = self.config.state_dir.join(&id);
+        private_dir(&self.config.state_dir)?;
+        private_dir(&dir)?;
+        let result = (|| {
+            private_dir(&dir.join("workspace"))?;
+            private_dir(&dir.join("tmp"))?;
+            write_file(
+                &dir.join("hosts"),
+                &plan::hosts_file(spec.block_metadata == MetadataBlock::On),
+            )?;
+            write_file(&dir.join("resolv.conf"), &plan::resolv_file(&spec.dns))?;
+            let meta = Meta {
+                root: spec.local_root.clone(),
+                network: spec.network,
+                block_metadata: spec.block_metadata,
+                env: spec.env.clone(),
+                mounts: spec.mounts.clone(),
+                limits: spec.limits,
+            };
+            let json = serde_json::to_string(&meta).map_err(|e| SandboxError::Engine {
+                backend: "local",
+                message: e.to_string(),
+            })?;
+            write_file(&dir.join("meta.json"), &json)?;
+            Ok(meta)
+        })();
+        let meta = match result {
+            Ok(meta) => meta,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        let cgroup = self
+            .config
+            .cgroup_root
+            .as_deref()
+            .and_then(|root| WorkspaceCgroup::create(root, &id, &spec.limits));
+        let (protections, missing) = Self::protections(&meta, cgroup.as_ref());
+        let ws = LocalWorkspace {
+            dir,
+            meta,
+            secret_env: spec.secret_env.clone(),
+            cgroup,
+            paused: AtomicBool::new(false),
+        };
+        self.workspaces
+            .lock()
+            .map_err(|_| poisoned())?
+            .insert(id.clone(), Arc::new(ws));
+        Ok(WorkspaceHandle {
+            id,
+            backend: BackendKind::Local,
+            keeper_pid: 0,
+            protections,
+            missing,
+        })
+    }
+
+    async fn attach(&self, id: &str) -> Result<WorkspaceHandle> {
+        if !valid_id(id) {
+            return Err(SandboxError::NotFound(id.to_owned()));
+        }
+        if let Ok(ws) = self.get(id) {
+            let (protections, missing) = Self::protections(&ws.meta, ws.cgroup.as_ref());
+            return Ok(WorkspaceHandle {
+                id: id.to_owned(),
+                backend: BackendKind::Local,
+                keeper_pid: 0,
+                protections,
+                missing,
+            });
+        }
+        let dir = self.config.state_dir.join(id);
+        let text = std::fs::read_to_string(dir.join("meta.json"))
+            .map_err(|_| SandboxError::NotFound(id.to_owned()))?;
+        let meta: Meta = serde_json::from_str(&text).map_err(|e| SandboxError::Engine {
+            backend: "local",
+            message: format!("unreadable workspace metadata: {e}"),
+        })?;
+        let cgroup = self
+            .config
+            .cgroup_root
+            .as_deref()
+            .and_then(|root| WorkspaceCgroup::create(root, id, &meta.limits));
+        let (protections, missing) = Self::protections(&meta, cgroup.as_ref());
+        self.workspaces.lock().map_err(|_| poisoned())?.insert(
+            id.to_owned(),
+            Arc::new(LocalWorkspace {
+                dir,
+                meta,
+                secret_env: SecretEnv::new(),
+                cgroup,
+                paused: AtomicBool::new(false),
+            }),
+        );
+        Ok(WorkspaceHandle {
+            id: id.to_owned(),
+            backend: BackendKind::Local,
+            keeper_pid: 0,
+            protections,
+            missing,
+        })
+    }
+
+    async fn exec(&self, workspace: &WorkspaceHandle, request: &ExecRequest) -> Result<ExecOutput> {
+        let ws = self.get(&workspace.id)?;
+        let spawned = self.run_in(&workspace.id, &ws, request, false)?;
+        process::collect(spawned, request.output_limit, request.timeout).await
+    }
+
+    async fn spawn(
+        &self,
+        workspace: &WorkspaceHandle,
+        request: &ExecRequest,
+    ) -> Result<SpawnedProcess> {
+        let ws = self.get(&workspace.id)?;
+        self.run_in(&workspace.id, &ws, request, true)
+    }
+
+    async fn copy_in(&self, workspace: &WorkspaceHandle, archive: &[u8], dest: &str) -> Result<()> {
+        let request = copy_in_request(archive, dest)?;
+        self.exec_checked(workspace, &request).await.map(|_| ())
+    }
+
+    async fn copy_out(
+        &self,
+        workspace: &WorkspaceHandle,
+        path: &str,
+        limit: usize,
+    ) -> Result<Vec<u8>> {
+        let request = copy_out_request(path, limit)?;
+        let output = self.exec_checked(workspace, &request).await?;
+        if output.truncated {
+            return Err(archive_too_large(limit));
+        }
+        Ok(output.stdout)
+    }
+
+    async fn pause(&self, workspace: &WorkspaceHandle) -> Result<()> {
+        let ws = self.get(&workspace.id)?;
+        ws.paused.store(true, Ordering::SeqCst);
+        if ws.cgroup.as_ref().is_some_and(|cg| cg.freeze(true)) {
+            return Ok(());
+        }
+        for pid in pids_with_env(WORKSPACE_ID_ENV, &workspace.id) {
+            process::signal_tree(pid, Signal::SIGSTOP);
+        }
+        Ok(())
+    }
+
+    async fn resume(&self, workspace: &WorkspaceHandle) -> Result<()> {
+        let ws = self.get(&workspace.id)?;
+        ws.paused.store(false, Ordering::SeqCst);
+        if ws.cgroup.as_ref().is_some_and(|cg| cg.freeze(false)) {
+            return Ok(());
+        }
+        for pid in pids_with_env(WORKSPACE_ID_ENV, &workspace.id) {
+            process::signal_tree(pid, Signal::SIGCONT);
+        }
+        Ok(())
+    }
+
+    async fn remove(&self, workspace: &WorkspaceHandle) -> Result<()> {
+        if !valid_id(&workspace.id) {
+            return Ok(());
+        }
+        let ws = self
+            .workspaces
+            .lock()
+            .map_err(|_| poisoned())?
+            .remove(&workspace.id);
+        match ws.as_ref().and_then(|w| w.cgroup.as_ref()) {
+            // Every process of the workspace joined its cgroup before it became bubblewrap.
+            Some(cg) => retire_cgroup(cg).await,
+            None => Self::kill_all(&workspace.id),
+        }
+        let dir = self.config.state_dir.join(&workspace.id);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(SandboxError::io(format!("removing {}", dir.display()), e)),
+        }
+    }
+}
+
+#[async_trait]
+impl EphemeralRunner for LocalBackend {
+    async fn run_ephemeral(
+        &self,
+        spec: &EphemeralSpec,
+        request: &ExecRequest,
+    ) -> Result<ExecOutput> {
+        let (spawned, cgroup) = self.ephemeral(spec, request, &SecretEnv::new(), false)?;
+        let result = process::collect(spawned, request.output_limit, request.timeout).await;
+        if let Some(cg) = cgroup {
+            retire_cgroup(&cg).await;
+        }
+        result
+    }
+
+    async fn start_detached(
+        &self,
+        spec: &EphemeralSpec,
+        request: &ExecRequest,
+    ) -> Result<SpawnedProcess> {
+        let (mut spawned, cgroup) = self.ephemeral(spec, request, &SecretEnv::new(), true)?;
+        let Some(cg) = cgroup else {
+            return Ok(spawned);
+        };
+        // Retire the cgroup once the command has ended, then pass its exit on.
+        let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
+        let inner = std::mem::replace(&mut spawned.exit, exit_rx);
+        tokio::spawn(async move {
+            let exit = inner.await.unwrap_or_else(|_| Err(poisoned()));
+            retire_cgroup(&cg).await;
+            let _ = exit_tx.send(exit);
+        });
+        Ok(spawned)
+    }
+
+    async fn run_helper(
+        &self,
+        spec: &EphemeralSpec,
+        script: &HelperScript,
+        secret_env: &SecretEnv,
+        timeout: Duration,
+    ) -> Result<ExecOutput> {
+        let request = ExecRequest::new(["/bin/sh", "-c", script.text()]).timeout(timeout);
+        let (spawned, cgroup) = self.ephemeral(spec, &request, secret_env, false)?;
+        let result = process::collect(spawned, request.output_limit, request.timeout).await;
+        if let Some(cg) = cgroup {
+            retire_cgroup(&cg).await;
+        }
+        result
+    }
+}

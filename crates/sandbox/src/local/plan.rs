@@ -1,0 +1,235 @@
+//! The pure part of the `local` backend: a workspace spec and policy in, a bubblewrap argv out.
+//! Nothing here touches the host; the host's system-directory layout is passed in.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::spec::{LocalRoot, MountAccess, NetworkMode};
+
+/// Top-level host directories that the opt-in host-system root may expose, read-only.
+pub const HOST_SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// Files of the host's `/etc` that the host-system root exposes: enough for the dynamic linker,
+/// user names, TLS roots and tools' defaults; nothing that can hold a credential (`shadow`,
+/// `ssh/`, `gitconfig`, `netrc`, `docker/`, `environment`, …).
+pub const HOST_ETC_ALLOWLIST: &[&str] = &[
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/alternatives",
+    "/etc/ssl/certs",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/localtime",
+    "/etc/os-release",
+    "/etc/debian_version",
+    "/etc/mime.types",
+    "/etc/protocols",
+    "/etc/services",
+    "/etc/profile",
+    "/etc/bash.bashrc",
+    "/etc/inputrc",
+];
+
+/// How a top-level host system path appears on this host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "target")]
+pub enum HostEntry {
+    /// A real directory, bound read-only.
+    Directory,
+    /// A symlink (merged-`/usr` hosts), recreated as the same symlink.
+    Symlink(String),
+}
+
+/// What the host has of [`HOST_SYSTEM_DIRS`] and [`HOST_ETC_ALLOWLIST`], read once by the driver.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HostLayout {
+    /// Present system paths.
+    pub system: Vec<(String, HostEntry)>,
+    /// Present `/etc` entries from the allow-list.
+    pub etc: Vec<String>,
+}
+
+/// Whether the sandbox is a long-lived workspace or a locked-down one-shot run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lockdown {
+    /// Agent workspace: `/tmp` persists in the workspace's state directory.
+    Workspace,
+    /// Author command: `/tmp` is a fresh tmpfs.
+    Ephemeral,
+}
+
+/// Everything the argv depends on.
+#[derive(Debug, Clone, Serialize)]
+pub struct BwrapPlan<'a> {
+    /// Root filesystem choice.
+    pub root: &'a LocalRoot,
+    /// Host layout (only read for [`LocalRoot::HostSystem`]).
+    pub host: &'a HostLayout,
+    /// Host directory bound at `/workspace`, if any.
+    pub workspace_dir: Option<&'a Path>,
+    /// Host directory bound at `/tmp` for [`Lockdown::Workspace`].
+    pub tmp_dir: Option<&'a Path>,
+    /// Generated `/etc/hosts` and `/etc/resolv.conf`.
+    pub hosts_file: &'a Path,
+    /// Generated resolver file.
+    pub resolv_file: &'a Path,
+    /// Extra mounts.
+    pub mounts: &'a [crate::spec::Mount],
+    /// Network.
+    pub network: NetworkMode,
+    /// Lockdown.
+    pub lockdown: Lockdown,
+    /// Working directory inside.
+    pub workdir: &'a str,
+    /// The command.
+    pub argv: &'a [String],
+}
+
+fn path(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// The bubblewrap arguments (without the program name) for a plan.
+///
+/// New user (mapped to uid/gid 1000, no nested user namespaces), pid, ipc, uts, cgroup and mount
+/// namespaces; a network namespace unless the host network was asked for; all capabilities
+/// dropped; a new session (no terminal injection); death with the parent; a read-only root.
+#[must_use]
+pub fn bwrap_args(plan: &BwrapPlan<'_>) -> Vec<String> {
+    let mut a: Vec<String> = Vec::new();
+    let mut push = |items: &[&str]| a.extend(items.iter().map(|s| (*s).to_owned()));
+    push(&[
+        "--unshare-user",
+        "--disable-userns",
+        "--uid",
+        "1000",
+        "--gid",
+        "1000",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ]);
+    if plan.network != NetworkMode::Host {
+        push(&["--unshare-net"]);
+    }
+    push(&[
+        "--hostname",
+        "workspace",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+    ]);
+    match plan.root {
+        LocalRoot::Rootfs(dir) => {
+            let dir = path(dir);
+            push(&["--ro-bind", &dir, "/"]);
+        }
+        LocalRoot::HostSystem => {
+            for (name, entry) in &plan.host.system {
+                match entry {
+                    HostEntry::Directory => push(&["--ro-bind", name, name]),
+                    HostEntry::Symlink(target) => push(&["--symlink", target, name]),
+                }
+            }
+            push(&["--dir", "/etc"]);
+            for file in &plan.host.etc {
+                push(&["--ro-bind", file, file]);
+            }
+        }
+    }
+    push(&["--proc", "/proc", "--dev", "/dev"]);
+    match (plan.lockdown, plan.tmp_dir) {
+        (Lockdown::Workspace, Some(tmp)) => {
+            let tmp = path(tmp);
+            push(&["--bind", &tmp, "/tmp"]);
+        }
+        _ => push(&["--tmpfs", "/tmp"]),
+    }
+    let hosts = path(plan.hosts_file);
+    let resolv = path(plan.resolv_file);
+    push(&["--ro-bind", &hosts, "/etc/hosts"]);
+    push(&["--ro-bind", &resolv, "/etc/resolv.conf"]);
+    if let Some(dir) = plan.workspace_dir {
+        let dir = path(dir);
+        push(&["--bind", &dir, "/workspace"]);
+    }
+    for mount in plan.mounts {
+        let source = path(&mount.source);
+        let flag = match mount.access {
+            MountAccess::ReadOnly => "--ro-bind",
+            MountAccess::ReadWrite => "--bind",
+        };
+        push(&[flag, &source, &mount.target]);
+    }
+    push(&["--remount-ro", "/", "--chdir", plan.workdir, "--"]);
+    a.extend(plan.argv.iter().cloned());
+    a
+}
+
+/// The `/etc/hosts` every workspace gets: loopback names, and the cloud-metadata names pinned
+/// to an unroutable address.
+#[must_use]
+pub fn hosts_file(block_metadata: bool) -> String {
+    let mut text = String::from(
+        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tworkspace\n",
+    );
+    if block_metadata {
+        for name in crate::policy::METADATA_HOSTNAMES {
+            text.push_str("0.0.0.0\t");
+            text.push_str(name);
+            text.push('\n');
+        }
+    }
+    text
+}
+
+/// The `/etc/resolv.conf` for a list of resolvers.
+#[must_use]
+pub fn resolv_file(dns: &[std::net::IpAddr]) -> String {
+    let mut text = String::new();
+    for ip in dns {
+        text.push_str("nameserver ");
+        text.push_str(&ip.to_string());
+        text.push('\n');
+    }
+    text
+}
+
+/// Reads which of [`HOST_SYSTEM_DIRS`] and [`HOST_ETC_ALLOWLIST`] exist on this host.
+pub(crate) fn read_host_layout() -> HostLayout {
+    let mut layout = HostLayout::default();
+    for dir in HOST_SYSTEM_DIRS {
+        let p = PathBuf::from(dir);
+        match std::fs::symlink_metadata(&p) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(&p) {
+                    layout
+                        .system
+                        .push(((*dir).to_owned(), HostEntry::Symlink(path(&target))));
+                }
+            }
+            Ok(meta) if meta.is_dir() => {
+                layout
+                    .system
+                    .push(((*dir).to_owned(), HostEntry::Directory));
+            }
+            _ => {}
+        }
+    }
+    for file in HOST_ETC_ALLOWLIST {
+        if std::fs::metadata(file).is_ok() {
+            layout.etc.push((*file).to_owned());
+        }
+    }
+    layout
+}

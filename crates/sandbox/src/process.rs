@@ -1,0 +1,227 @@
+//! Host-side process plumbing shared by the drivers: streaming a child's I/O, capturing with a
+//! cap, timeouts, and killing a whole process tree (stop everything first, then kill, so a fork
+//! loop cannot outrun the sweep).
+
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::backend::{Exit, OutputChunk, SpawnedProcess};
+use crate::error::{Result, SandboxError};
+use crate::spec::{ExecId, ExecOutput};
+
+/// Parent PID of `pid` from `/proc/<pid>/stat`.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn all_pids() -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// `root` and all its descendants, as the host sees them.
+pub(crate) fn process_tree(root: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = all_pids()
+        .into_iter()
+        .filter_map(|p| Some((p, parent_of(p)?)))
+        .collect();
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let current = tree[i];
+        for (pid, ppid) in &parents {
+            if *ppid == current && !tree.contains(pid) {
+                tree.push(*pid);
+            }
+        }
+        i += 1;
+    }
+    tree
+}
+
+pub(crate) fn signal(pid: u32, sig: Signal) {
+    if let Ok(raw) = i32::try_from(pid)
+        && raw > 0
+    {
+        let _ = kill(Pid::from_raw(raw), sig);
+    }
+}
+
+/// Stops and then kills `root` and every descendant, repeating until none is left.
+pub(crate) fn kill_tree(root: u32) {
+    for _ in 0..8 {
+        let tree: Vec<u32> = process_tree(root)
+            .into_iter()
+            .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+            .collect();
+        if tree.is_empty() {
+            return;
+        }
+        for pid in &tree {
+            signal(*pid, Signal::SIGSTOP);
+        }
+        for pid in &tree {
+            signal(*pid, Signal::SIGKILL);
+        }
+    }
+}
+
+/// Sends `sig` to `root` and every descendant.
+pub(crate) fn signal_tree(root: u32, sig: Signal) {
+    for pid in process_tree(root) {
+        signal(pid, sig);
+    }
+}
+
+/// Exit status of a host child: its code, or 128 + signal.
+pub(crate) fn status_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt as _;
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+/// A callback that tells whether a `SIGKILL`ed exec was the OOM killer's doing.
+pub(crate) type OomProbe = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// Starts `command` with piped streams in its own process group and wires it into a
+/// [`SpawnedProcess`]. On timeout the whole host-side tree is stopped and killed.
+pub(crate) fn spawn_streaming(
+    mut command: tokio::process::Command,
+    exec_id: ExecId,
+    stdin_bytes: Vec<u8>,
+    keep_stdin_open: bool,
+    timeout: Duration,
+    oom: OomProbe,
+) -> Result<SpawnedProcess> {
+    command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    let mut child = command
+        .spawn()
+        .map_err(|e| SandboxError::io("starting the sandbox process", e))?;
+    let pid = child.id().unwrap_or(0);
+    let (out_tx, out_rx) = mpsc::channel(64);
+    let (in_tx, mut in_rx) = mpsc::channel::<Vec<u8>>(16);
+    let (exit_tx, exit_rx) = oneshot::channel();
+
+    if let Some(mut stdin) = child.stdin.take() {
+        tokio::spawn(async move {
+            if !stdin_bytes.is_empty() && stdin.write_all(&stdin_bytes).await.is_err() {
+                return;
+            }
+            while let Some(chunk) = in_rx.recv().await {
+                if stdin.write_all(&chunk).await.is_err() {
+                    return;
+                }
+            }
+            let _ = stdin.shutdown().await;
+        });
+    }
+    let mut readers = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        readers.push(tokio::spawn(pump(
+            stdout,
+            out_tx.clone(),
+            OutputChunk::Stdout,
+        )));
+    }
+    if let Some(stderr) = child.stderr.take() {
+        readers.push(tokio::spawn(pump(stderr, out_tx, OutputChunk::Stderr)));
+    }
+    tokio::spawn(async move {
+        let exit = match tokio::time::timeout(timeout, child.wait()).await {
+            Ok(Ok(status)) => {
+                let code = status_code(status);
+                if code == 137 && oom() {
+                    Ok(Exit::OutOfMemory)
+                } else {
+                    Ok(Exit::Status(code))
+                }
+            }
+            Ok(Err(e)) => Err(SandboxError::io("waiting for the sandbox process", e)),
+            Err(_) => {
+                kill_tree(pid);
+                let _ = child.wait().await;
+                Ok(Exit::TimedOut)
+            }
+        };
+        for reader in readers {
+            let _ = reader.await;
+        }
+        let _ = exit_tx.send(exit);
+    });
+    Ok(SpawnedProcess {
+        exec_id,
+        stdin: keep_stdin_open.then_some(in_tx),
+        output: out_rx,
+        exit: exit_rx,
+    })
+}
+
+async fn pump<R>(mut reader: R, tx: mpsc::Sender<OutputChunk>, wrap: fn(Vec<u8>) -> OutputChunk)
+where
+    R: tokio::io::AsyncRead + Unpin,
+{
+    let mut buf = vec![0_u8; 16 * 1024];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                // When nobody listens any more, keep draining so the child never blocks.
+                let _ = tx.send(wrap(buf[..n].to_vec())).await;
+            }
+        }
+    }
+}
+
+/// Collects a spawned process into an [`ExecOutput`], keeping at most `limit` bytes per stream.
+pub(crate) async fn collect(
+    mut spawned: SpawnedProcess,
+    limit: usize,
+    timeout: Duration,
+) -> Result<ExecOutput> {
+    drop(spawned.stdin.take());
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    let mut truncated = false;
+    while let Some(chunk) = spawned.output.recv().await {
+        let (buf, bytes) = match chunk {
+            OutputChunk::Stdout(b) => (&mut stdout, b),
+            OutputChunk::Stderr(b) => (&mut stderr, b),
+        };
+        let room = limit.saturating_sub(buf.len());
+        if bytes.len() > room {
+            truncated = true;
+        }
+        buf.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+    let exit = spawned.exit.await.map_err(|_| SandboxError::Engine {
+        backend: "local",
+        message: "the exec supervisor ended without a result".to_owned(),
+    })??;
+    match exit {
+        Exit::Status(status) => Ok(ExecOutput {
+            status,
+            stdout,
+            stderr,
+            truncated,
+            exec_id: spawned.exec_id,
+        }),
+        Exit::TimedOut => Err(SandboxError::Timeout { timeout }),
+        Exit::OutOfMemory => Err(SandboxError::OutOfMemory),
+    }
+}

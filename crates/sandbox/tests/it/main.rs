@@ -1,0 +1,18 @@
+//! Integration tests of the sandbox crate: pure plans and guards, and the shared behaviour and
+//! escape suites against every backend this host can run.
+
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test helpers outside #[test] functions fail loudly too"
+)]
+
+mod archive;
+mod docker;
+mod git_escape;
+mod git_scripts;
+mod harness;
+mod kubernetes;
+mod local;
+mod plans;
+mod suite;

@@ -1,0 +1,133 @@
+//! Snapshots of the pure plans: bubblewrap argv, hosts files, metadata blackhole commands.
+
+use std::path::Path;
+
+use auto_swe_sandbox::local::plan::{
+    BwrapPlan, HostEntry, HostLayout, Lockdown, bwrap_args, hosts_file,
+};
+use auto_swe_sandbox::policy::{blackhole_script, is_metadata_address};
+use auto_swe_sandbox::{LocalRoot, Mount, MountAccess, NetworkMode};
+
+fn layout() -> HostLayout {
+    HostLayout {
+        system: vec![
+            ("/usr".to_owned(), HostEntry::Directory),
+            ("/bin".to_owned(), HostEntry::Symlink("usr/bin".to_owned())),
+            ("/lib".to_owned(), HostEntry::Symlink("usr/lib".to_owned())),
+        ],
+        etc: vec!["/etc/passwd".to_owned(), "/etc/ssl/certs".to_owned()],
+    }
+}
+
+#[test]
+fn workspace_argv_on_a_rootfs() {
+    let root = LocalRoot::Rootfs("/var/cache/auto-swe/rootfs/bookworm".into());
+    let host = layout();
+    let argv = vec!["git".to_owned(), "status".to_owned()];
+    let bwrap = bwrap_args(&BwrapPlan {
+        root: &root,
+        host: &host,
+        workspace_dir: Some(Path::new("/state/asw-x/workspace")),
+        tmp_dir: Some(Path::new("/state/asw-x/tmp")),
+        hosts_file: Path::new("/state/asw-x/hosts"),
+        resolv_file: Path::new("/state/asw-x/resolv.conf"),
+        mounts: &[],
+        network: NetworkMode::None,
+        lockdown: Lockdown::Workspace,
+        workdir: "/workspace",
+        argv: &argv,
+    });
+    insta::assert_snapshot!("bwrap_workspace_rootfs", bwrap.join("\n"));
+}
+
+#[test]
+fn ephemeral_argv_on_host_system_dirs() {
+    let root = LocalRoot::HostSystem;
+    let host = layout();
+    let argv = vec!["make".to_owned(), "test".to_owned()];
+    let mounts = [Mount {
+        source: "/state/vol".into(),
+        target: "/workspace".to_owned(),
+        access: MountAccess::ReadWrite,
+    }];
+    let bwrap = bwrap_args(&BwrapPlan {
+        root: &root,
+        host: &host,
+        workspace_dir: None,
+        tmp_dir: None,
+        hosts_file: Path::new("/state/.ephemeral/hosts"),
+        resolv_file: Path::new("/state/.ephemeral/resolv.conf"),
+        mounts: &mounts,
+        network: NetworkMode::Host,
+        lockdown: Lockdown::Ephemeral,
+        workdir: "/workspace",
+        argv: &argv,
+    });
+    insta::assert_snapshot!("bwrap_ephemeral_host_system", bwrap.join("\n"));
+    // Never a home directory, /root, /var/run, the host /proc or a credential file.
+    for forbidden in [
+        "/root",
+        "/home",
+        "/var/run",
+        "/run",
+        "/etc/shadow",
+        "/etc/ssh",
+    ] {
+        assert!(!bwrap.iter().any(|a| a == forbidden), "{forbidden}");
+    }
+    assert!(!bwrap.iter().any(|a| a == "--unshare-net"));
+}
+
+#[test]
+fn hosts_and_blackhole() {
+    insta::assert_snapshot!("hosts_blocked", hosts_file(true));
+    insta::assert_snapshot!("blackhole_script", blackhole_script());
+    assert!(is_metadata_address("169.254.169.254".parse().unwrap()));
+    assert!(is_metadata_address("fd00:ec2::254".parse().unwrap()));
+    assert!(!is_metadata_address("127.0.0.1".parse().unwrap()));
+}
+
+#[test]
+fn docker_workspace_and_sidecar_bodies() {
+    use auto_swe_sandbox::docker::plan::{metadata_sidecar, workspace_container};
+    let mut spec =
+        auto_swe_sandbox::WorkspaceSpec::new("auto-swe-workspace:bookworm", LocalRoot::HostSystem);
+    spec.network = NetworkMode::Bridge;
+    spec.env.insert(
+        auto_swe_sandbox::EnvName::new("CI").unwrap(),
+        "1".to_owned(),
+    );
+    spec.secret_env = auto_swe_sandbox::SecretEnv::new()
+        .with("REGISTRY_TOKEN", "never-in-the-body")
+        .unwrap();
+    let body = workspace_container("asw-test-0001", &spec).unwrap();
+    let json = serde_json::to_value(&body).unwrap();
+    assert!(!json.to_string().contains("never-in-the-body"));
+    insta::assert_json_snapshot!("docker_workspace", json);
+    insta::assert_json_snapshot!(
+        "docker_metadata_sidecar",
+        serde_json::to_value(metadata_sidecar(
+            "asw-test-0001",
+            "auto-swe-workspace:bookworm"
+        ))
+        .unwrap()
+    );
+    // No engine socket, runtime dir or home can be mounted in.
+    for source in [
+        "/var/run/docker.sock",
+        "/run/containerd/containerd.sock",
+        "/root",
+        "/var/run",
+        "/",
+    ] {
+        spec.mounts = vec![Mount {
+            source: source.into(),
+            target: "/x".to_owned(),
+            access: MountAccess::ReadOnly,
+        }];
+        assert!(
+            workspace_container("asw-test-0001", &spec).is_err(),
+            "{source}"
+        );
+    }
+}
