@@ -193,13 +193,22 @@ fn check_refspec(refspec: &str) -> Result<()> {
 
 /// Environment hardening shared by every script: no system or global config, no config from
 /// the environment, no prompts, only http(s) transports, no `ext::`/`file::`.
-const GIT_ENV_PRELUDE: &str = r#"set -eu
-: "${ASW_GIT_AUTH:?the git credential was not delivered}"
+const GIT_ENV_PRELUDE: &str = r"set -eu
 unset GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_DIR GIT_WORK_TREE GIT_COMMON_DIR GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_EXEC_PATH GIT_SSH GIT_SSH_COMMAND GIT_PROXY_COMMAND GIT_ASKPASS SSH_ASKPASS GIT_TRACE GIT_TRACE_CURL GIT_TRACE_PACKET
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_SYSTEM=/dev/null
 export GIT_TERMINAL_PROMPT=0 GIT_ALLOW_PROTOCOL=https:http GIT_NO_REPLACE_OBJECTS=1
 export HOME=/nonexistent XDG_CONFIG_HOME=/nonexistent
-"#;
+";
+
+/// The credential arrives as secret env (a fresh helper container, a clone before any agent ran).
+const REQUIRE_AUTH_ENV: &str = ": \"${ASW_GIT_AUTH:?the git credential was not delivered}\"\n";
+
+/// In an agent workspace the credential arrives on stdin and is read only after the stray sweep:
+/// a process the agent left behind could otherwise read it from this exec's environment in the
+/// moment between the exec starting and the sweep killing it. It stays an unexported shell
+/// variable; only the git process itself receives it.
+const READ_AUTH_STDIN: &str = "ASW_GIT_AUTH=\nIFS= read -r ASW_GIT_AUTH || true\n\
+: \"${ASW_GIT_AUTH:?the git credential was not delivered}\"\n";
 
 /// `-c` options every hardened git call carries.
 const GIT_HARDENING: &str = "-c core.hooksPath=/dev/null -c core.fsmonitor=false \
@@ -282,7 +291,23 @@ fn authed_git_line(quoted_args: &[String]) -> String {
     )
 }
 
-/// The shell script for one authenticated call. Run it with `ASW_GIT_AUTH` as secret env.
+/// The exec request for one authenticated call carrying `header`: on stdin in an agent
+/// workspace (read after the stray sweep), as secret env `ASW_GIT_AUTH` in a fresh helper.
+pub fn authed_git_request(
+    call: &AuthedGit,
+    header: &SecretValue,
+) -> Result<crate::spec::ExecRequest> {
+    let secrets = git_auth_env(header)?;
+    let request = crate::spec::ExecRequest::shell(&authed_git_script(call)?);
+    Ok(match call.sweep {
+        StraySweep::AgentWorkspace { .. } => request.stdin(format!("{}\n", header.expose())),
+        StraySweep::None => request.secrets(secrets),
+    })
+}
+
+/// The shell script for one authenticated call. In an agent workspace it reads the credential
+/// from stdin after sweeping stray processes; otherwise it takes `ASW_GIT_AUTH` as secret env.
+/// [`authed_git_request`] delivers it the right way.
 pub fn authed_git_script(call: &AuthedGit) -> Result<String> {
     check_repo_dir(&call.repo_dir)?;
     let clean = split_clone_credential(&call.clean_url)?;
@@ -292,8 +317,12 @@ pub fn authed_git_script(call: &AuthedGit) -> Result<String> {
         ));
     }
     let mut script = String::from(GIT_ENV_PRELUDE);
-    if let StraySweep::AgentWorkspace { keeper_pid } = call.sweep {
-        script.push_str(&sweep_script(keeper_pid));
+    match call.sweep {
+        StraySweep::AgentWorkspace { keeper_pid } => {
+            script.push_str(&sweep_script(keeper_pid));
+            script.push_str(READ_AUTH_STDIN);
+        }
+        StraySweep::None => script.push_str(REQUIRE_AUTH_ENV),
     }
     script.push_str(&config_rewrite(&call.repo_dir, &clean.clean_url));
     let git_args = match &call.operation {
@@ -377,6 +406,7 @@ pub fn clone_script(request: &CloneRequest) -> Result<String> {
     args.push(request.dest.clone());
     let quoted: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
     let mut script = String::from(GIT_ENV_PRELUDE);
+    script.push_str(REQUIRE_AUTH_ENV);
     script.push_str(&authed_git_line(&quoted));
     script.push_str(&config_rewrite(&request.dest, &clean.clean_url));
     Ok(script)

@@ -26,8 +26,8 @@ pub use docker::{DockerBackend, DockerConfig};
 pub use error::{FailureClass, Result, SandboxError, UnsafeArchiveReason};
 pub use git::{
     AuthedGit, CloneRequest, GIT_AUTH_ENV, GIT_REFUSED_STATUS, GitOperation, SplitUrl, StraySweep,
-    authed_git_script, basic_auth_header, bearer_auth_header, clone_script, git_auth_env,
-    split_clone_credential,
+    authed_git_request, authed_git_script, basic_auth_header, bearer_auth_header, clone_script,
+    git_auth_env, split_clone_credential,
 };
 pub use local::{LocalBackend, LocalConfig, WORKSPACE_ID_ENV};
 pub use probe::{BackendProbe, ProbeConfig, ProbeReport, explain_bwrap_failure, probe};

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use auto_swe_sandbox::{
     AuthedGit, CloneRequest, ExecRequest, GitOperation, NetworkMode, StraySweep, WorkspaceBackend,
-    WorkspaceHandle, WorkspaceSpec, authed_git_script, basic_auth_header, clone_script,
-    git_auth_env,
+    WorkspaceHandle, WorkspaceSpec, authed_git_request, authed_git_script, basic_auth_header,
+    clone_script, git_auth_env,
 };
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -220,23 +220,20 @@ echo planted"#
         "{}",
         planted.stderr_text()
     );
-    let fetch = authed_git_script(&AuthedGit {
+    let fetch_call = AuthedGit {
         repo_dir: "/workspace/repo".to_owned(),
         clean_url: url.clone(),
         operation: GitOperation::Fetch(vec!["+refs/heads/*:refs/remotes/origin/*".to_owned()]),
         sweep: StraySweep::AgentWorkspace {
             keeper_pid: ws.keeper_pid,
         },
-    })
-    .unwrap();
+    };
+    let fetch = authed_git_script(&fetch_call).unwrap();
+    // In an agent workspace the credential travels on stdin, read after the sweep.
+    let authed_fetch = || authed_git_request(&fetch_call, &header).unwrap();
     let before = seen.lock().unwrap().len();
     let out = backend
-        .exec(
-            &ws,
-            &ExecRequest::shell(&fetch)
-                .secrets(secrets.clone())
-                .timeout(Duration::from_secs(60)),
-        )
+        .exec(&ws, &authed_fetch().timeout(Duration::from_secs(60)))
         .await
         .unwrap();
     assert_eq!(out.status, 0, "{}", out.stderr_text());
@@ -267,10 +264,7 @@ echo planted"#
     let symlinked = sh(backend, &ws, &format!("cd /workspace/repo && mv .git /workspace/realgit && ln -s /workspace/realgit .git && sh -c {}", auto_swe_sandbox::shell_quote(&fetch))).await;
     // The secret was not delivered to that exec: the script stops before anything else.
     assert_ne!(symlinked.status, 0);
-    let out = backend
-        .exec(&ws, &ExecRequest::shell(&fetch).secrets(secrets.clone()))
-        .await
-        .unwrap();
+    let out = backend.exec(&ws, &authed_fetch()).await.unwrap();
     assert_eq!(
         out.status,
         auto_swe_sandbox::GIT_REFUSED_STATUS,
@@ -283,10 +277,7 @@ echo planted"#
         "cd /workspace/repo && rm .git && printf 'gitdir: /workspace/realgit\\n' > .git",
     )
     .await;
-    let out = backend
-        .exec(&ws, &ExecRequest::shell(&fetch).secrets(secrets))
-        .await
-        .unwrap();
+    let out = backend.exec(&ws, &authed_fetch()).await.unwrap();
     assert_eq!(
         out.status,
         auto_swe_sandbox::GIT_REFUSED_STATUS,
