@@ -22,7 +22,7 @@ use crate::backend::{
     SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
 };
 use crate::error::{Result, SandboxError};
-use crate::local::{copy_in_request, copy_out_request, workspace_name};
+use crate::local::{archive_too_large, copy_in_request, copy_out_request, workspace_name};
 use crate::spec::{
     EXEC_ID_ENV, ExecId, ExecOutput, ExecRequest, MetadataBlock, NetworkMode, SecretEnv,
     WorkspaceSpec,
@@ -562,9 +562,7 @@ impl WorkspaceBackend for DockerBackend {
         let request = copy_out_request(path, limit)?;
         let output = self.exec_checked(workspace, &request).await?;
         if output.truncated {
-            return Err(SandboxError::InvalidRequest(format!(
-                "archive exceeds the {limit}-byte copy-out cap"
-            )));
+            return Err(archive_too_large(limit));
         }
         Ok(output.stdout)
     }

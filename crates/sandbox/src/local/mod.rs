@@ -430,7 +430,7 @@ fn poisoned() -> SandboxError {
     }
 }
 
-fn archive_too_large(limit: usize) -> SandboxError {
+pub(crate) fn archive_too_large(limit: usize) -> SandboxError {
     SandboxError::InvalidRequest(format!("archive exceeds the {limit}-byte copy-out cap"))
 }
 
