@@ -2,6 +2,7 @@
 //! results onto output and exit codes (see `docs/cli.md`). Nothing else in the workspace prints.
 
 mod commands;
+mod config;
 mod output;
 
 use std::process::ExitCode;

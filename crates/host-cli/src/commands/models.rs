@@ -35,8 +35,9 @@ struct CheckArgs {
     /// it replaces the public origin.
     #[arg(long, value_name = "URL")]
     api_base: Option<String>,
-    /// Allow one private or loopback endpoint, `HOST:PORT` (a local Ollama or vLLM). Plain
-    /// HTTP is accepted only for such a host.
+    /// Allow one private or loopback endpoint, `HOST:PORT` (a local Ollama or vLLM), in
+    /// addition to `models.privateNetworkHosts` in the configuration file. Plain HTTP is
+    /// accepted only for such a host.
     #[arg(long, value_name = "HOST:PORT")]
     allow_private_host: Vec<String>,
     /// The prompt to send.
@@ -132,11 +133,26 @@ fn client_config(args: &CheckArgs) -> Result<ClientConfig, ModelError> {
         });
     }
     let mut policy = UrlPolicy::default();
-    for origin in &args.allow_private_host {
+    // The operator's standing allow-list (`models.privateNetworkHosts`) and this call's flags
+    // add up; each names one exact origin.
+    let configured = crate::config::load().map_err(|e| ModelError::Configuration {
+        message: e.to_string(),
+    })?;
+    let sources = configured
+        .models
+        .private_network_hosts
+        .iter()
+        .map(|origin| ("models.privateNetworkHosts", origin))
+        .chain(
+            args.allow_private_host
+                .iter()
+                .map(|origin| ("--allow-private-host", origin)),
+        );
+    for (source, origin) in sources {
         policy
             .allow_private_origin(origin)
             .map_err(|refusal| ModelError::RefusedByPolicy {
-                message: format!("--allow-private-host {origin}: {refusal}"),
+                message: format!("{source} {origin}: {refusal}"),
             })?;
     }
     let endpoint = match (&args.api_base, provider) {

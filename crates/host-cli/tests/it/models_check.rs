@@ -17,9 +17,26 @@ const VARIABLES: [&str; 4] = [
 /// Runs the binary off the async runtime (the mock serves on it meanwhile). Keys are given to
 /// the child only; the test process's environment is never changed.
 async fn run(args: Vec<String>, key_variable: Option<&'static str>) -> (i32, Value, String) {
+    run_with_config(args, key_variable, None).await
+}
+
+/// Like [`run`], with `config` as the child's `config.toml` (in an auto-swe home of its own, so
+/// the developer's own configuration never leaks into a test).
+async fn run_with_config(
+    args: Vec<String>,
+    key_variable: Option<&'static str>,
+    config: Option<String>,
+) -> (i32, Value, String) {
+    let home = tempfile::tempdir().unwrap();
+    if let Some(text) = config {
+        std::fs::write(home.path().join("config.toml"), text).unwrap();
+    }
+    let home_path = home.path().to_path_buf();
     let output: Output = tokio::task::spawn_blocking(move || {
         #[expect(clippy::disallowed_methods, reason = "the test runs the real binary")]
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_auto-swe"));
+        command.env_remove("AUTO_SWE_CONFIG");
+        command.env("AUTO_SWE_HOME", &home_path);
         for variable in VARIABLES {
             command.env_remove(variable);
         }
@@ -180,6 +197,91 @@ async fn loopback_is_refused_without_allow_private_host() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_network_hosts_in_the_configuration_allow_exactly_that_origin() {
+    for (api, model, base, variable) in providers() {
+        let server = MockServer::start(api, Some(KEY), vec![MockTurn::Reply(reply())])
+            .await
+            .unwrap();
+        let allowed = format!(
+            "[models]\nprivateNetworkHosts = [\"{}\"]\n",
+            server.origin()
+        );
+        let (code, json, stderr) = run_with_config(
+            check_args(model, &server, base, false),
+            Some(variable),
+            Some(allowed),
+        )
+        .await;
+        assert_eq!(code, 0, "{model}: {json} {stderr}");
+        assert_eq!(json["text"], "ready", "{model}");
+        assert_eq!(server.requests().len(), 1, "{model}");
+
+        // Another port on the same loopback host is still refused.
+        let (host, port) = server
+            .origin()
+            .rsplit_once(':')
+            .map(|(h, p)| (h.to_owned(), p.parse::<u16>().unwrap()))
+            .unwrap();
+        let other = format!(
+            "[models]\nprivateNetworkHosts = [\"{host}:{}\"]\n",
+            port.wrapping_add(1).max(1)
+        );
+        let (code, json, _) = run_with_config(
+            check_args(model, &server, base, false),
+            Some(variable),
+            Some(other),
+        )
+        .await;
+        assert_eq!(code, 1, "{model}");
+        assert_eq!(
+            json["error"]["code"], "MODEL_REFUSED_BY_POLICY",
+            "{model}: {json}"
+        );
+        assert_eq!(
+            server.requests().len(),
+            1,
+            "{model}: nothing more reached the mock"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_configuration_file_is_a_clear_error_and_sends_nothing() {
+    let server = MockServer::start(
+        Api::AnthropicMessages,
+        Some(KEY),
+        vec![MockTurn::Reply(reply())],
+    )
+    .await
+    .unwrap();
+    for (text, expect) in [
+        (
+            "[models]\nprivateNetworkHost = [\"127.0.0.1:1\"]\n",
+            "privateNetworkHost",
+        ),
+        (
+            "[models]\nprivateNetworkHosts = \"127.0.0.1:1\"\n",
+            "invalid configuration",
+        ),
+        (
+            "[models]\nprivateNetworkHosts = [\"169.254.169.254:80\"]\n",
+            "models.privateNetworkHosts",
+        ),
+    ] {
+        let (code, json, _) = run_with_config(
+            check_args("anthropic/claude-haiku-4-5", &server, "", false),
+            Some("ANTHROPIC_API_KEY"),
+            Some(text.to_owned()),
+        )
+        .await;
+        assert_eq!(code, 1, "{text}");
+        let message = json["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(expect), "{text}: {json}");
+    }
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_come_from_the_environment_only() {
     let server = MockServer::start(
         Api::AnthropicMessages,
@@ -215,6 +317,8 @@ async fn text_output_reads_as_a_sentence() {
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_auto-swe"));
         command
             .env("ANTHROPIC_API_KEY", KEY)
+            .env("AUTO_SWE_HOME", "/nonexistent/auto-swe-home")
+            .env_remove("AUTO_SWE_CONFIG")
             .args(&args)
             .output()
             .unwrap()
