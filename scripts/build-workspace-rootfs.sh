@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Builds the workspace root filesystem (a minimal Debian with bash, git, coreutils, procps,
 # iproute2 and ca-certificates) with debootstrap, and imports it as the Docker image
-# `auto-swe-workspace:bookworm` when a Docker engine answers.
+# `auto-swe-workspace:bookworm` when a Docker engine answers, together with the metadata
+# sidecar's image `auto-swe-netadmin:bookworm`: only `sh`, `ip` and the libraries they load,
+# taken from the same rootfs (a few MB, so creating the sidecar costs almost nothing even on a
+# copy-based storage driver such as vfs).
 #
 # The same directory is the root of the `local` (bubblewrap) backend. Both are cached: a rootfs
 # that already carries the stamp file is reused, and an image that already exists is kept.
 #
 # Usage: scripts/build-workspace-rootfs.sh [ROOTFS_DIR]
 #   ROOTFS_DIR defaults to $AUTO_SWE_ROOTFS or /var/cache/auto-swe/rootfs/bookworm.
-# Environment: AUTO_SWE_WORKSPACE_IMAGE (image name), AUTO_SWE_DEBIAN_MIRROR (mirror URL).
+# Environment: AUTO_SWE_WORKSPACE_IMAGE (image name), AUTO_SWE_SIDECAR_IMAGE (sidecar image
+# name), AUTO_SWE_DEBIAN_MIRROR (mirror URL).
 set -euo pipefail
 
 rootfs="${1:-${AUTO_SWE_ROOTFS:-/var/cache/auto-swe/rootfs/bookworm}}"
 image="${AUTO_SWE_WORKSPACE_IMAGE:-auto-swe-workspace:bookworm}"
+sidecar_image="${AUTO_SWE_SIDECAR_IMAGE:-auto-swe-netadmin:bookworm}"
 mirror="${AUTO_SWE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 stamp="$rootfs/.auto-swe-rootfs-v1"
 
@@ -63,6 +68,28 @@ if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
   if ! docker image inspect "$image" >/dev/null 2>&1; then
     tar -C "$rootfs" --numeric-owner -c . \
       | docker import --change 'WORKDIR /workspace' --change 'CMD ["/bin/bash"]' - "$image" >/dev/null
+  fi
+  if ! docker image inspect "$sidecar_image" >/dev/null 2>&1; then
+    tree="$(mktemp -d)"
+    trap 'rm -rf "$tree"' EXIT
+    mkdir -p "$tree/usr/bin" "$tree/tmp"
+    ln -s usr/bin "$tree/bin"
+    ln -s usr/bin "$tree/sbin"
+    cp -a "$rootfs/usr/bin/ip" "$tree/usr/bin/ip"
+    cp -a "$rootfs/usr/bin/dash" "$tree/usr/bin/sh"
+    # Every library the two binaries load, resolved inside the rootfs, at the same paths.
+    chroot "$rootfs" ldd /usr/bin/ip /usr/bin/dash \
+      | awk '$1 ~ /^\// && $1 !~ /:$/ {print $1} $3 ~ /^\// {print $3}' | sort -u \
+      | while read -r lib; do
+          real="$(chroot "$rootfs" readlink -f "$lib")"
+          mkdir -p "$tree$(dirname "$lib")" "$tree$(dirname "$real")"
+          cp -a "$rootfs$real" "$tree$real"
+          [ "$lib" = "$real" ] || ln -sf "$real" "$tree$lib"
+        done
+    tar -C "$tree" --numeric-owner -c . \
+      | docker import --change 'CMD ["/bin/sh"]' - "$sidecar_image" >/dev/null
+    rm -rf "$tree"
+    trap - EXIT
   fi
 fi
 echo "$rootfs"

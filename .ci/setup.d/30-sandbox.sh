@@ -24,6 +24,7 @@ fi
 # The workspace rootfs (debootstrap) and the image imported from it; both cached.
 export AUTO_SWE_ROOTFS=/var/cache/auto-swe/rootfs/bookworm
 export AUTO_SWE_WORKSPACE_IMAGE=auto-swe-workspace:bookworm
+export AUTO_SWE_SIDECAR_IMAGE=auto-swe-netadmin:bookworm
 bash scripts/build-workspace-rootfs.sh "$AUTO_SWE_ROOTFS" >/dev/null
 
 export AUTO_SWE_REQUIRE_BWRAP=1

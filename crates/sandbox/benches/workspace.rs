@@ -1,6 +1,7 @@
 //! Workspace create → first exec, and exec round trip, for `local` and `docker`, each against a
 //! raw baseline measured in the same run (bare `bwrap`; the `docker` CLI). Read the ratios, not
-//! the absolute times.
+//! the absolute times. For `local`, a second baseline runs bare `bwrap` through the same
+//! cgroup-joining shell: what any bubblewrap sandbox with resource caps pays on the host.
 
 #![expect(clippy::unwrap_used, reason = "benchmarks fail loudly")]
 
@@ -68,6 +69,73 @@ fn bare_bwrap_args(root: &str) -> Vec<String> {
     .collect()
 }
 
+/// The `cgroup.procs` files of a fresh set of cgroups named `name` (the four v1 controllers the
+/// local driver uses, or one v2 directory), under this process's own cgroups; empty when this
+/// host does not let us make them.
+fn make_cgroups(name: &str) -> Vec<PathBuf> {
+    let own = |controller: &str| -> String {
+        std::fs::read_to_string("/proc/self/cgroup")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|line| {
+                let mut parts = line.splitn(3, ':');
+                let _ = parts.next()?;
+                let controllers = parts.next()?;
+                let path = parts.next()?;
+                controllers
+                    .split(',')
+                    .any(|c| c == controller)
+                    .then(|| path.trim_start_matches('/').to_owned())
+            })
+            .unwrap_or_default()
+    };
+    let root = PathBuf::from("/sys/fs/cgroup");
+    let dirs: Vec<PathBuf> = if root.join("memory/cgroup.procs").exists() {
+        ["memory", "pids", "freezer", "cpu"]
+            .iter()
+            .map(|c| root.join(c).join(own(c)).join("auto-swe-bench").join(name))
+            .collect()
+    } else if root.join("cgroup.controllers").exists() {
+        vec![root.join(own("")).join("auto-swe-bench").join(name)]
+    } else {
+        Vec::new()
+    };
+    let mut files = Vec::new();
+    for dir in dirs {
+        if std::fs::create_dir_all(&dir).is_err() {
+            remove_cgroups(&files);
+            return Vec::new();
+        }
+        files.push(dir.join("cgroup.procs"));
+    }
+    files
+}
+
+fn remove_cgroups(files: &[PathBuf]) {
+    for file in files {
+        if let Some(dir) = file.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// Bare `bwrap` started through the same shell that moves itself into `cgroups` first: the
+/// price any bubblewrap sandbox with memory, pids and CPU caps pays on this host.
+fn bwrap_in_cgroups(cgroups: &[PathBuf], bare: &[&str]) {
+    let mut args: Vec<String> = vec![
+        "-c".to_owned(),
+        r#"while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@""#
+            .to_owned(),
+        "sh".to_owned(),
+    ];
+    args.extend(cgroups.iter().map(|f| f.to_string_lossy().into_owned()));
+    args.push("--".to_owned());
+    args.push("bwrap".to_owned());
+    args.extend(bare.iter().map(|s| (*s).to_owned()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    raw("/bin/sh", &args);
+}
+
 fn local(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let state = tempfile::tempdir().unwrap();
@@ -105,6 +173,19 @@ fn local(c: &mut Criterion) {
     group.bench_function("create_first_exec/bare-bwrap", |b| {
         b.iter(|| raw("bwrap", &bare));
     });
+    let with_cgroups = !make_cgroups("probe").is_empty();
+    if with_cgroups {
+        remove_cgroups(&make_cgroups("probe"));
+        let mut round = 0_u64;
+        group.bench_function("create_first_exec/bwrap-in-fresh-cgroups", |b| {
+            b.iter(|| {
+                round += 1;
+                let cgroups = make_cgroups(&format!("create-{round}"));
+                bwrap_in_cgroups(&cgroups, &bare);
+                remove_cgroups(&cgroups);
+            });
+        });
+    }
     let ws = runtime.block_on(backend.create(&spec)).unwrap();
     group.bench_function("exec/auto-swe", |b| {
         b.iter(|| {
@@ -118,6 +199,13 @@ fn local(c: &mut Criterion) {
         });
     });
     group.bench_function("exec/bare-bwrap", |b| b.iter(|| raw("bwrap", &bare)));
+    if with_cgroups {
+        let cgroups = make_cgroups("exec");
+        group.bench_function("exec/bwrap-in-cgroups", |b| {
+            b.iter(|| bwrap_in_cgroups(&cgroups, &bare));
+        });
+        remove_cgroups(&cgroups);
+    }
     group.finish();
     runtime.block_on(backend.remove(&ws)).unwrap();
 }
@@ -128,6 +216,10 @@ fn docker(c: &mut Criterion) {
     let Ok(backend) = runtime.block_on(DockerBackend::connect(DockerConfig {
         socket: "/var/run/docker.sock".to_owned(),
         helper_image: image.clone(),
+        sidecar_image: Some(
+            std::env::var("AUTO_SWE_SIDECAR_IMAGE")
+                .unwrap_or_else(|_| auto_swe_sandbox::DEFAULT_SIDECAR_IMAGE.to_owned()),
+        ),
     })) else {
         eprintln!("skipping docker benchmarks: no engine");
         return;

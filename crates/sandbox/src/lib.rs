@@ -22,7 +22,7 @@ pub use backend::{
     BackendKind, EphemeralRunner, EphemeralSpec, Exit, HelperScript, OutputChunk, Protection,
     SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
 };
-pub use docker::{DockerBackend, DockerConfig};
+pub use docker::{DEFAULT_SIDECAR_IMAGE, DockerBackend, DockerConfig};
 pub use error::{FailureClass, Result, SandboxError, UnsafeArchiveReason};
 pub use git::{
     AuthedGit, CloneRequest, GIT_AUTH_ENV, GIT_REFUSED_STATUS, GitOperation, SplitUrl, StraySweep,

@@ -167,6 +167,7 @@ async fn probe_docker(config: &ProbeConfig) -> BackendProbe {
     let backend = match DockerBackend::connect(DockerConfig {
         socket: config.docker_socket.clone(),
         helper_image: config.image.clone(),
+        sidecar_image: Some(crate::DEFAULT_SIDECAR_IMAGE.to_owned()),
     })
     .await
     {

@@ -236,6 +236,10 @@ async fn run_command(args: &RunArgs) -> anyhow::Result<Status> {
             match DockerBackend::connect(DockerConfig {
                 socket: docker_socket(),
                 helper_image: image,
+                sidecar_image: Some(
+                    std::env::var("AUTO_SWE_SIDECAR_IMAGE")
+                        .unwrap_or_else(|_| auto_swe_sandbox::DEFAULT_SIDECAR_IMAGE.to_owned()),
+                ),
             })
             .await
             {

@@ -33,9 +33,17 @@ use crate::spec::{
 pub struct DockerConfig {
     /// Engine socket path.
     pub socket: String,
-    /// Image for helper scripts, ephemeral runs without an image, and the metadata sidecar.
+    /// Image for helper scripts and ephemeral runs without an image.
     pub helper_image: String,
+    /// Image of the metadata sidecar: it needs only `sh` and `ip`. When it is `None` or the
+    /// engine does not have it, the workspace's own image is used. A small image (the build
+    /// script makes `auto-swe-netadmin:bookworm`, under 4 MB) keeps creation fast on
+    /// copy-based storage drivers such as vfs, where every container copies its image.
+    pub sidecar_image: Option<String>,
 }
+
+/// The sidecar image `scripts/build-workspace-rootfs.sh` builds.
+pub const DEFAULT_SIDECAR_IMAGE: &str = "auto-swe-netadmin:bookworm";
 
 struct DockerWorkspace {
     secret_env: SecretEnv,
@@ -293,7 +301,15 @@ impl DockerBackend {
         })
     }
 
-    async fn blackhole(&self, name: &str, image: &str) -> std::result::Result<(), String> {
+    async fn blackhole(
+        &self,
+        name: &str,
+        workspace_image: &str,
+    ) -> std::result::Result<(), String> {
+        let image = match &self.config.sidecar_image {
+            Some(small) if self.has_image(small).await => small.as_str(),
+            _ => workspace_image,
+        };
         let sidecar = format!("{name}-mdblock");
         let options = CreateContainerOptionsBuilder::new().name(&sidecar).build();
         let result = async {
@@ -328,7 +344,17 @@ impl DockerBackend {
             .start_container(name, None)
             .await
             .map_err(|e| engine(&e))?;
-        let keeper_pid = self.keeper_pid(name).await?;
+        let sidecar = spec.block_metadata == MetadataBlock::On && spec.network != NetworkMode::Host;
+        // The keeper probe and the sidecar are independent: run them together. Both finish
+        // before `create` returns, so no caller command ever runs before the blackhole is in.
+        let (keeper_pid, blackholed) = tokio::join!(self.keeper_pid(name), async {
+            if sidecar {
+                Some(self.blackhole(name, &spec.image).await)
+            } else {
+                None
+            }
+        });
+        let keeper_pid = keeper_pid?;
         let mut protections = vec![
             Protection::MemoryCap,
             Protection::PidsCap,
@@ -338,17 +364,16 @@ impl DockerBackend {
         let mut missing = BTreeMap::new();
         if spec.block_metadata == MetadataBlock::On {
             protections.push(Protection::MetadataNames);
-            if spec.network == NetworkMode::Host {
-                missing.insert(
-                    "metadata_addresses".to_owned(),
-                    "host networking: the sidecar never changes the host's routes".to_owned(),
-                );
-            } else {
-                match self.blackhole(name, &spec.image).await {
-                    Ok(()) => protections.push(Protection::MetadataAddresses),
-                    Err(reason) => {
-                        missing.insert("metadata_addresses".to_owned(), reason);
-                    }
+            match blackholed {
+                Some(Ok(())) => protections.push(Protection::MetadataAddresses),
+                Some(Err(reason)) => {
+                    missing.insert("metadata_addresses".to_owned(), reason);
+                }
+                None => {
+                    missing.insert(
+                        "metadata_addresses".to_owned(),
+                        "host networking: the sidecar never changes the host's routes".to_owned(),
+                    );
                 }
             }
         }

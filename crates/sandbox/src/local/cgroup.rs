@@ -56,24 +56,56 @@ fn write(path: &Path, value: &str) -> bool {
     std::fs::write(path, value).is_ok()
 }
 
+/// Sets a v1 memory cap (and the same memory+swap cap where the kernel accounts swap). The
+/// kernel keeps `memsw >= limit` at every step, so raising a reused cgroup's cap needs the
+/// memsw cap raised first.
+fn v1_memory(dir: &Path, limits: &ResourceLimits) -> bool {
+    let value = limits.memory_bytes.to_string();
+    let limit = dir.join("memory.limit_in_bytes");
+    let memsw = dir.join("memory.memsw.limit_in_bytes");
+    let set = write(&limit, &value) || (write(&memsw, &value) && write(&limit, &value));
+    // Keep swap out of the picture where the kernel accounts it.
+    let _ = write(&memsw, &value);
+    set
+}
+
 impl WorkspaceCgroup {
+    /// Makes an idle (empty) cgroup ready for its next workspace: its caps rewritten to
+    /// `limits`, thawed. `false` when a cap could not be applied; the caller then removes it.
+    pub(crate) fn reset(&self, limits: &ResourceLimits) -> bool {
+        let quota = (limits.nano_cpus / 10_000).max(1000).to_string();
+        let ok = match &self.layout {
+            Layout::V1 {
+                memory,
+                pids,
+                freezer: _,
+                cpu,
+            } => {
+                memory.as_deref().is_none_or(|d| v1_memory(d, limits))
+                    && pids
+                        .as_deref()
+                        .is_none_or(|d| write(&d.join("pids.max"), &limits.pids.to_string()))
+                    && cpu
+                        .as_deref()
+                        .is_none_or(|d| write(&d.join("cpu.cfs_quota_us"), &quota))
+            }
+            Layout::V2 { dir } => [
+                ("memory.max", limits.memory_bytes.to_string()),
+                ("pids.max", limits.pids.to_string()),
+                ("cpu.max", format!("{quota} 100000")),
+            ]
+            .iter()
+            .all(|(file, value)| !dir.join(file).exists() || write(&dir.join(file), value)),
+        };
+        let thawed = self.freeze(false) || !self.enforced().3;
+        ok && thawed && self.pids().is_empty()
+    }
+
     /// Creates the cgroups and applies the caps; `None` when this host does not let us.
     pub(crate) fn create(root: &Path, name: &str, limits: &ResourceLimits) -> Option<Self> {
         let quota = (limits.nano_cpus / 10_000).max(1000);
         if root.join("memory").join("cgroup.procs").exists() {
-            let memory = make_v1(root, "memory", name).filter(|d| {
-                write(
-                    &d.join("memory.limit_in_bytes"),
-                    &limits.memory_bytes.to_string(),
-                ) && {
-                    // Keep swap out of the picture where the kernel accounts it.
-                    let _ = write(
-                        &d.join("memory.memsw.limit_in_bytes"),
-                        &limits.memory_bytes.to_string(),
-                    );
-                    true
-                }
-            });
+            let memory = make_v1(root, "memory", name).filter(|d| v1_memory(d, limits));
             let pids = make_v1(root, "pids", name)
                 .filter(|d| write(&d.join("pids.max"), &limits.pids.to_string()));
             let freezer = make_v1(root, "freezer", name);
@@ -216,6 +248,82 @@ impl WorkspaceCgroup {
         };
         for dir in dirs {
             let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// Idle cgroups kept for reuse. Making and removing a cgroup costs the kernel far more than
+/// moving a process into one (a v1 hierarchy takes a grace period per directory), so a removed
+/// workspace's cgroups, once empty, serve the next workspace instead of being deleted. A cgroup
+/// goes back only when it holds no process; its caps are rewritten before reuse; the pool is
+/// bounded and emptied when the backend is dropped.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CgroupPool {
+    idle: std::sync::Arc<std::sync::Mutex<Vec<WorkspaceCgroup>>>,
+}
+
+/// How many idle cgroups a backend keeps.
+const POOL_MAX: usize = 16;
+
+impl CgroupPool {
+    fn pop(&self) -> Option<WorkspaceCgroup> {
+        self.idle.lock().ok()?.pop()
+    }
+
+    /// A cgroup with `limits` for workspace `name`: an idle one when there is one, else a
+    /// new one.
+    pub(crate) fn take(
+        &self,
+        root: &Path,
+        name: &str,
+        limits: &ResourceLimits,
+    ) -> Option<WorkspaceCgroup> {
+        while let Some(cg) = self.pop() {
+            if cg.reset(limits) {
+                return Some(cg);
+            }
+            cg.remove();
+        }
+        WorkspaceCgroup::create(root, name, limits)
+    }
+
+    /// Kills what is left in `cg`, waits (bounded) for the kernel to empty it, then keeps it
+    /// for reuse — or removes it when it is not empty or the pool is full.
+    pub(crate) async fn retire(&self, cg: &WorkspaceCgroup) {
+        // Membership of the cgroup is the whole set to kill (every process of the workspace
+        // joined it before it became bubblewrap, and children inherit it), so no tree walk is
+        // needed. Frozen, nothing can fork between the read and the kill; the kills land on
+        // thaw. Processes that already exited linger in the list for a moment, hence the short
+        // polls (bounded to one second in all).
+        for _ in 0..1000 {
+            let pids = cg.pids();
+            if pids.is_empty() {
+                break;
+            }
+            let frozen = cg.freeze(true);
+            for pid in cg.pids() {
+                crate::process::signal(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+            if frozen {
+                cg.freeze(false);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        cg.freeze(false);
+        if cg.pids().is_empty()
+            && let Ok(mut idle) = self.idle.lock()
+            && idle.len() < POOL_MAX
+        {
+            idle.push(cg.clone());
+            return;
+        }
+        cg.remove();
+    }
+
+    /// Removes every idle cgroup.
+    pub(crate) fn drain(&self) {
+        while let Some(cg) = self.pop() {
+            cg.remove();
         }
     }
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use nix::sys::signal::Signal;
 
-use self::cgroup::WorkspaceCgroup;
+use self::cgroup::{CgroupPool, WorkspaceCgroup};
 use self::plan::{BwrapPlan, HostLayout, Lockdown};
 use crate::archive::assert_safe_archive;
 use crate::backend::{
@@ -91,6 +91,13 @@ pub struct LocalBackend {
     config: LocalConfig,
     host: HostLayout,
     workspaces: Mutex<HashMap<String, Arc<LocalWorkspace>>>,
+    cgroups: CgroupPool,
+}
+
+impl Drop for LocalBackend {
+    fn drop(&mut self) {
+        self.cgroups.drain();
+    }
 }
 
 impl std::fmt::Debug for LocalBackend {
@@ -172,6 +179,7 @@ impl LocalBackend {
             config,
             host: plan::read_host_layout(),
             workspaces: Mutex::new(HashMap::new()),
+            cgroups: CgroupPool::default(),
         })
     }
 
@@ -379,7 +387,7 @@ impl LocalBackend {
             .config
             .cgroup_root
             .as_deref()
-            .and_then(|root| WorkspaceCgroup::create(root, &name, &spec.limits));
+            .and_then(|root| self.cgroups.take(root, &name, &spec.limits));
         let mut secrets = spec.secret_env.clone();
         secrets.extend_from(extra_secrets);
         let spawned = self.start(
@@ -406,21 +414,6 @@ impl LocalBackend {
             }
         }
     }
-}
-
-/// Kills what is left in a cgroup, waits (bounded) for the kernel to empty it, and removes it.
-async fn retire_cgroup(cg: &WorkspaceCgroup) {
-    cg.freeze(false);
-    for pid in cg.pids() {
-        process::kill_tree(pid);
-    }
-    for _ in 0..100 {
-        if cg.pids().is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    cg.remove();
 }
 
 fn poisoned() -> SandboxError {
@@ -523,7 +516,7 @@ impl WorkspaceBackend for LocalBackend {
             .config
             .cgroup_root
             .as_deref()
-            .and_then(|root| WorkspaceCgroup::create(root, &id, &spec.limits));
+            .and_then(|root| self.cgroups.take(root, &id, &spec.limits));
         let (protections, missing) = Self::protections(&meta, cgroup.as_ref());
         let ws = LocalWorkspace {
             dir,
@@ -660,7 +653,7 @@ impl WorkspaceBackend for LocalBackend {
             .remove(&workspace.id);
         match ws.as_ref().and_then(|w| w.cgroup.as_ref()) {
             // Every process of the workspace joined its cgroup before it became bubblewrap.
-            Some(cg) => retire_cgroup(cg).await,
+            Some(cg) => self.cgroups.retire(cg).await,
             None => Self::kill_all(&workspace.id),
         }
         let dir = self.config.state_dir.join(&workspace.id);
@@ -682,7 +675,7 @@ impl EphemeralRunner for LocalBackend {
         let (spawned, cgroup) = self.ephemeral(spec, request, &SecretEnv::new(), false)?;
         let result = process::collect(spawned, request.output_limit, request.timeout).await;
         if let Some(cg) = cgroup {
-            retire_cgroup(&cg).await;
+            self.cgroups.retire(&cg).await;
         }
         result
     }
@@ -699,9 +692,10 @@ impl EphemeralRunner for LocalBackend {
         // Retire the cgroup once the command has ended, then pass its exit on.
         let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
         let inner = std::mem::replace(&mut spawned.exit, exit_rx);
+        let pool = self.cgroups.clone();
         tokio::spawn(async move {
             let exit = inner.await.unwrap_or_else(|_| Err(poisoned()));
-            retire_cgroup(&cg).await;
+            pool.retire(&cg).await;
             let _ = exit_tx.send(exit);
         });
         Ok(spawned)
@@ -718,7 +712,7 @@ impl EphemeralRunner for LocalBackend {
         let (spawned, cgroup) = self.ephemeral(spec, &request, secret_env, false)?;
         let result = process::collect(spawned, request.output_limit, request.timeout).await;
         if let Some(cg) = cgroup {
-            retire_cgroup(&cg).await;
+            self.cgroups.retire(&cg).await;
         }
         result
     }

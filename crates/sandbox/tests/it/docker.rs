@@ -73,26 +73,73 @@ async fn stored_config_holds_no_secret_and_metadata_is_blackholed() {
             .iter()
             .all(|b| !b.contains("docker.sock"))
     );
-    // The metadata blackhole, by inspection: the routing table, never a packet.
-    // `ip route get` on a blackhole route is refused by the kernel (EINVAL) instead of naming a
-    // device or gateway; the table shows the blackhole entries themselves.
+    assert_blackholed(&backend, &ws).await;
+    backend.remove(&ws).await.unwrap();
+}
+
+/// The metadata blackhole, by inspection: the routing table, never a packet. `ip route get` on
+/// a blackhole route is refused by the kernel (EINVAL) instead of naming a device or gateway;
+/// the table shows the blackhole entries themselves. The sidecar that put them there is gone.
+async fn assert_blackholed(
+    backend: &auto_swe_sandbox::DockerBackend,
+    ws: &auto_swe_sandbox::WorkspaceHandle,
+) {
     let get = backend
-        .exec(
-            &ws,
-            &ExecRequest::shell("ip route get 169.254.169.254 2>&1"),
-        )
+        .exec(ws, &ExecRequest::shell("ip route get 169.254.169.254 2>&1"))
         .await
         .unwrap();
     assert_ne!(get.status, 0);
     assert_eq!(get.stdout_text(), "RTNETLINK answers: Invalid argument\n");
     let table = backend
-        .exec(&ws, &ExecRequest::shell("ip route show"))
+        .exec(ws, &ExecRequest::shell("ip route show"))
         .await
         .unwrap()
         .stdout_text();
     for addr in ["169.254.169.254", "169.254.170.2", "100.100.100.200"] {
         assert!(table.contains(&format!("blackhole {addr}")), "{table}");
     }
+    let docker = bollard::Docker::connect_with_socket(
+        &harness::docker_socket(),
+        30,
+        bollard::API_DEFAULT_VERSION,
+    )
+    .unwrap();
+    let all = docker
+        .list_containers(Some(bollard::query_parameters::ListContainersOptions {
+            all: true,
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    let sidecar = format!("/{}-mdblock", ws.id);
+    assert!(
+        all.iter()
+            .all(|c| !c.names.clone().unwrap_or_default().contains(&sidecar)),
+        "the sidecar outlived create"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_sidecar_image_falls_back_to_the_workspace_image() {
+    if harness::docker().await.is_none() {
+        return;
+    }
+    let backend = auto_swe_sandbox::DockerBackend::connect(auto_swe_sandbox::DockerConfig {
+        socket: harness::docker_socket(),
+        helper_image: harness::image(),
+        sidecar_image: Some("auto-swe-no-such-sidecar:missing".to_owned()),
+    })
+    .await
+    .unwrap();
+    let ws = backend
+        .create(&harness::spec(&harness::image(), LocalRoot::HostSystem))
+        .await
+        .unwrap();
+    assert!(
+        ws.protections.contains(&Protection::MetadataAddresses),
+        "{ws:?}"
+    );
+    assert_blackholed(&backend, &ws).await;
     backend.remove(&ws).await.unwrap();
 }
 

@@ -109,6 +109,10 @@ pub(crate) async fn docker() -> Option<auto_swe_sandbox::DockerBackend> {
     let config = auto_swe_sandbox::DockerConfig {
         socket: docker_socket(),
         helper_image: image(),
+        sidecar_image: Some(
+            std::env::var("AUTO_SWE_SIDECAR_IMAGE")
+                .unwrap_or_else(|_| auto_swe_sandbox::DEFAULT_SIDECAR_IMAGE.to_owned()),
+        ),
     };
     match auto_swe_sandbox::DockerBackend::connect(config).await {
         Ok(backend) => Some(backend),
