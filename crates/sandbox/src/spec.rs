@@ -426,7 +426,11 @@ impl ExecOutput {
             let tail_start = self.stderr.len().saturating_sub(2048);
             Err(SandboxError::ExitStatus {
                 status: self.status,
-                stderr_tail: String::from_utf8_lossy(&self.stderr[tail_start..]).into_owned(),
+                // Error text travels to logs and callers: anything credential-shaped a command
+                // printed is masked first.
+                stderr_tail: auto_swe_scanners::mask_credential_shapes(&String::from_utf8_lossy(
+                    &self.stderr[tail_start..],
+                )),
             })
         }
     }

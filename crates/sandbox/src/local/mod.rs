@@ -427,11 +427,23 @@ pub(crate) fn archive_too_large(limit: usize) -> SandboxError {
     SandboxError::InvalidRequest(format!("archive exceeds the {limit}-byte copy-out cap"))
 }
 
+/// A copy path: absolute, no `..` component, and below the root a path the scanners' `safe_path`
+/// accepts (no NUL or control characters, quotes, backslashes or Unicode look-alikes of `/` and
+/// `.`), since it reaches `tar` inside the workspace.
 fn check_inside_path(path: &str) -> Result<()> {
-    if !path.starts_with('/') || path.contains('\0') || path.split('/').any(|c| c == "..") {
+    let Some(rest) = path.strip_prefix('/') else {
         return Err(SandboxError::InvalidRequest(
             "path must be absolute without `..`".to_owned(),
         ));
+    };
+    if path.split('/').any(|c| c == "..") {
+        return Err(SandboxError::InvalidRequest(
+            "path must be absolute without `..`".to_owned(),
+        ));
+    }
+    if !rest.trim_matches('/').is_empty() {
+        auto_swe_scanners::safe_path(rest)
+            .map_err(|refusal| SandboxError::InvalidRequest(refusal.to_string()))?;
     }
     Ok(())
 }

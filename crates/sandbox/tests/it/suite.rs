@@ -131,6 +131,37 @@ pub(crate) async fn copy_in_and_out(backend: &dyn WorkspaceBackend, spec: Worksp
         .await
         .unwrap_err();
     assert_eq!(err.class(), FailureClass::Refused);
+    // Hostile copy paths are refused before anything runs: climbing out, relative, a NUL,
+    // look-alikes of `/` and `.` (fullwidth solidus, one-dot leader), control characters.
+    for bad in [
+        "/workspace/../etc",
+        "workspace/in",
+        "/workspace/in\0x",
+        "/workspace\u{ff0f}in",
+        "/workspace/\u{2024}\u{2024}/etc",
+        "/workspace/in\nx",
+    ] {
+        let err = backend
+            .copy_in(&ws, &tar_of("x", b"x"), bad)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "WORKSPACE_INVALID_REQUEST", "{bad:?}");
+        let err = backend.copy_out(&ws, bad, 1 << 20).await.unwrap_err();
+        assert_eq!(err.code(), "WORKSPACE_INVALID_REQUEST", "{bad:?}");
+    }
+    // A failing command's stderr reaches the error text with credential shapes masked.
+    let err = backend
+        .exec_checked(
+            &ws,
+            &ExecRequest::shell(
+                "echo 'fatal: https://x-access-token:ghs_0123456789abcdefghijABCDEFGHIJ0123@git.example/r' >&2; exit 3",
+            ),
+        )
+        .await
+        .unwrap_err();
+    let shown = format!("{err:?}");
+    assert!(shown.contains("fatal:"), "{shown}");
+    assert!(!shown.contains("ghs_0123456789abcdefghij"), "{shown}");
     backend.remove(&ws).await.unwrap();
 }
 
