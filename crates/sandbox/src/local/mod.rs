@@ -6,6 +6,7 @@
 //! us create them; the handle says which protections hold.
 
 mod cgroup;
+mod launcher;
 pub mod plan;
 
 use std::collections::{BTreeMap, HashMap};
@@ -19,6 +20,7 @@ use async_trait::async_trait;
 use nix::sys::signal::Signal;
 
 use self::cgroup::{CgroupPool, WorkspaceCgroup};
+use self::launcher::Launcher;
 use self::plan::{BwrapPlan, HostLayout, Lockdown};
 use crate::archive::assert_safe_archive;
 use crate::backend::{
@@ -83,6 +85,8 @@ struct LocalWorkspace {
     meta: Meta,
     secret_env: SecretEnv,
     cgroup: Option<WorkspaceCgroup>,
+    /// Present with a cgroup: forks each exec's bubblewrap already inside the cgroup.
+    launcher: Option<Launcher>,
     paused: AtomicBool,
 }
 
@@ -233,6 +237,20 @@ impl LocalBackend {
         clippy::disallowed_methods,
         reason = "the local driver starts bubblewrap; this is the sanctioned spawn site"
     )]
+    fn joiner(cg: &WorkspaceCgroup) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new("/bin/sh");
+        c.arg("-c").arg(JOIN_CGROUPS).arg("sh");
+        for file in cg.procs_files() {
+            c.arg(file);
+        }
+        c.arg("--");
+        c
+    }
+
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the local driver starts bubblewrap; this is the sanctioned spawn site"
+    )]
     fn command(
         &self,
         cgroup: Option<&WorkspaceCgroup>,
@@ -241,12 +259,8 @@ impl LocalBackend {
     ) -> tokio::process::Command {
         let mut command = match cgroup {
             Some(cg) => {
-                let mut c = tokio::process::Command::new("/bin/sh");
-                c.arg("-c").arg(JOIN_CGROUPS).arg("sh");
-                for file in cg.procs_files() {
-                    c.arg(file);
-                }
-                c.arg("--").arg(&self.config.bwrap);
+                let mut c = Self::joiner(cg);
+                c.arg(&self.config.bwrap);
                 c
             }
             None => tokio::process::Command::new(&self.config.bwrap),
@@ -258,8 +272,9 @@ impl LocalBackend {
     }
 
     #[expect(clippy::too_many_arguments, reason = "internal plumbing of one driver")]
-    fn start(
+    async fn start(
         &self,
+        launcher: Option<&Launcher>,
         id: &str,
         root: &LocalRoot,
         workspace: Option<(&Path, &Path)>,
@@ -302,7 +317,6 @@ impl LocalBackend {
         }
         env.insert(EXEC_ID_ENV.to_owned(), exec_id.as_str().to_owned());
         env.insert(WORKSPACE_ID_ENV.to_owned(), id.to_owned());
-        let command = self.command(cgroup, args, env.into_iter().collect());
         let oom: OomProbe = match cgroup {
             Some(cg) => {
                 let cg = cg.clone();
@@ -311,6 +325,30 @@ impl LocalBackend {
             }
             None => Box::new(|| false),
         };
+        if let Some(launcher) = launcher {
+            // The environment rides the option FIFO as `--setenv` pairs ahead of the plan's
+            // options; the plan's trailing `-- COMMAND…` goes as the command.
+            let split = args.len().saturating_sub(request.argv.len() + 1);
+            let mut options = Vec::with_capacity(split + 3 * env.len());
+            for (name, value) in env {
+                options.push("--setenv".to_owned());
+                options.push(name);
+                options.push(value);
+            }
+            options.extend(args[..split].iter().cloned());
+            return launcher
+                .spawn(launcher::LaunchRequest {
+                    options,
+                    command: args[split + 1..].to_vec(),
+                    exec_id,
+                    stdin: request.stdin.clone(),
+                    keep_stdin_open,
+                    timeout: request.timeout,
+                    oom,
+                })
+                .await;
+        }
+        let command = self.command(cgroup, args, env.into_iter().collect());
         process::spawn_streaming(
             command,
             exec_id,
@@ -321,7 +359,7 @@ impl LocalBackend {
         )
     }
 
-    fn run_in(
+    async fn run_in(
         &self,
         id: &str,
         ws: &LocalWorkspace,
@@ -339,6 +377,7 @@ impl LocalBackend {
             return Err(SandboxError::Paused(id.to_owned()));
         }
         self.start(
+            ws.launcher.as_ref(),
             id,
             &ws.meta.root,
             Some((&workspace_dir, &tmp_dir)),
@@ -352,6 +391,7 @@ impl LocalBackend {
             request,
             keep_stdin_open,
         )
+        .await
     }
 
     fn kill_all(id: &str) {
@@ -360,7 +400,7 @@ impl LocalBackend {
         }
     }
 
-    fn ephemeral(
+    async fn ephemeral(
         &self,
         spec: &EphemeralSpec,
         request: &ExecRequest,
@@ -390,20 +430,23 @@ impl LocalBackend {
             .and_then(|root| self.cgroups.take(root, &name, &spec.limits));
         let mut secrets = spec.secret_env.clone();
         secrets.extend_from(extra_secrets);
-        let spawned = self.start(
-            &name,
-            &self.config.ephemeral_root,
-            None,
-            (&hosts, &resolv),
-            &spec.mounts,
-            spec.network,
-            Lockdown::Ephemeral,
-            &spec.env,
-            &secrets,
-            cgroup.as_ref(),
-            request,
-            keep_stdin_open,
-        );
+        let spawned = self
+            .start(
+                None,
+                &name,
+                &self.config.ephemeral_root,
+                None,
+                (&hosts, &resolv),
+                &spec.mounts,
+                spec.network,
+                Lockdown::Ephemeral,
+                &spec.env,
+                &secrets,
+                cgroup.as_ref(),
+                request,
+                keep_stdin_open,
+            )
+            .await;
         match spawned {
             Ok(s) => Ok((s, cgroup)),
             Err(e) => {
@@ -530,11 +573,26 @@ impl WorkspaceBackend for LocalBackend {
             .as_deref()
             .and_then(|root| self.cgroups.take(root, &id, &spec.limits));
         let (protections, missing) = Self::protections(&meta, cgroup.as_ref());
+        let launcher = match cgroup
+            .as_ref()
+            .map(|cg| Launcher::start(Self::joiner(cg), &dir.join("launch"), &self.config.bwrap))
+            .transpose()
+        {
+            Ok(launcher) => launcher,
+            Err(e) => {
+                if let Some(cg) = &cgroup {
+                    self.cgroups.retire(cg).await;
+                }
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
         let ws = LocalWorkspace {
             dir,
             meta,
             secret_env: spec.secret_env.clone(),
             cgroup,
+            launcher,
             paused: AtomicBool::new(false),
         };
         self.workspaces
@@ -580,6 +638,12 @@ impl WorkspaceBackend for LocalBackend {
         self.workspaces.lock().map_err(|_| poisoned())?.insert(
             id.to_owned(),
             Arc::new(LocalWorkspace {
+                launcher: cgroup
+                    .as_ref()
+                    .map(|cg| {
+                        Launcher::start(Self::joiner(cg), &dir.join("launch"), &self.config.bwrap)
+                    })
+                    .transpose()?,
                 dir,
                 meta,
                 secret_env: SecretEnv::new(),
@@ -598,7 +662,7 @@ impl WorkspaceBackend for LocalBackend {
 
     async fn exec(&self, workspace: &WorkspaceHandle, request: &ExecRequest) -> Result<ExecOutput> {
         let ws = self.get(&workspace.id)?;
-        let spawned = self.run_in(&workspace.id, &ws, request, false)?;
+        let spawned = self.run_in(&workspace.id, &ws, request, false).await?;
         process::collect(spawned, request.output_limit, request.timeout).await
     }
 
@@ -608,7 +672,7 @@ impl WorkspaceBackend for LocalBackend {
         request: &ExecRequest,
     ) -> Result<SpawnedProcess> {
         let ws = self.get(&workspace.id)?;
-        self.run_in(&workspace.id, &ws, request, true)
+        self.run_in(&workspace.id, &ws, request, true).await
     }
 
     async fn copy_in(&self, workspace: &WorkspaceHandle, archive: &[u8], dest: &str) -> Result<()> {
@@ -684,7 +748,9 @@ impl EphemeralRunner for LocalBackend {
         spec: &EphemeralSpec,
         request: &ExecRequest,
     ) -> Result<ExecOutput> {
-        let (spawned, cgroup) = self.ephemeral(spec, request, &SecretEnv::new(), false)?;
+        let (spawned, cgroup) = self
+            .ephemeral(spec, request, &SecretEnv::new(), false)
+            .await?;
         let result = process::collect(spawned, request.output_limit, request.timeout).await;
         if let Some(cg) = cgroup {
             self.cgroups.retire(&cg).await;
@@ -697,7 +763,9 @@ impl EphemeralRunner for LocalBackend {
         spec: &EphemeralSpec,
         request: &ExecRequest,
     ) -> Result<SpawnedProcess> {
-        let (mut spawned, cgroup) = self.ephemeral(spec, request, &SecretEnv::new(), true)?;
+        let (mut spawned, cgroup) = self
+            .ephemeral(spec, request, &SecretEnv::new(), true)
+            .await?;
         let Some(cg) = cgroup else {
             return Ok(spawned);
         };
@@ -721,7 +789,7 @@ impl EphemeralRunner for LocalBackend {
         timeout: Duration,
     ) -> Result<ExecOutput> {
         let request = ExecRequest::new(["/bin/sh", "-c", script.text()]).timeout(timeout);
-        let (spawned, cgroup) = self.ephemeral(spec, &request, secret_env, false)?;
+        let (spawned, cgroup) = self.ephemeral(spec, &request, secret_env, false).await?;
         let result = process::collect(spawned, request.output_limit, request.timeout).await;
         if let Some(cg) = cgroup {
             self.cgroups.retire(&cg).await;

@@ -51,6 +51,38 @@ pub(crate) async fn exec_and_status(backend: &dyn WorkspaceBackend, spec: Worksp
         .await
         .unwrap();
     assert_eq!(echoed.stdout_text(), "from stdin");
+    // Arguments arrive exactly as given: newlines, quotes, empty strings, shell syntax, and a
+    // leading dash or plus (the local launcher's own line markers).
+    let tricky = [
+        "two\nlines\n",
+        "",
+        "it's \"quoted\" $HOME `id` $(id) ; | &",
+        "-dash",
+        "+plus\n-minus",
+        "\\ back\tslash",
+    ];
+    let mut argv = vec![
+        "/bin/sh",
+        "-c",
+        r#"for a; do printf '[%s]' "$a"; done"#,
+        "sh",
+    ];
+    argv.extend(tricky);
+    let out = backend.exec(&ws, &ExecRequest::new(argv)).await.unwrap();
+    let expected: String = tricky.iter().flat_map(|a| ["[", a, "]"]).collect();
+    assert_eq!(out.stdout_text(), expected);
+    // Several execs at once in one workspace each get their own input, output and status.
+    let runs = (0..6).map(|i| {
+        let ws = &ws;
+        async move {
+            let request = ExecRequest::new(["/bin/sh", "-c", "cat; exit \"$0\"", &i.to_string()])
+                .stdin(format!("input {i}").into_bytes());
+            (i, backend.exec(ws, &request).await.unwrap())
+        }
+    });
+    for (i, out) in futures_util::future::join_all(runs).await {
+        assert_eq!((out.status, out.stdout_text()), (i, format!("input {i}")));
+    }
     backend.remove(&ws).await.unwrap();
 }
 
