@@ -876,3 +876,49 @@ async fn a_timed_out_exec_has_its_whole_tagged_tree_killed() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_stops_every_process_and_refuses_execs_until_resumed() {
+    // The pod answers every exec with status 0 (nothing may signal this host's processes).
+    let api = start_api(Arc::new(|_: &[String]| Some((Vec::new(), 0)))).await;
+    let backend = KubernetesBackend::new(api.client(), config());
+    let ws = handle_for("asw-pause-0a0b0c");
+    backend.pause(&ws).await.unwrap();
+    let err = backend
+        .exec(&ws, &ExecRequest::new(["true"]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "WORKSPACE_PAUSED");
+    backend.resume(&ws).await.unwrap();
+    backend
+        .exec(&ws, &ExecRequest::new(["true"]))
+        .await
+        .unwrap();
+    let commands: Vec<String> = api
+        .execs()
+        .iter()
+        .map(|r| r.command.last().unwrap().clone())
+        .collect();
+    assert_eq!(commands, ["kill -STOP -1", "kill -CONT -1", "true"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_in_refuses_an_unsafe_archive_before_any_exec() {
+    let api = start_api(Arc::new(|_: &[String]| Some((Vec::new(), 0)))).await;
+    let backend = KubernetesBackend::new(api.client(), config());
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(1);
+    header.set_mode(0o644);
+    header.set_entry_type(tar::EntryType::Regular);
+    header.as_old_mut().name[..9].copy_from_slice(b"../escape");
+    header.set_cksum();
+    builder.append(&header, &b"x"[..]).unwrap();
+    let archive = builder.into_inner().unwrap();
+    let err = backend
+        .copy_in(&handle_for("asw-copy-0a0b0c"), &archive, "/workspace")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "WORKSPACE_UNSAFE_ARCHIVE");
+    assert!(api.execs().is_empty());
+}
