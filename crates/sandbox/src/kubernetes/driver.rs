@@ -401,14 +401,8 @@ impl KubernetesBackend {
         pod.and(secret)
     }
 
-    async fn create_inner(&self, name: &str, spec: &WorkspaceSpec) -> Result<u32> {
-        let pod: Pod = serde_json::from_value(pod_manifest(name, spec, &self.config))
-            .map_err(|e| engine(format!("the pod manifest does not parse: {e}")))?;
-        let created = self
-            .pods()
-            .create(&PostParams::default(), &pod)
-            .await
-            .map_err(|e| api_error(&e))?;
+    /// Everything after the pod POST; the caller deletes by name on failure.
+    async fn finish_create(&self, name: &str, spec: &WorkspaceSpec, created: Pod) -> Result<u32> {
         if !spec.secret_env.is_empty() {
             let uid = created
                 .metadata
@@ -440,7 +434,19 @@ impl WorkspaceBackend for KubernetesBackend {
     async fn create(&self, spec: &WorkspaceSpec) -> Result<WorkspaceHandle> {
         // Named before creation, so any failure from here on deletes it by that name.
         let name = workspace_name(&spec.label)?;
-        let keeper_pid = match self.create_inner(&name, spec).await {
+        let pod: Pod = serde_json::from_value(pod_manifest(&name, spec, &self.config))
+            .map_err(|e| engine(format!("the pod manifest does not parse: {e}")))?;
+        let created = match self.pods().create(&PostParams::default(), &pod).await {
+            Ok(created) => created,
+            // A pod of that name already exists: it is not ours to delete.
+            Err(e) if status_code(&e) == Some(409) => return Err(api_error(&e)),
+            Err(e) => {
+                // The POST may have landed even though its answer did not.
+                let _ = self.delete_by_name(&name).await;
+                return Err(api_error(&e));
+            }
+        };
+        let keeper_pid = match self.finish_create(&name, spec, created).await {
             Ok(pid) => pid,
             Err(e) => {
                 let _ = self.delete_by_name(&name).await;

@@ -922,3 +922,108 @@ async fn copy_in_refuses_an_unsafe_archive_before_any_exec() {
     assert_eq!(err.code(), "WORKSPACE_UNSAFE_ARCHIVE");
     assert!(api.execs().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_secret_deletes_the_pod_and_the_secret_by_name() {
+    let (mock, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let backend = KubernetesBackend::new(kube::Client::new(mock, NS), config());
+    let create = tokio::spawn(async move { backend.create(&spec()).await });
+    let (_, _, pod, send) = next(&mut handle).await;
+    let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
+    let mut created = pod.clone();
+    created["metadata"]["uid"] = json!("pod-uid-0001");
+    respond(send, StatusCode::CREATED, &created);
+    let (method, uri, _, send) = next(&mut handle).await;
+    assert_eq!(method, http::Method::POST);
+    assert!(uri.contains("/secrets"), "{uri}");
+    respond(
+        send,
+        StatusCode::FORBIDDEN,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "secrets is forbidden", "reason": "Forbidden", "code": 403}),
+    );
+    let (method, uri, _, send) = next(&mut handle).await;
+    assert_eq!(method, http::Method::DELETE);
+    assert_eq!(uri, format!("/api/v1/namespaces/{NS}/pods/{name}?"));
+    respond(
+        send,
+        StatusCode::OK,
+        &pod_with(&name, &json!({"phase": "Pending"})),
+    );
+    let (method, uri, _, send) = next(&mut handle).await;
+    assert_eq!(method, http::Method::DELETE);
+    assert_eq!(uri, format!("/api/v1/namespaces/{NS}/secrets/{name}-env?"));
+    respond(
+        send,
+        StatusCode::NOT_FOUND,
+        &not_found(&format!("{name}-env")),
+    );
+    let err = create.await.unwrap().unwrap_err();
+    assert!(err.to_string().contains("forbidden"), "{err}");
+    assert!(!err.to_string().contains(SECRET));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_clash_deletes_nothing() {
+    let (mock, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let backend = KubernetesBackend::new(kube::Client::new(mock, NS), config());
+    let create = tokio::spawn(async move { backend.create(&spec()).await });
+    let (method, _, _, send) = next(&mut handle).await;
+    assert_eq!(method, http::Method::POST);
+    respond(
+        send,
+        StatusCode::CONFLICT,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "already exists", "reason": "AlreadyExists", "code": 409}),
+    );
+    assert_eq!(
+        create.await.unwrap().unwrap_err().code(),
+        "WORKSPACE_ENGINE_ERROR"
+    );
+    // The backend is gone with its task; the mock saw no further request.
+    assert!(handle.next_request().await.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ambiguous_keeper_fails_creation_and_cleans_up() {
+    let mut api = start_api(Arc::new(|_: &[String]| Some((b"7\n9\n".to_vec(), 0)))).await;
+    let backend = KubernetesBackend::new(api.client(), config());
+    let mut workspace = spec();
+    workspace.secret_env = SecretEnv::new();
+    let create = tokio::spawn(async move { backend.create(&workspace).await });
+    let (method, _, pod, reply) = api.next().await;
+    assert_eq!(method, http::Method::POST);
+    let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
+    respond(
+        reply,
+        StatusCode::CREATED,
+        &pod_with(&name, &json!({"phase": "Pending"})),
+    );
+    // No secret env: no Secret POST, straight to waiting.
+    let (method, _, _, reply) = api.next().await;
+    assert_eq!(method, http::Method::GET);
+    respond(
+        reply,
+        StatusCode::OK,
+        &pod_with(&name, &json!({"phase": "Running"})),
+    );
+    let (method, uri, _, reply) = api.next().await;
+    assert_eq!(method, http::Method::DELETE);
+    assert_eq!(uri, format!("/api/v1/namespaces/{NS}/pods/{name}?"));
+    respond(
+        reply,
+        StatusCode::OK,
+        &pod_with(&name, &json!({"phase": "Running"})),
+    );
+    let (method, uri, _, reply) = api.next().await;
+    assert_eq!(method, http::Method::DELETE);
+    assert_eq!(uri, format!("/api/v1/namespaces/{NS}/secrets/{name}-env?"));
+    respond(
+        reply,
+        StatusCode::NOT_FOUND,
+        &not_found(&format!("{name}-env")),
+    );
+    let err = create.await.unwrap().unwrap_err();
+    assert!(err.to_string().contains("exactly one keeper"), "{err}");
+    assert_eq!(api.execs().len(), 1);
+}
