@@ -218,8 +218,10 @@ fn probe_kubernetes(config: &ProbeConfig) -> BackendProbe {
         ),
         Some(found) => BackendProbe::down(
             "kubernetes",
-            format!("a cluster is configured ({found}) but this build runs no live cluster probe"),
-            "use the server's worker with WORKSPACE_BACKEND=kubernetes",
+            format!(
+                "a cluster is configured ({found}), but the probe does not contact clusters: the kubernetes driver runs agent workspaces only, through a host that hands it a client"
+            ),
+            "use the server's worker with WORKSPACE_BACKEND=kubernetes, or local/docker for sandbox run",
         ),
     }
 }

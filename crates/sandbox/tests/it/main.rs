@@ -13,6 +13,7 @@ mod git_escape;
 mod git_scripts;
 mod harness;
 mod kubernetes;
+mod kubernetes_api;
 mod local;
 mod plans;
 mod suite;

@@ -1,6 +1,11 @@
 //! The pure part of the `kubernetes` backend: the restricted workspace pod, its per-pod Secret for
 //! creation-time secret env, and the stdin preamble that carries exec secrets. Shell and
-//! container steps are refused on this backend with `WORKSPACE_BACKEND_UNSUPPORTED`.
+//! container steps are refused on this backend with `WORKSPACE_BACKEND_UNSUPPORTED`. The driver
+//! itself, which talks to the API server, is [`KubernetesBackend`].
+
+mod driver;
+
+pub use driver::KubernetesBackend;
 
 use std::time::Duration;
 
@@ -25,6 +30,10 @@ pub struct KubernetesConfig {
     pub workspace_size: String,
     /// Optional sandboxed runtime class.
     pub runtime_class: Option<String>,
+    /// How long `create` waits for the pod to run (image pull included) before giving up.
+    pub start_timeout: Duration,
+    /// Pause between two reads of a starting pod's status.
+    pub poll_interval: Duration,
 }
 
 impl Default for KubernetesConfig {
@@ -35,6 +44,8 @@ impl Default for KubernetesConfig {
             max_lifetime: Duration::from_secs(24 * 3600),
             workspace_size: "10Gi".to_owned(),
             runtime_class: None,
+            start_timeout: Duration::from_secs(300),
+            poll_interval: Duration::from_millis(500),
         }
     }
 }
@@ -153,17 +164,21 @@ pub fn secret_manifest(pod: &str, pod_uid: &str, namespace: &str, secrets: &Secr
 }
 
 /// The shell wrapper of every exec: reads `NAME=value` lines from stdin up to a blank line,
-/// exports them, then execs the command (`"$@"`); the caller's own stdin follows the blank line.
+/// exports them, changes to the working directory (its first argument; the exec API has none),
+/// then execs the command (`"$@"`); the caller's own stdin follows the blank line.
 pub const STDIN_SECRET_WRAPPER: &str = r#"while IFS= read -r line; do
   [ -z "$line" ] && break
   name=${line%%=*}
   case "$name" in ''|[!A-Za-z_]*|*[!A-Za-z0-9_]*) echo "auto-swe: bad secret name" >&2; exit 126 ;; esac
   export "$name=${line#*=}"
 done
+cd -- "$1" || exit 126
+shift
 exec "$@""#;
 
-/// The exec argv: the wrapper, then `env` with the plain variables, then the command. Nothing
-/// secret is in it (an exec's argv is an API URL kept in audit logs).
+/// The exec argv: the wrapper, the working directory, then `env` with the exec tag and the plain
+/// variables, then the command. Nothing secret is in it (an exec's argv is an API URL kept in
+/// audit logs).
 #[must_use]
 pub fn exec_argv(request: &ExecRequest, exec_id: &str) -> Vec<String> {
     let mut argv = vec![
@@ -171,6 +186,7 @@ pub fn exec_argv(request: &ExecRequest, exec_id: &str) -> Vec<String> {
         "-c".to_owned(),
         STDIN_SECRET_WRAPPER.to_owned(),
         "sh".to_owned(),
+        request.workdir.clone(),
         "env".to_owned(),
         format!("{}={exec_id}", crate::spec::EXEC_ID_ENV),
     ];

@@ -1,0 +1,579 @@
+//! The `kubernetes` driver: workspace pods created, probed, exec'd into and removed through the
+//! API server with `kube`. Every exec goes through the pods/exec websocket with the stdin
+//! secret wrapper, so no secret value is ever part of a request URL.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, AttachParams, AttachedProcess, DeleteParams, PostParams};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{
+    KubernetesConfig, exec_argv, pod_manifest, secret_manifest, secret_name, stdin_preamble,
+};
+use crate::backend::{
+    BackendKind, Exit, OutputChunk, Protection, SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
+};
+use crate::docker::plan::{KEEPER_PROBE, kill_tagged_script};
+use crate::error::{Result, SandboxError};
+use crate::local::{archive_too_large, copy_in_request, copy_out_request, workspace_name};
+use crate::spec::{ExecId, ExecOutput, ExecRequest, WorkspaceSpec};
+
+/// The workspace pod's only container.
+const CONTAINER: &str = "workspace";
+
+/// Label naming the workspace a pod belongs to.
+const WORKSPACE_LABEL: &str = "asw/workspace";
+
+/// Buffer of the exec's local stream pipes.
+const PIPE_BUFFER: usize = 64 * 1024;
+
+/// Bound on the platform's own short execs (keeper probe, tree kill, pause).
+const HELPER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Container waiting reasons that will not resolve by waiting. `CreateContainerConfigError` is
+/// not one: it is what the pod shows until its Secret exists.
+const FATAL_WAITING: &[&str] = &[
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "CreateContainerError",
+    "CrashLoopBackOff",
+    "RunContainerError",
+];
+
+/// The Kubernetes driver. Built from a [`kube::Client`] (kubeconfig, in-cluster or any other
+/// service the host provides) and the cluster-side settings.
+///
+/// What it cannot give: a per-pod pids cap (only the kubelet-wide `podPidsLimit` exists), and
+/// the metadata addresses are the namespace `NetworkPolicy`'s job (a `NET_ADMIN` sidecar is
+/// forbidden under Pod Security `restricted`); both are reported as missing protections. An
+/// exec killed with status 137 is reported as such, not as out-of-memory, because the exec API
+/// does not say which killer it was.
+pub struct KubernetesBackend {
+    client: kube::Client,
+    config: KubernetesConfig,
+    paused: Mutex<HashSet<String>>,
+}
+
+impl std::fmt::Debug for KubernetesBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubernetesBackend")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn engine(message: impl Into<String>) -> SandboxError {
+    SandboxError::Engine {
+        backend: "kubernetes",
+        message: message.into(),
+    }
+}
+
+fn api_error(e: &kube::Error) -> SandboxError {
+    engine(e.to_string())
+}
+
+fn status_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    status_code(e) == Some(404)
+}
+
+fn poisoned() -> SandboxError {
+    engine("paused-workspace table lock poisoned")
+}
+
+/// The exit status carried by the exec's status channel: `Success` is 0, a `NonZeroExitCode`
+/// failure carries its code as the `ExitCode` cause; anything else is an API failure.
+fn exit_status(status: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> Result<i32> {
+    if status.status.as_deref() == Some("Success") {
+        return Ok(0);
+    }
+    if status.reason.as_deref() == Some("NonZeroExitCode") {
+        let code = status
+            .details
+            .as_ref()
+            .and_then(|d| d.causes.as_ref())
+            .and_then(|causes| {
+                causes
+                    .iter()
+                    .find(|c| c.reason.as_deref() == Some("ExitCode"))
+            })
+            .and_then(|c| c.message.as_deref())
+            .and_then(|m| m.trim().parse().ok());
+        if let Some(code) = code {
+            return Ok(code);
+        }
+    }
+    Err(engine(format!(
+        "exec failed: {}",
+        status.message.as_deref().unwrap_or("no message")
+    )))
+}
+
+/// Why a starting pod will never run, if it will not.
+fn start_failure(pod: &Pod) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    if let Some(phase @ ("Failed" | "Succeeded")) = status.phase.as_deref() {
+        return Some(format!(
+            "the pod ended before it ran ({phase}{})",
+            status
+                .reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ));
+    }
+    status
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| c.state.as_ref()?.waiting.as_ref())
+        .find_map(|waiting| {
+            let reason = waiting.reason.as_deref()?;
+            FATAL_WAITING.contains(&reason).then(|| {
+                format!(
+                    "the workspace container cannot start: {reason}{}",
+                    waiting
+                        .message
+                        .as_deref()
+                        .map(|m| format!(" ({m})"))
+                        .unwrap_or_default()
+                )
+            })
+        })
+}
+
+fn is_running(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .is_some_and(|s| s.phase.as_deref() == Some("Running"))
+}
+
+/// Reads everything from one exec stream into output chunks.
+async fn pump<R>(mut reader: R, tx: mpsc::Sender<OutputChunk>, wrap: fn(Vec<u8>) -> OutputChunk)
+where
+    R: tokio::io::AsyncRead + Unpin,
+{
+    let mut buf = vec![0_u8; 16 * 1024];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let _ = tx.send(wrap(buf[..n].to_vec())).await;
+            }
+        }
+    }
+}
+
+/// Opens an exec of `argv` (taken as is) with stdin, stdout and stderr attached.
+async fn open_exec(pods: &Api<Pod>, pod: &str, argv: Vec<String>) -> Result<AttachedProcess> {
+    let params = AttachParams {
+        container: Some(CONTAINER.to_owned()),
+        stdin: true,
+        stdout: true,
+        stderr: true,
+        tty: false,
+        max_stdin_buf_size: Some(PIPE_BUFFER),
+        max_stdout_buf_size: Some(PIPE_BUFFER),
+        max_stderr_buf_size: Some(PIPE_BUFFER),
+    };
+    pods.exec(pod, argv, &params)
+        .await
+        .map_err(|e| match status_code(&e) {
+            Some(404) => SandboxError::NotFound(pod.to_owned()),
+            _ => api_error(&e),
+        })
+}
+
+/// Runs a platform-authored script in the pod without the secret wrapper and returns its
+/// exit status and standard output; bounded by [`HELPER_TIMEOUT`].
+async fn run_platform_script(pods: &Api<Pod>, pod: &str, script: &str) -> Result<(i32, String)> {
+    let argv = vec!["/bin/sh".to_owned(), "-c".to_owned(), script.to_owned()];
+    let mut attached = open_exec(pods, pod, argv).await?;
+    // Dropping the writer is not end-of-file (the pipe lives on in its reader); shut it down.
+    if let Some(mut stdin) = attached.stdin() {
+        let _ = stdin.shutdown().await;
+    }
+    let stdout = attached.stdout();
+    let stderr = attached.stderr();
+    let status = attached.take_status();
+    let run = async {
+        let mut text = Vec::new();
+        if let Some(mut out) = stdout {
+            let _ = out.read_to_end(&mut text).await;
+        }
+        if let Some(mut err) = stderr {
+            let _ = tokio::io::copy(&mut err, &mut tokio::io::sink()).await;
+        }
+        let status = match status {
+            Some(status) => status.await,
+            None => None,
+        };
+        (text, status)
+    };
+    let (text, status) = tokio::time::timeout(HELPER_TIMEOUT, run)
+        .await
+        .map_err(|_| engine("a platform exec did not finish in time"))?;
+    let status = status.ok_or_else(|| engine("the exec ended without a status"))?;
+    Ok((
+        exit_status(&status)?,
+        String::from_utf8_lossy(&text).into_owned(),
+    ))
+}
+
+impl KubernetesBackend {
+    /// A driver that talks to the cluster through `client`, in `config.namespace`.
+    #[must_use]
+    pub fn new(client: kube::Client, config: KubernetesConfig) -> Self {
+        Self {
+            client,
+            config,
+            paused: Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.config.namespace)
+    }
+
+    fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), &self.config.namespace)
+    }
+
+    fn is_paused(&self, id: &str) -> Result<bool> {
+        Ok(self.paused.lock().map_err(|_| poisoned())?.contains(id))
+    }
+
+    /// The exec: wrapper argv with a fresh tag, the secret preamble and the caller's stdin on
+    /// stdin, output streamed, and on timeout the tagged tree killed from a second exec.
+    async fn start_exec(
+        &self,
+        pod: &str,
+        request: &ExecRequest,
+        keep_stdin_open: bool,
+    ) -> Result<SpawnedProcess> {
+        request.validate()?;
+        // Refused before anything is sent.
+        let preamble = stdin_preamble(&request.secret_env)?;
+        if self.is_paused(pod)? {
+            return Err(SandboxError::Paused(pod.to_owned()));
+        }
+        let exec_id = ExecId::generate()?;
+        let argv = exec_argv(request, exec_id.as_str());
+        let mut attached = open_exec(&self.pods(), pod, argv).await?;
+        let stdin = attached.stdin();
+        let stdout = attached.stdout();
+        let stderr = attached.stderr();
+        let status = attached.take_status();
+
+        let (out_tx, out_rx) = mpsc::channel(64);
+        let (in_tx, mut in_rx) = mpsc::channel::<Vec<u8>>(16);
+        let (exit_tx, exit_rx) = oneshot::channel();
+        let caller_stdin = request.stdin.clone();
+        if let Some(mut input) = stdin {
+            tokio::spawn(async move {
+                if input.write_all(&preamble).await.is_err() {
+                    return;
+                }
+                if !caller_stdin.is_empty() && input.write_all(&caller_stdin).await.is_err() {
+                    return;
+                }
+                while let Some(chunk) = in_rx.recv().await {
+                    if input.write_all(&chunk).await.is_err() {
+                        return;
+                    }
+                }
+                let _ = input.shutdown().await;
+            });
+        }
+        let mut readers = Vec::new();
+        if let Some(out) = stdout {
+            readers.push(tokio::spawn(pump(out, out_tx.clone(), OutputChunk::Stdout)));
+        }
+        if let Some(err) = stderr {
+            readers.push(tokio::spawn(pump(err, out_tx, OutputChunk::Stderr)));
+        }
+        let pods = self.pods();
+        let pod = pod.to_owned();
+        let tag = exec_id.as_str().to_owned();
+        let timeout = request.timeout;
+        tokio::spawn(async move {
+            let run = async {
+                for reader in &mut readers {
+                    let _ = reader.await;
+                }
+                match status {
+                    Some(status) => status.await,
+                    None => None,
+                }
+            };
+            let exit = match tokio::time::timeout(timeout, run).await {
+                Ok(Some(status)) => exit_status(&status).map(Exit::Status),
+                Ok(None) => Err(engine("the exec ended without a status")),
+                Err(_) => {
+                    // Stop and kill every process carrying this exec's tag, then drop the
+                    // stream: the process tree is gone before the caller hears of it.
+                    let _ = run_platform_script(&pods, &pod, &kill_tagged_script(&tag)).await;
+                    attached.abort();
+                    for reader in readers {
+                        reader.abort();
+                    }
+                    Ok(Exit::TimedOut)
+                }
+            };
+            drop(attached);
+            let _ = exit_tx.send(exit);
+        });
+        Ok(SpawnedProcess {
+            exec_id,
+            stdin: keep_stdin_open.then_some(in_tx),
+            output: out_rx,
+            exit: exit_rx,
+        })
+    }
+
+    /// Polls the pod until it runs, fails, or `start_timeout` passes.
+    async fn wait_running(&self, name: &str) -> Result<()> {
+        let pods = self.pods();
+        let wait = async {
+            loop {
+                let pod = pods.get(name).await.map_err(|e| api_error(&e))?;
+                if is_running(&pod) {
+                    return Ok(());
+                }
+                if let Some(reason) = start_failure(&pod) {
+                    return Err(engine(reason));
+                }
+                tokio::time::sleep(self.config.poll_interval).await;
+            }
+        };
+        tokio::time::timeout(self.config.start_timeout, wait)
+            .await
+            .map_err(|_| {
+                engine(format!(
+                    "the pod did not run within {}s",
+                    self.config.start_timeout.as_secs()
+                ))
+            })?
+    }
+
+    /// The keeper's PID: the only child of the pod's pause process (PID 1 under
+    /// `shareProcessNamespace`). Zero or several candidates fail creation.
+    async fn keeper_pid(&self, name: &str) -> Result<u32> {
+        let (status, text) = run_platform_script(&self.pods(), name, KEEPER_PROBE).await?;
+        let pids: Vec<u32> = text
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        match (status, pids.as_slice()) {
+            (0, [pid]) => Ok(*pid),
+            _ => Err(engine("could not identify exactly one keeper process")),
+        }
+    }
+
+    /// Deletes the pod and then its Secret by name, each whether or not the other worked;
+    /// a missing object is success.
+    async fn delete_by_name(&self, name: &str) -> Result<()> {
+        let params = DeleteParams::default();
+        let pod = match self.pods().delete(name, &params).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(api_error(&e)),
+        };
+        let secret = match self.secrets().delete(&secret_name(name), &params).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(api_error(&e)),
+        };
+        pod.and(secret)
+    }
+
+    /// Everything after the pod POST; the caller deletes by name on failure.
+    async fn finish_create(&self, name: &str, spec: &WorkspaceSpec, created: Pod) -> Result<u32> {
+        if !spec.secret_env.is_empty() {
+            let uid = created
+                .metadata
+                .uid
+                .ok_or_else(|| engine("the created pod has no UID"))?;
+            let secret: Secret = serde_json::from_value(secret_manifest(
+                name,
+                &uid,
+                &self.config.namespace,
+                &spec.secret_env,
+            ))
+            .map_err(|_| engine("the Secret manifest does not parse"))?;
+            self.secrets()
+                .create(&PostParams::default(), &secret)
+                .await
+                .map_err(|e| api_error(&e))?;
+        }
+        self.wait_running(name).await?;
+        self.keeper_pid(name).await
+    }
+}
+
+#[async_trait]
+impl WorkspaceBackend for KubernetesBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Kubernetes
+    }
+
+    async fn create(&self, spec: &WorkspaceSpec) -> Result<WorkspaceHandle> {
+        // Named before creation, so any failure from here on deletes it by that name.
+        let name = workspace_name(&spec.label)?;
+        let pod: Pod = serde_json::from_value(pod_manifest(&name, spec, &self.config))
+            .map_err(|e| engine(format!("the pod manifest does not parse: {e}")))?;
+        let created = match self.pods().create(&PostParams::default(), &pod).await {
+            Ok(created) => created,
+            // A pod of that name already exists: it is not ours to delete.
+            Err(e) if status_code(&e) == Some(409) => return Err(api_error(&e)),
+            Err(e) => {
+                // The POST may have landed even though its answer did not.
+                let _ = self.delete_by_name(&name).await;
+                return Err(api_error(&e));
+            }
+        };
+        let keeper_pid = match self.finish_create(&name, spec, created).await {
+            Ok(pid) => pid,
+            Err(e) => {
+                let _ = self.delete_by_name(&name).await;
+                return Err(e);
+            }
+        };
+        let mut missing = BTreeMap::new();
+        missing.insert(
+            "pids_cap".to_owned(),
+            "Kubernetes has no per-pod pids limit; set podPidsLimit on the node pool".to_owned(),
+        );
+        missing.insert(
+            "metadata_addresses".to_owned(),
+            "left to the namespace NetworkPolicy; the driver does not verify it".to_owned(),
+        );
+        Ok(WorkspaceHandle {
+            id: name,
+            backend: BackendKind::Kubernetes,
+            keeper_pid,
+            protections: vec![
+                Protection::MemoryCap,
+                Protection::CpuCap,
+                Protection::MetadataNames,
+                Protection::Freeze,
+            ],
+            missing,
+        })
+    }
+
+    /// Finds a workspace pod by name. The keeper PID is recorded once, at creation, and is not
+    /// probed again here (it is 0 in the returned handle).
+    async fn attach(&self, id: &str) -> Result<WorkspaceHandle> {
+        let pod = self.pods().get(id).await.map_err(|e| {
+            if is_not_found(&e) {
+                SandboxError::NotFound(id.to_owned())
+            } else {
+                api_error(&e)
+            }
+        })?;
+        let labelled = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(WORKSPACE_LABEL))
+            .is_some_and(|v| v == id);
+        if !labelled || !is_running(&pod) {
+            return Err(SandboxError::NotFound(id.to_owned()));
+        }
+        Ok(WorkspaceHandle {
+            id: id.to_owned(),
+            backend: BackendKind::Kubernetes,
+            keeper_pid: 0,
+            protections: Vec::new(),
+            missing: BTreeMap::new(),
+        })
+    }
+
+    async fn exec(&self, workspace: &WorkspaceHandle, request: &ExecRequest) -> Result<ExecOutput> {
+        let spawned = self.start_exec(&workspace.id, request, false).await?;
+        crate::process::collect(spawned, request.output_limit, request.timeout).await
+    }
+
+    async fn spawn(
+        &self,
+        workspace: &WorkspaceHandle,
+        request: &ExecRequest,
+    ) -> Result<SpawnedProcess> {
+        self.start_exec(&workspace.id, request, true).await
+    }
+
+    async fn copy_in(&self, workspace: &WorkspaceHandle, archive: &[u8], dest: &str) -> Result<()> {
+        // Checked here, extracted by tar inside the pod as the workspace user.
+        let request = copy_in_request(archive, dest)?;
+        self.exec_checked(workspace, &request).await.map(|_| ())
+    }
+
+    /// The archive is made by the pod's own tar (which the agent may have replaced), capped
+    /// while streaming; check it before extracting it anywhere.
+    async fn copy_out(
+        &self,
+        workspace: &WorkspaceHandle,
+        path: &str,
+        limit: usize,
+    ) -> Result<Vec<u8>> {
+        let request = copy_out_request(path, limit)?;
+        let output = self.exec_checked(workspace, &request).await?;
+        if output.truncated {
+            return Err(archive_too_large(limit));
+        }
+        Ok(output.stdout)
+    }
+
+    /// `kill -STOP -1` in the pod: every process of the workspace user but the signalling one
+    /// stops (SIGSTOP cannot be caught, and every process in the pod runs as that user under
+    /// no-new-privileges); execs are refused until [`Self::resume`].
+    async fn pause(&self, workspace: &WorkspaceHandle) -> Result<()> {
+        if self.is_paused(&workspace.id)? {
+            return Ok(());
+        }
+        let (status, _) = run_platform_script(&self.pods(), &workspace.id, "kill -STOP -1").await?;
+        if status != 0 {
+            return Err(engine(format!("pausing exited with status {status}")));
+        }
+        self.paused
+            .lock()
+            .map_err(|_| poisoned())?
+            .insert(workspace.id.clone());
+        Ok(())
+    }
+
+    async fn resume(&self, workspace: &WorkspaceHandle) -> Result<()> {
+        let (status, _) = run_platform_script(&self.pods(), &workspace.id, "kill -CONT -1").await?;
+        if status != 0 {
+            return Err(engine(format!("resuming exited with status {status}")));
+        }
+        self.paused
+            .lock()
+            .map_err(|_| poisoned())?
+            .remove(&workspace.id);
+        Ok(())
+    }
+
+    async fn remove(&self, workspace: &WorkspaceHandle) -> Result<()> {
+        self.paused
+            .lock()
+            .map_err(|_| poisoned())?
+            .remove(&workspace.id);
+        self.delete_by_name(&workspace.id).await
+    }
+}
