@@ -72,7 +72,7 @@ fn v1_memory(dir: &Path, limits: &ResourceLimits) -> bool {
 impl WorkspaceCgroup {
     /// Makes an idle (empty) cgroup ready for its next workspace: its caps rewritten to
     /// `limits`, thawed. `false` when a cap could not be applied; the caller then removes it.
-    pub(crate) fn reset(&self, limits: &ResourceLimits) -> bool {
+    pub(crate) fn reset(&self, limits: &ResourceLimits, keep: Option<u32>) -> bool {
         let quota = (limits.nano_cpus / 10_000).max(1000).to_string();
         let ok = match &self.layout {
             Layout::V1 {
@@ -98,7 +98,7 @@ impl WorkspaceCgroup {
             .all(|(file, value)| !dir.join(file).exists() || write(&dir.join(file), value)),
         };
         let thawed = self.freeze(false) || !self.enforced().3;
-        ok && thawed && self.pids().is_empty()
+        ok && thawed && self.pids().iter().all(|pid| Some(*pid) == keep)
     }
 
     /// Creates the cgroups and applies the caps; `None` when this host does not let us.
@@ -252,14 +252,16 @@ impl WorkspaceCgroup {
     }
 }
 
-/// Idle cgroups kept for reuse. Making and removing a cgroup costs the kernel far more than
-/// moving a process into one (a v1 hierarchy takes a grace period per directory), so a removed
-/// workspace's cgroups, once empty, serve the next workspace instead of being deleted. A cgroup
-/// goes back only when it holds no process; its caps are rewritten before reuse; the pool is
-/// bounded and emptied when the backend is dropped.
-#[derive(Debug, Clone, Default)]
+/// Idle cgroups kept for reuse, bare (for one-shot runs) or *warm* (with a workspace launcher
+/// already inside). Making and removing cgroups and moving a process into them are what costs
+/// the kernel (a v1 hierarchy waits for RCU grace periods), so a removed workspace's cgroups
+/// serve the next workspace instead. A cgroup goes back only when nothing but its launcher is
+/// left in it; its caps are rewritten before reuse; a launcher that has ended is never reused;
+/// the pool is bounded and emptied when the backend is dropped.
+#[derive(Clone, Default)]
 pub(crate) struct CgroupPool {
     idle: std::sync::Arc<std::sync::Mutex<Vec<WorkspaceCgroup>>>,
+    warm: std::sync::Arc<std::sync::Mutex<Vec<Warm>>>,
 }
 
 /// How many idle cgroups a backend keeps.
@@ -279,7 +281,7 @@ impl CgroupPool {
         limits: &ResourceLimits,
     ) -> Option<WorkspaceCgroup> {
         while let Some(cg) = self.pop() {
-            if cg.reset(limits) {
+            if cg.reset(limits, None) {
                 return Some(cg);
             }
             cg.remove();
@@ -290,27 +292,7 @@ impl CgroupPool {
     /// Kills what is left in `cg`, waits (bounded) for the kernel to empty it, then keeps it
     /// for reuse — or removes it when it is not empty or the pool is full.
     pub(crate) async fn retire(&self, cg: &WorkspaceCgroup) {
-        // Membership of the cgroup is the whole set to kill (every process of the workspace
-        // joined it before it became bubblewrap, and children inherit it), so no tree walk is
-        // needed. Frozen, nothing can fork between the read and the kill; the kills land on
-        // thaw. Processes that already exited linger in the list for a moment, hence the short
-        // polls (bounded to one second in all).
-        for _ in 0..1000 {
-            let pids = cg.pids();
-            if pids.is_empty() {
-                break;
-            }
-            let frozen = cg.freeze(true);
-            for pid in cg.pids() {
-                crate::process::signal(pid, nix::sys::signal::Signal::SIGKILL);
-            }
-            if frozen {
-                cg.freeze(false);
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        }
-        cg.freeze(false);
-        if cg.pids().is_empty()
+        if kill_members(cg, None).await
             && let Ok(mut idle) = self.idle.lock()
             && idle.len() < POOL_MAX
         {
@@ -320,10 +302,90 @@ impl CgroupPool {
         cg.remove();
     }
 
-    /// Removes every idle cgroup.
+    /// A cgroup with its launcher already inside, caps rewritten to `limits`, if one is idle
+    /// and its launcher still runs.
+    pub(crate) fn take_warm(&self, limits: &ResourceLimits) -> Option<Warm> {
+        loop {
+            let warm = self.warm.lock().ok()?.pop()?;
+            if warm.launcher.running() && warm.cgroup.reset(limits, Some(warm.launcher.pid())) {
+                return Some(warm);
+            }
+            warm.discard();
+        }
+    }
+
+    /// Kills every process of the cgroup but its launcher and keeps both for the next
+    /// workspace; or, when that cannot be shown or the pool is full, ends both.
+    pub(crate) async fn retire_warm(&self, warm: Warm) {
+        warm.launcher.abandon_pending();
+        let keep = warm.launcher.pid();
+        if warm.launcher.running()
+            && kill_members(&warm.cgroup, Some(keep)).await
+            && warm.launcher.running()
+            && let Ok(mut idle) = self.warm.lock()
+            && idle.len() < POOL_MAX
+        {
+            idle.push(warm);
+            return;
+        }
+        warm.launcher.end();
+        let cgroup = warm.cgroup.clone();
+        drop(warm);
+        self.retire(&cgroup).await;
+    }
+    /// Removes every idle cgroup, ending idle launchers first.
     pub(crate) fn drain(&self) {
+        while let Some(warm) = self.warm.lock().ok().and_then(|mut w| w.pop()) {
+            warm.discard();
+        }
         while let Some(cg) = self.pop() {
             cg.remove();
         }
     }
+}
+
+/// An idle cgroup with its launcher.
+pub(crate) struct Warm {
+    pub(crate) cgroup: WorkspaceCgroup,
+    pub(crate) launcher: std::sync::Arc<super::launcher::Launcher>,
+}
+
+impl Warm {
+    /// Ends the launcher and removes the cgroup once it has left (bounded wait).
+    fn discard(self) {
+        self.launcher.end();
+        for _ in 0..200 {
+            if self.cgroup.pids().is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        self.cgroup.remove();
+    }
+}
+
+/// Kills every member of `cg` except `keep`. Membership is the whole set to kill (every process
+/// of the workspace joined the cgroup before it became bubblewrap, or was forked inside it), so
+/// no tree walk is needed. Frozen, nothing can fork between the read and the kill; the kills
+/// land on thaw. Processes that already exited linger in the list for a moment, hence the short
+/// polls (bounded to one second in all). True when only `keep` (or nothing) is left.
+async fn kill_members(cg: &WorkspaceCgroup, keep: Option<u32>) -> bool {
+    let others = |cg: &WorkspaceCgroup| -> Vec<u32> {
+        cg.pids().into_iter().filter(|p| Some(*p) != keep).collect()
+    };
+    for _ in 0..1000 {
+        if others(cg).is_empty() {
+            break;
+        }
+        let frozen = cg.freeze(true);
+        for pid in others(cg) {
+            crate::process::signal(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+        if frozen {
+            cg.freeze(false);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    cg.freeze(false);
+    others(cg).is_empty()
 }

@@ -88,7 +88,14 @@ pub(crate) struct Launcher {
     waiters: Waiters,
     dir: PathBuf,
     pid: u32,
-    _child: tokio::process::Child,
+    ended: Arc<std::sync::atomic::AtomicBool>,
+    child: Mutex<tokio::process::Child>,
+}
+
+impl Drop for Launcher {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 impl std::fmt::Debug for Launcher {
@@ -140,14 +147,54 @@ impl Launcher {
             .take()
             .ok_or_else(|| launch_error("the launcher has no output"))?;
         let waiters: Waiters = Arc::default();
-        tokio::spawn(route_events(events, Arc::clone(&waiters)));
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        tokio::spawn(route_events(
+            events,
+            Arc::clone(&waiters),
+            Arc::clone(&ended),
+        ));
         Ok(Self {
             requests: tokio::sync::Mutex::new(requests),
             waiters,
             dir: dir.to_path_buf(),
             pid,
-            _child: child,
+            ended,
+            child: Mutex::new(child),
         })
+    }
+
+    /// The launcher's PID (a member of its cgroups).
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether the launcher still answers.
+    pub(crate) fn running(&self) -> bool {
+        !self.ended.load(std::sync::atomic::Ordering::SeqCst)
+            && std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
+    }
+
+    /// Kills the launcher and reaps it (bounded wait), so it leaves its cgroups at once instead
+    /// of lingering there as a zombie. True when it is gone.
+    pub(crate) fn end(&self) -> bool {
+        let Ok(mut child) = self.child.lock() else {
+            return false;
+        };
+        let _ = child.start_kill();
+        for _ in 0..500 {
+            match child.try_wait() {
+                Ok(Some(_)) | Err(_) => return true,
+                Ok(None) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        false
+    }
+
+    /// Fails every exec still waiting (their sandboxes were killed with the workspace).
+    pub(crate) fn abandon_pending(&self) {
+        if let Ok(mut table) = self.waiters.lock() {
+            table.clear();
+        }
     }
 
     /// Starts one bubblewrap: `request.options` on the option FIFO (`--setenv` pairs
@@ -385,7 +432,11 @@ async fn supervise(
 }
 
 /// Routes the launcher's `p ID PID` and `x ID STATUS` lines to the waiting execs.
-async fn route_events(events: tokio::process::ChildStdout, waiters: Waiters) {
+async fn route_events(
+    events: tokio::process::ChildStdout,
+    waiters: Waiters,
+    ended: Arc<std::sync::atomic::AtomicBool>,
+) {
     let mut lines = BufReader::new(events).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         let mut parts = line.split(' ');
@@ -393,7 +444,7 @@ async fn route_events(events: tokio::process::ChildStdout, waiters: Waiters) {
             continue;
         };
         let Ok(mut table) = waiters.lock() else {
-            return;
+            break;
         };
         if kind == "o" {
             if let Some(tx) = table.get_mut(id).and_then(|w| w.opened.take()) {
@@ -421,6 +472,7 @@ async fn route_events(events: tokio::process::ChildStdout, waiters: Waiters) {
         }
     }
     // The launcher is gone: every pending exec learns it (its senders drop here).
+    ended.store(true, std::sync::atomic::Ordering::SeqCst);
     if let Ok(mut table) = waiters.lock() {
         table.clear();
     }

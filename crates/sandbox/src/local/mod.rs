@@ -86,7 +86,7 @@ struct LocalWorkspace {
     secret_env: SecretEnv,
     cgroup: Option<WorkspaceCgroup>,
     /// Present with a cgroup: forks each exec's bubblewrap already inside the cgroup.
-    launcher: Option<Launcher>,
+    launcher: Option<Arc<Launcher>>,
     paused: AtomicBool,
 }
 
@@ -233,6 +233,32 @@ impl LocalBackend {
         (have, missing)
     }
 
+    /// The cgroups and launcher of a new workspace: warm ones from the pool when there are,
+    /// else new ones; none when this host lets us make no cgroup.
+    fn caps_for(
+        &self,
+        name: &str,
+        limits: &ResourceLimits,
+    ) -> Result<(Option<WorkspaceCgroup>, Option<Arc<Launcher>>)> {
+        let Some(root) = self.config.cgroup_root.as_deref() else {
+            return Ok((None, None));
+        };
+        if let Some(warm) = self.cgroups.take_warm(limits) {
+            return Ok((Some(warm.cgroup), Some(warm.launcher)));
+        }
+        let Some(cg) = self.cgroups.take(root, name, limits) else {
+            return Ok((None, None));
+        };
+        let dir = self.config.state_dir.join(".launch").join(random_hex(8)?);
+        match Launcher::start(Self::joiner(&cg), &dir, &self.config.bwrap) {
+            Ok(launcher) => Ok((Some(cg), Some(Arc::new(launcher)))),
+            Err(e) => {
+                cg.remove();
+                Err(e)
+            }
+        }
+    }
+
     #[expect(
         clippy::disallowed_methods,
         reason = "the local driver starts bubblewrap; this is the sanctioned spawn site"
@@ -377,7 +403,7 @@ impl LocalBackend {
             return Err(SandboxError::Paused(id.to_owned()));
         }
         self.start(
-            ws.launcher.as_ref(),
+            ws.launcher.as_deref(),
             id,
             &ws.meta.root,
             Some((&workspace_dir, &tmp_dir)),
@@ -567,26 +593,14 @@ impl WorkspaceBackend for LocalBackend {
                 return Err(e);
             }
         };
-        let cgroup = self
-            .config
-            .cgroup_root
-            .as_deref()
-            .and_then(|root| self.cgroups.take(root, &id, &spec.limits));
-        let (protections, missing) = Self::protections(&meta, cgroup.as_ref());
-        let launcher = match cgroup
-            .as_ref()
-            .map(|cg| Launcher::start(Self::joiner(cg), &dir.join("launch"), &self.config.bwrap))
-            .transpose()
-        {
-            Ok(launcher) => launcher,
+        let (cgroup, launcher) = match self.caps_for(&id, &spec.limits) {
+            Ok(pair) => pair,
             Err(e) => {
-                if let Some(cg) = &cgroup {
-                    self.cgroups.retire(cg).await;
-                }
                 let _ = std::fs::remove_dir_all(&dir);
                 return Err(e);
             }
         };
+        let (protections, missing) = Self::protections(&meta, cgroup.as_ref());
         let ws = LocalWorkspace {
             dir,
             meta,
@@ -629,21 +643,12 @@ impl WorkspaceBackend for LocalBackend {
             backend: "local",
             message: format!("unreadable workspace metadata: {e}"),
         })?;
-        let cgroup = self
-            .config
-            .cgroup_root
-            .as_deref()
-            .and_then(|root| WorkspaceCgroup::create(root, id, &meta.limits));
+        let (cgroup, launcher) = self.caps_for(id, &meta.limits)?;
         let (protections, missing) = Self::protections(&meta, cgroup.as_ref());
         self.workspaces.lock().map_err(|_| poisoned())?.insert(
             id.to_owned(),
             Arc::new(LocalWorkspace {
-                launcher: cgroup
-                    .as_ref()
-                    .map(|cg| {
-                        Launcher::start(Self::joiner(cg), &dir.join("launch"), &self.config.bwrap)
-                    })
-                    .transpose()?,
+                launcher,
                 dir,
                 meta,
                 secret_env: SecretEnv::new(),
@@ -727,10 +732,22 @@ impl WorkspaceBackend for LocalBackend {
             .lock()
             .map_err(|_| poisoned())?
             .remove(&workspace.id);
-        match ws.as_ref().and_then(|w| w.cgroup.as_ref()) {
-            // Every process of the workspace joined its cgroup before it became bubblewrap.
-            Some(cg) => self.cgroups.retire(cg).await,
-            None => Self::kill_all(&workspace.id),
+        match ws
+            .as_ref()
+            .map(|w| (w.cgroup.as_ref(), w.launcher.as_ref()))
+        {
+            // Every process of the workspace was forked inside its cgroup or joined it before
+            // it became bubblewrap.
+            Some((Some(cg), Some(launcher))) => {
+                self.cgroups
+                    .retire_warm(cgroup::Warm {
+                        cgroup: cg.clone(),
+                        launcher: Arc::clone(launcher),
+                    })
+                    .await;
+            }
+            Some((Some(cg), None)) => self.cgroups.retire(cg).await,
+            _ => Self::kill_all(&workspace.id),
         }
         let dir = self.config.state_dir.join(&workspace.id);
         match std::fs::remove_dir_all(&dir) {
