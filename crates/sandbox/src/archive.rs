@@ -9,6 +9,7 @@ use std::io::Read;
 use tar::EntryType;
 
 use crate::error::{Result, SandboxError, UnsafeArchiveReason};
+use crate::spec::ExecRequest;
 
 /// What a checked archive holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -171,6 +172,61 @@ fn check_symlink_target(
         }
     }
     Ok(())
+}
+
+/// The error of a copy-out past its cap.
+pub(crate) fn archive_too_large(limit: usize) -> SandboxError {
+    SandboxError::InvalidRequest(format!("archive exceeds the {limit}-byte copy-out cap"))
+}
+
+/// A copy path: absolute, no `..` component, and below the root a path the scanners' `safe_path`
+/// accepts (no NUL or control characters, quotes, backslashes or Unicode look-alikes of `/` and
+/// `.`), since it reaches `tar` inside the workspace.
+pub(crate) fn check_inside_path(path: &str) -> Result<()> {
+    let Some(rest) = path.strip_prefix('/') else {
+        return Err(SandboxError::InvalidRequest(
+            "path must be absolute without `..`".to_owned(),
+        ));
+    };
+    if path.split('/').any(|c| c == "..") {
+        return Err(SandboxError::InvalidRequest(
+            "path must be absolute without `..`".to_owned(),
+        ));
+    }
+    if !rest.trim_matches('/').is_empty() {
+        auto_swe_scanners::safe_path(rest)
+            .map_err(|refusal| SandboxError::InvalidRequest(refusal.to_string()))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn copy_in_request(archive: &[u8], dest: &str) -> Result<ExecRequest> {
+    check_inside_path(dest)?;
+    assert_safe_archive(archive)?;
+    Ok(ExecRequest::new([
+        "tar",
+        "-x",
+        "-f",
+        "-",
+        "--no-same-owner",
+        "--no-overwrite-dir",
+        "-C",
+        dest,
+    ])
+    .stdin(archive.to_vec()))
+}
+
+pub(crate) fn copy_out_request(path: &str, limit: usize) -> Result<ExecRequest> {
+    check_inside_path(path)?;
+    let trimmed = path.trim_end_matches('/');
+    let (parent, base) = match trimmed.rfind('/') {
+        Some(0) | None => ("/", trimmed.trim_start_matches('/')),
+        Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+    };
+    let base = if base.is_empty() { "." } else { base };
+    let mut request = ExecRequest::new(["tar", "-c", "-f", "-", "-C", parent, "--", base]);
+    request.output_limit = limit;
+    Ok(request)
 }
 
 #[cfg(test)]

@@ -144,16 +144,30 @@ pub trait WorkspaceBackend: Send + Sync {
         request: &ExecRequest,
     ) -> Result<SpawnedProcess>;
 
-    /// Extracts a tar archive at `dest` (absolute, inside) after checking it.
-    async fn copy_in(&self, workspace: &WorkspaceHandle, archive: &[u8], dest: &str) -> Result<()>;
+    /// Extracts a tar archive at `dest` (absolute, inside) after checking it
+    /// ([`crate::assert_safe_archive`], and the path with the scanners' `safe_path`). `tar` runs
+    /// inside the sandbox as the workspace user, never on the host or in the engine.
+    async fn copy_in(&self, workspace: &WorkspaceHandle, archive: &[u8], dest: &str) -> Result<()> {
+        let request = crate::archive::copy_in_request(archive, dest)?;
+        self.exec_checked(workspace, &request).await.map(|_| ())
+    }
 
-    /// Returns a tar archive of `path` (absolute, inside), refused past `limit` bytes.
+    /// Returns a tar archive of `path` (absolute, inside), refused past `limit` bytes. The
+    /// archive is made by the workspace's own `tar`, which the agent may have replaced: check it
+    /// before extracting it anywhere.
     async fn copy_out(
         &self,
         workspace: &WorkspaceHandle,
         path: &str,
         limit: usize,
-    ) -> Result<Vec<u8>>;
+    ) -> Result<Vec<u8>> {
+        let request = crate::archive::copy_out_request(path, limit)?;
+        let output = self.exec_checked(workspace, &request).await?;
+        if output.truncated {
+            return Err(crate::archive::archive_too_large(limit));
+        }
+        Ok(output.stdout)
+    }
 
     /// Freezes every process of the workspace.
     async fn pause(&self, workspace: &WorkspaceHandle) -> Result<()>;

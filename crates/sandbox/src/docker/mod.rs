@@ -22,7 +22,7 @@ use crate::backend::{
     SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
 };
 use crate::error::{Result, SandboxError};
-use crate::local::{archive_too_large, copy_in_request, copy_out_request, workspace_name};
+use crate::local::workspace_name;
 use crate::spec::{
     EXEC_ID_ENV, ExecId, ExecOutput, ExecRequest, MetadataBlock, NetworkMode, SecretEnv,
     WorkspaceSpec,
@@ -569,27 +569,6 @@ impl WorkspaceBackend for DockerBackend {
         let secrets = ws.secret_env.clone();
         self.start_exec(&workspace.id, request, &secrets, None, true, Some(ws))
             .await
-    }
-
-    async fn copy_in(&self, workspace: &WorkspaceHandle, archive: &[u8], dest: &str) -> Result<()> {
-        // Extracted by tar inside the container, as the workspace user: never by the engine
-        // on the host.
-        let request = copy_in_request(archive, dest)?;
-        self.exec_checked(workspace, &request).await.map(|_| ())
-    }
-
-    async fn copy_out(
-        &self,
-        workspace: &WorkspaceHandle,
-        path: &str,
-        limit: usize,
-    ) -> Result<Vec<u8>> {
-        let request = copy_out_request(path, limit)?;
-        let output = self.exec_checked(workspace, &request).await?;
-        if output.truncated {
-            return Err(archive_too_large(limit));
-        }
-        Ok(output.stdout)
     }
 
     async fn pause(&self, workspace: &WorkspaceHandle) -> Result<()> {

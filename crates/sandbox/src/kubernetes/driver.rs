@@ -20,7 +20,7 @@ use crate::backend::{
 };
 use crate::docker::plan::{KEEPER_PROBE, kill_tagged_script};
 use crate::error::{Result, SandboxError};
-use crate::local::{archive_too_large, copy_in_request, copy_out_request, workspace_name};
+use crate::local::workspace_name;
 use crate::spec::{ExecId, ExecOutput, ExecRequest, WorkspaceSpec};
 
 /// The workspace pod's only container.
@@ -515,28 +515,6 @@ impl WorkspaceBackend for KubernetesBackend {
         request: &ExecRequest,
     ) -> Result<SpawnedProcess> {
         self.start_exec(&workspace.id, request, true).await
-    }
-
-    async fn copy_in(&self, workspace: &WorkspaceHandle, archive: &[u8], dest: &str) -> Result<()> {
-        // Checked here, extracted by tar inside the pod as the workspace user.
-        let request = copy_in_request(archive, dest)?;
-        self.exec_checked(workspace, &request).await.map(|_| ())
-    }
-
-    /// The archive is made by the pod's own tar (which the agent may have replaced), capped
-    /// while streaming; check it before extracting it anywhere.
-    async fn copy_out(
-        &self,
-        workspace: &WorkspaceHandle,
-        path: &str,
-        limit: usize,
-    ) -> Result<Vec<u8>> {
-        let request = copy_out_request(path, limit)?;
-        let output = self.exec_checked(workspace, &request).await?;
-        if output.truncated {
-            return Err(archive_too_large(limit));
-        }
-        Ok(output.stdout)
     }
 
     /// `kill -STOP -1` in the pod: every process of the workspace user but the signalling one

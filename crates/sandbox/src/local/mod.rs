@@ -22,7 +22,6 @@ use nix::sys::signal::Signal;
 use self::cgroup::{CgroupPool, WorkspaceCgroup};
 use self::launcher::Launcher;
 use self::plan::{BwrapPlan, HostLayout, Lockdown};
-use crate::archive::assert_safe_archive;
 use crate::backend::{
     BackendKind, EphemeralRunner, EphemeralSpec, HelperScript, Protection, SpawnedProcess,
     WorkspaceBackend, WorkspaceHandle,
@@ -492,60 +491,6 @@ fn poisoned() -> SandboxError {
     }
 }
 
-pub(crate) fn archive_too_large(limit: usize) -> SandboxError {
-    SandboxError::InvalidRequest(format!("archive exceeds the {limit}-byte copy-out cap"))
-}
-
-/// A copy path: absolute, no `..` component, and below the root a path the scanners' `safe_path`
-/// accepts (no NUL or control characters, quotes, backslashes or Unicode look-alikes of `/` and
-/// `.`), since it reaches `tar` inside the workspace.
-fn check_inside_path(path: &str) -> Result<()> {
-    let Some(rest) = path.strip_prefix('/') else {
-        return Err(SandboxError::InvalidRequest(
-            "path must be absolute without `..`".to_owned(),
-        ));
-    };
-    if path.split('/').any(|c| c == "..") {
-        return Err(SandboxError::InvalidRequest(
-            "path must be absolute without `..`".to_owned(),
-        ));
-    }
-    if !rest.trim_matches('/').is_empty() {
-        auto_swe_scanners::safe_path(rest)
-            .map_err(|refusal| SandboxError::InvalidRequest(refusal.to_string()))?;
-    }
-    Ok(())
-}
-
-pub(crate) fn copy_in_request(archive: &[u8], dest: &str) -> Result<ExecRequest> {
-    check_inside_path(dest)?;
-    assert_safe_archive(archive)?;
-    Ok(ExecRequest::new([
-        "tar",
-        "-x",
-        "-f",
-        "-",
-        "--no-same-owner",
-        "--no-overwrite-dir",
-        "-C",
-        dest,
-    ])
-    .stdin(archive.to_vec()))
-}
-
-pub(crate) fn copy_out_request(path: &str, limit: usize) -> Result<ExecRequest> {
-    check_inside_path(path)?;
-    let trimmed = path.trim_end_matches('/');
-    let (parent, base) = match trimmed.rfind('/') {
-        Some(0) | None => ("/", trimmed.trim_start_matches('/')),
-        Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
-    };
-    let base = if base.is_empty() { "." } else { base };
-    let mut request = ExecRequest::new(["tar", "-c", "-f", "-", "-C", parent, "--", base]);
-    request.output_limit = limit;
-    Ok(request)
-}
-
 #[async_trait]
 impl WorkspaceBackend for LocalBackend {
     fn kind(&self) -> BackendKind {
@@ -678,25 +623,6 @@ impl WorkspaceBackend for LocalBackend {
     ) -> Result<SpawnedProcess> {
         let ws = self.get(&workspace.id)?;
         self.run_in(&workspace.id, &ws, request, true).await
-    }
-
-    async fn copy_in(&self, workspace: &WorkspaceHandle, archive: &[u8], dest: &str) -> Result<()> {
-        let request = copy_in_request(archive, dest)?;
-        self.exec_checked(workspace, &request).await.map(|_| ())
-    }
-
-    async fn copy_out(
-        &self,
-        workspace: &WorkspaceHandle,
-        path: &str,
-        limit: usize,
-    ) -> Result<Vec<u8>> {
-        let request = copy_out_request(path, limit)?;
-        let output = self.exec_checked(workspace, &request).await?;
-        if output.truncated {
-            return Err(archive_too_large(limit));
-        }
-        Ok(output.stdout)
     }
 
     async fn pause(&self, workspace: &WorkspaceHandle) -> Result<()> {
