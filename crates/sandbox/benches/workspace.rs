@@ -136,6 +136,31 @@ fn bwrap_in_cgroups(cgroups: &[PathBuf], bare: &[&str]) {
     raw("/bin/sh", &args);
 }
 
+/// The bubblewrap arguments the local driver's plan gives a workspace exec of `/bin/true`, over
+/// scratch directories under `state`.
+fn same_sandbox_args(state: &std::path::Path, root: &LocalRoot) -> Vec<String> {
+    let dir = state.join("same-sandbox");
+    for sub in ["workspace", "tmp"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    std::fs::write(dir.join("hosts"), "127.0.0.1 localhost\n").unwrap();
+    std::fs::write(dir.join("resolv.conf"), "").unwrap();
+    let host = auto_swe_sandbox::local::plan::HostLayout::default();
+    auto_swe_sandbox::local::plan::bwrap_args(&auto_swe_sandbox::local::plan::BwrapPlan {
+        root,
+        host: &host,
+        workspace_dir: Some(&dir.join("workspace")),
+        tmp_dir: Some(&dir.join("tmp")),
+        hosts_file: &dir.join("hosts"),
+        resolv_file: &dir.join("resolv.conf"),
+        mounts: &[],
+        network: auto_swe_sandbox::NetworkMode::None,
+        lockdown: auto_swe_sandbox::local::plan::Lockdown::Workspace,
+        workdir: "/workspace",
+        argv: &["/bin/true".to_owned()],
+    })
+}
+
 #[expect(
     clippy::too_many_lines,
     reason = "the local groups share one backend, workspace and baseline setup"
@@ -203,6 +228,13 @@ fn local(c: &mut Criterion) {
         });
     });
     group.bench_function("exec/bare-bwrap", |b| b.iter(|| raw("bwrap", &bare)));
+    // The same sandbox a workspace exec gets (the plan's binds, uid map, no nested user
+    // namespaces, read-only remount), started directly: what the hardening itself costs.
+    if matches!(spec.local_root, LocalRoot::Rootfs(_)) {
+        let same = same_sandbox_args(state.path(), &spec.local_root);
+        let same: Vec<&str> = same.iter().map(String::as_str).collect();
+        group.bench_function("exec/bwrap-same-sandbox", |b| b.iter(|| raw("bwrap", &same)));
+    }
     if with_cgroups {
         let cgroups = make_cgroups("exec");
         group.bench_function("exec/bwrap-in-cgroups", |b| {

@@ -373,6 +373,14 @@ async fn kill_members(cg: &WorkspaceCgroup, keep: Option<u32>) -> bool {
     let others = |cg: &WorkspaceCgroup| -> Vec<u32> {
         cg.pids().into_iter().filter(|p| Some(*p) != keep).collect()
     };
+    // Right after an exec has returned, what is left (its subshell, bubblewrap's monitor) is
+    // already exiting: give it a few scheduler turns before freezing and killing.
+    for _ in 0..32 {
+        if others(cg).is_empty() {
+            return true;
+        }
+        tokio::task::yield_now().await;
+    }
     for _ in 0..1000 {
         if others(cg).is_empty() {
             break;
