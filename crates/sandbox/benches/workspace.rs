@@ -233,7 +233,9 @@ fn local(c: &mut Criterion) {
     if matches!(spec.local_root, LocalRoot::Rootfs(_)) {
         let same = same_sandbox_args(state.path(), &spec.local_root);
         let same: Vec<&str> = same.iter().map(String::as_str).collect();
-        group.bench_function("exec/bwrap-same-sandbox", |b| b.iter(|| raw("bwrap", &same)));
+        group.bench_function("exec/bwrap-same-sandbox", |b| {
+            b.iter(|| raw("bwrap", &same))
+        });
     }
     if with_cgroups {
         let cgroups = make_cgroups("exec");
