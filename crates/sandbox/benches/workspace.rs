@@ -234,7 +234,7 @@ fn local(c: &mut Criterion) {
         let same = same_sandbox_args(state.path(), &spec.local_root);
         let same: Vec<&str> = same.iter().map(String::as_str).collect();
         group.bench_function("exec/bwrap-same-sandbox", |b| {
-            b.iter(|| raw("bwrap", &same))
+            b.iter(|| raw("bwrap", &same));
         });
     }
     if with_cgroups {
