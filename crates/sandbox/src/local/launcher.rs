@@ -2,17 +2,19 @@
 //! one bubblewrap per exec, so execs inherit the cgroups instead of migrating into them.
 //!
 //! Why: moving a process into a cgroup takes the kernel's cgroup-wide migration lock, which on
-//! a v1 hierarchy waits for an RCU grace period. Measured on the CI kind of host, an exec spaced
-//! from the previous one paid about 15 ms for the join on top of a 7 ms bare `bwrap`. The
-//! launcher pays the join once, at creation.
+//! a v1 hierarchy waits for an RCU grace period. Measured on the CI kind of host, an exec after
+//! an idle gap paid 12–14 ms for the join on top of a 7 ms bare `bwrap`. The launcher pays the
+//! join once, at creation, and is pooled with its cgroups afterwards.
 //!
 //! The launcher runs outside every sandbox (no sandboxed process can see or signal it: they live
 //! in their own user and PID namespaces) and reads one request per line on a pipe only this
-//! process holds: a hex exec id. For each it forks a subshell that starts `bwrap --args 3` with
-//! fd 3, stdin, stdout and stderr opened on FIFOs in a private (0700) directory, and reports the
-//! subshell's PID and later bwrap's exit status on its own stdout. The argument FIFO carries the
-//! whole bubblewrap command line including `--setenv` pairs, so no value — secret or not — is
-//! ever in an argv, and bwrap runs with an empty environment.
+//! process holds: a hex exec id. For each it forks a subshell that opens five FIFOs in a private
+//! (0700) directory and starts `bwrap --args 3 -- COMMAND…` with stdin, stdout and stderr on
+//! them; it reports the subshell's PID and later bwrap's exit status on its own stdout. The
+//! option FIFO carries bubblewrap's options, the environment among them as `--setenv` pairs, so
+//! no environment value — secret or not — is in any argv, and bwrap itself runs with an empty
+//! environment. The command FIFO carries the command, which ends up in bwrap's argv as it did
+//! when bwrap was started directly.
 //!
 //! All FIFOs are opened here *before* the request is sent (writers read-write, which Linux allows
 //! on a FIFO and never blocks), so no open on either side ever waits. Because this process also
