@@ -115,21 +115,11 @@ pub(crate) fn spawn_streaming(
         .map_err(|e| SandboxError::io("starting the sandbox process", e))?;
     let pid = child.id().unwrap_or(0);
     let (out_tx, out_rx) = mpsc::channel(64);
-    let (in_tx, mut in_rx) = mpsc::channel::<Vec<u8>>(16);
+    let (in_tx, in_rx) = mpsc::channel::<Vec<u8>>(16);
     let (exit_tx, exit_rx) = oneshot::channel();
 
-    if let Some(mut stdin) = child.stdin.take() {
-        tokio::spawn(async move {
-            if !stdin_bytes.is_empty() && stdin.write_all(&stdin_bytes).await.is_err() {
-                return;
-            }
-            while let Some(chunk) = in_rx.recv().await {
-                if stdin.write_all(&chunk).await.is_err() {
-                    return;
-                }
-            }
-            let _ = stdin.shutdown().await;
-        });
+    if let Some(stdin) = child.stdin.take() {
+        tokio::spawn(forward_input(stdin, vec![stdin_bytes], in_rx));
     }
     let mut readers = Vec::new();
     if let Some(stdout) = child.stdout.take() {
@@ -170,6 +160,28 @@ pub(crate) fn spawn_streaming(
         output: out_rx,
         exit: exit_rx,
     })
+}
+
+/// Writes `first` (each chunk in turn), then whatever arrives on `more`, to a process's standard
+/// input, and closes it when `more` ends; stops at the first failed write (the reader is gone).
+pub(crate) async fn forward_input<W>(
+    mut input: W,
+    first: Vec<Vec<u8>>,
+    mut more: mpsc::Receiver<Vec<u8>>,
+) where
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    for chunk in first {
+        if !chunk.is_empty() && input.write_all(&chunk).await.is_err() {
+            return;
+        }
+    }
+    while let Some(chunk) = more.recv().await {
+        if input.write_all(&chunk).await.is_err() {
+            return;
+        }
+    }
+    let _ = input.shutdown().await;
 }
 
 async fn pump<R>(mut reader: R, tx: mpsc::Sender<OutputChunk>, wrap: fn(Vec<u8>) -> OutputChunk)

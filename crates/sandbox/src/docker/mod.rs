@@ -14,7 +14,6 @@ use bollard::query_parameters::{
     CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, WaitContainerOptions,
 };
 use futures_util::StreamExt as _;
-use tokio::io::AsyncWriteExt as _;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::{
@@ -141,10 +140,6 @@ impl DockerBackend {
         let _ = self.docker.remove_container(name, Some(options)).await;
     }
 
-    #[expect(
-        clippy::too_many_lines,
-        reason = "one exec's wiring: create, start, stdin pump, output pump with timeout"
-    )]
     /// Runs an exec and returns its streams; the exit resolves after the exec ended (or its
     /// tagged tree was killed on timeout).
     async fn start_exec(
@@ -197,31 +192,21 @@ impl DockerBackend {
             )
             .await
             .map_err(|e| engine(&e))?;
-        let StartExecResults::Attached {
-            mut output,
-            mut input,
-        } = started
-        else {
+        let StartExecResults::Attached { mut output, input } = started else {
             return Err(SandboxError::Engine {
                 backend: "docker",
                 message: "exec started detached".to_owned(),
             });
         };
         let (out_tx, out_rx) = mpsc::channel(64);
-        let (in_tx, mut in_rx) = mpsc::channel::<Vec<u8>>(16);
+        let (in_tx, in_rx) = mpsc::channel::<Vec<u8>>(16);
         let (exit_tx, exit_rx) = oneshot::channel();
         let stdin_bytes = request.stdin.clone();
-        tokio::spawn(async move {
-            if !stdin_bytes.is_empty() && input.write_all(&stdin_bytes).await.is_err() {
-                return;
-            }
-            while let Some(chunk) = in_rx.recv().await {
-                if input.write_all(&chunk).await.is_err() {
-                    return;
-                }
-            }
-            let _ = input.shutdown().await;
-        });
+        tokio::spawn(crate::process::forward_input(
+            input,
+            vec![stdin_bytes],
+            in_rx,
+        ));
         let docker = self.docker.clone();
         let container = container.to_owned();
         let tag = exec_id.as_str().to_owned();

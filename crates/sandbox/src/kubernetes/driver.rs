@@ -280,24 +280,15 @@ impl KubernetesBackend {
         let status = attached.take_status();
 
         let (out_tx, out_rx) = mpsc::channel(64);
-        let (in_tx, mut in_rx) = mpsc::channel::<Vec<u8>>(16);
+        let (in_tx, in_rx) = mpsc::channel::<Vec<u8>>(16);
         let (exit_tx, exit_rx) = oneshot::channel();
         let caller_stdin = request.stdin.clone();
-        if let Some(mut input) = stdin {
-            tokio::spawn(async move {
-                if input.write_all(&preamble).await.is_err() {
-                    return;
-                }
-                if !caller_stdin.is_empty() && input.write_all(&caller_stdin).await.is_err() {
-                    return;
-                }
-                while let Some(chunk) = in_rx.recv().await {
-                    if input.write_all(&chunk).await.is_err() {
-                        return;
-                    }
-                }
-                let _ = input.shutdown().await;
-            });
+        if let Some(input) = stdin {
+            tokio::spawn(crate::process::forward_input(
+                input,
+                vec![preamble, caller_stdin],
+                in_rx,
+            ));
         }
         let mut readers = Vec::new();
         if let Some(out) = stdout {

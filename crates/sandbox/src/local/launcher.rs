@@ -381,21 +381,14 @@ fn feed(
 /// lose it and block the subshell's open), then what the caller streams; closing ends input.
 async fn feed_stdin(
     mut held: tokio::sync::watch::Receiver<bool>,
-    mut stdin_tx: pipe::Sender,
+    stdin_tx: pipe::Sender,
     first: Vec<u8>,
-    mut more: mpsc::Receiver<Vec<u8>>,
+    more: mpsc::Receiver<Vec<u8>>,
 ) {
     if held.wait_for(|held| *held).await.is_err() {
         return;
     }
-    if !first.is_empty() && stdin_tx.write_all(&first).await.is_err() {
-        return;
-    }
-    while let Some(chunk) = more.recv().await {
-        if stdin_tx.write_all(&chunk).await.is_err() {
-            return;
-        }
-    }
+    crate::process::forward_input(stdin_tx, vec![first], more).await;
 }
 
 /// Waits for the exec's start and end within `timeout`; on timeout kills the subshell's tree
