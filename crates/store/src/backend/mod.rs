@@ -7,6 +7,8 @@ mod identity_impl;
 #[macro_use]
 mod library_impl;
 #[macro_use]
+mod memory_impl;
+#[macro_use]
 mod queue_impl;
 #[macro_use]
 mod runs_impl;

@@ -119,6 +119,7 @@ impl_queue_store!(PgStore);
 impl_identity_stores!(PgStore, PgRow);
 impl_execution_stores!(PgStore, PgRow);
 impl_library_stores!(PgStore, PgRow);
+impl_memory_shared!(PgStore);
 
 const MEMORY_COLUMNS: &str =
     "id, scope, org_id, team_id, connection_id, content, metadata, skills_active, created_at";
@@ -152,25 +153,11 @@ impl MemoryStore for PgStore {
     }
 
     async fn get_memory(&self, id: &str) -> StoreResult<MemoryItem> {
-        let row = sqlx::query(&format!(
-            "SELECT {MEMORY_COLUMNS} FROM memory_items WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?
-        .ok_or_else(|| StoreError::not_found("memory item", id))?;
-        Self::memory_from_row(&row)
+        self.memory_by_id(id).await
     }
 
     async fn delete_memory(&self, id: &str) -> StoreResult<()> {
-        let done = sqlx::query("DELETE FROM memory_items WHERE id = $1")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::not_found("memory item", id));
-        }
-        Ok(())
+        self.memory_delete(id).await
     }
 
     async fn search_memory(&self, query: &MemoryQuery) -> StoreResult<Vec<MemoryHit>> {
