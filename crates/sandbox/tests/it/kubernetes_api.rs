@@ -848,6 +848,12 @@ async fn a_timed_out_exec_has_its_whole_tagged_tree_killed() {
         first,
         auto_swe_sandbox::OutputChunk::Stdout(b"started\n".to_vec())
     );
+    // A child caught in the middle of its execve has no readable environment for a moment:
+    // look again (bounded) before judging.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while tagged(&tag).len() < 3 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(tagged(&tag).len() >= 3, "{:?}", tagged(&tag));
     while spawned.output.recv().await.is_some() {}
     assert_eq!(
@@ -861,19 +867,27 @@ async fn a_timed_out_exec_has_its_whole_tagged_tree_killed() {
         .find(|r| r.command.len() == 3 && r.command[2].contains(&tag))
         .unwrap_or_else(|| panic!("no kill exec in {records:?}"));
     assert!(kill.command[2].contains("kill -KILL"));
-    let left: Vec<u32> = tagged(&tag)
-        .into_iter()
-        .filter(|pid| {
-            // Zombies awaiting their reaper are dead already.
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                !s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
+    let alive = || -> Vec<u32> {
+        tagged(&tag)
+            .into_iter()
+            .filter(|pid| {
+                // Zombies awaiting their reaper are dead already.
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                    !s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
             })
-        })
-        .collect();
+            .collect()
+    };
+    // SIGKILL has been sent; a process may take a moment to finish dying (bounded wait).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !alive().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let left = alive();
     assert!(left.is_empty(), "{left:?}");
 }
 
