@@ -14,7 +14,7 @@ use crate::error::{Result, SandboxError};
 use crate::spec::{ExecId, ExecOutput};
 
 /// Parent PID of `pid` from `/proc/<pid>/stat`.
-fn parent_of(pid: u32) -> Option<u32> {
+pub(crate) fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
     let after = &stat[stat.rfind(')')? + 1..];

@@ -510,13 +510,7 @@ async fn pump(
 /// Kills `pid`'s tree if `pid` is still a child of the launcher: a PID the launcher reported can
 /// only be trusted while it is its own subshell.
 fn kill_child_tree(launcher: u32, pid: u32) {
-    let parent = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let after = &stat[stat.rfind(')')? + 1..];
-            after.split_whitespace().nth(1)?.parse::<u32>().ok()
-        });
-    if pid > 0 && parent == Some(launcher) {
+    if pid > 0 && crate::process::parent_of(pid) == Some(launcher) {
         kill_tree(pid);
     }
 }
