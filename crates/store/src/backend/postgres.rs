@@ -119,37 +119,14 @@ impl_queue_store!(PgStore);
 impl_identity_stores!(PgStore, PgRow);
 impl_execution_stores!(PgStore, PgRow);
 impl_library_stores!(PgStore, PgRow);
-impl_memory_shared!(PgStore);
-
-const MEMORY_COLUMNS: &str =
-    "id, scope, org_id, team_id, connection_id, content, metadata, skills_active, created_at";
+impl_memory_shared!(PgStore, |embedding: Vec<f32>| pgvector::Vector::from(
+    embedding
+));
 
 #[async_trait::async_trait]
 impl MemoryStore for PgStore {
     async fn add_memory(&self, item: NewMemoryItem) -> StoreResult<MemoryItem> {
-        crate::records::memory::validate_item(&item)?;
-        let metadata = limits::json_text("metadata", &item.metadata)?;
-        let skills = to_json_text("skills", &item.skills_active)?;
-        let id = new_id();
-        let row = sqlx::query(&format!(
-            "INSERT INTO memory_items (id, scope, org_id, team_id, connection_id, content, \
-             metadata, skills_active, embedding, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {MEMORY_COLUMNS}"
-        ))
-        .bind(&id)
-        .bind(&item.scope)
-        .bind(&item.org_id)
-        .bind(&item.team_id)
-        .bind(&item.connection_id)
-        .bind(&item.content)
-        .bind(&metadata)
-        .bind(&skills)
-        .bind(pgvector::Vector::from(item.embedding))
-        .bind(self.clock.now().as_millis())
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| map_write("memory item", &id, e))?;
-        Self::memory_from_row(&row)
+        self.memory_add(item).await
     }
 
     async fn get_memory(&self, id: &str) -> StoreResult<MemoryItem> {

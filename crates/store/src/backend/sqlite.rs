@@ -146,37 +146,14 @@ impl_queue_store!(SqliteStore);
 impl_identity_stores!(SqliteStore, SqliteRow);
 impl_execution_stores!(SqliteStore, SqliteRow);
 impl_library_stores!(SqliteStore, SqliteRow);
-impl_memory_shared!(SqliteStore);
-
-const MEMORY_COLUMNS: &str =
-    "id, scope, org_id, team_id, connection_id, content, metadata, skills_active, created_at";
+impl_memory_shared!(SqliteStore, |embedding: Vec<f32>| {
+    crate::records::memory::embedding_to_bytes(&embedding)
+});
 
 #[async_trait::async_trait]
 impl MemoryStore for SqliteStore {
     async fn add_memory(&self, item: NewMemoryItem) -> StoreResult<MemoryItem> {
-        crate::records::memory::validate_item(&item)?;
-        let metadata = limits::json_text("metadata", &item.metadata)?;
-        let skills = to_json_text("skills", &item.skills_active)?;
-        let id = new_id();
-        let row = sqlx::query(&format!(
-            "INSERT INTO memory_items (id, scope, org_id, team_id, connection_id, content, \
-             metadata, skills_active, embedding, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {MEMORY_COLUMNS}"
-        ))
-        .bind(&id)
-        .bind(&item.scope)
-        .bind(&item.org_id)
-        .bind(&item.team_id)
-        .bind(&item.connection_id)
-        .bind(&item.content)
-        .bind(&metadata)
-        .bind(&skills)
-        .bind(crate::records::memory::embedding_to_bytes(&item.embedding))
-        .bind(self.clock.now().as_millis())
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| map_write("memory item", &id, e))?;
-        Self::memory_from_row(&row)
+        self.memory_add(item).await
     }
 
     async fn get_memory(&self, id: &str) -> StoreResult<MemoryItem> {
