@@ -223,6 +223,32 @@ impl AgentLibrary {
             })
     }
 
+    /// What every new cut starts from: the actor may write `scope`, the agent is active, and
+    /// `read_version` is still its newest version. Returns that newest version and the whole
+    /// lineage (never empty).
+    async fn writable_lineage(
+        &self,
+        key: &str,
+        scope: &ScopeRef,
+        read_version: u32,
+        actor: &Actor,
+    ) -> Result<(AgentVersion, Vec<AgentVersion>), LibraryError> {
+        if !actor.may_write(scope) {
+            return Err(LibraryError::Forbidden {
+                scope: scope.to_string(),
+            });
+        }
+        let (active, versions) = self.head(key, scope).await?;
+        let Some(latest) = versions.last().cloned() else {
+            return Err(LibraryError::NotFound {
+                key: key.to_owned(),
+                scope: scope.to_string(),
+            });
+        };
+        Self::guard(key, active, &latest, read_version)?;
+        Ok((latest, versions))
+    }
+
     fn guard(
         key: &str,
         active: bool,
@@ -254,25 +280,15 @@ impl AgentLibrary {
         patch: AgentPatch,
         actor: &Actor,
     ) -> Result<SavedVersion, LibraryError> {
-        if !actor.may_write(scope) {
-            return Err(LibraryError::Forbidden {
-                scope: scope.to_string(),
-            });
-        }
-        let (active, versions) = self.head(key, scope).await?;
-        let Some(latest) = versions.last() else {
-            return Err(LibraryError::NotFound {
-                key: key.to_owned(),
-                scope: scope.to_string(),
-            });
-        };
-        Self::guard(key, active, latest, read_version)?;
+        let (latest, _) = self
+            .writable_lineage(key, scope, read_version, actor)
+            .await?;
         let model_touched = patch.model_spec.is_some() || patch.inherits_model_from.is_some();
         let mut next = latest.clone();
         apply_patch(&mut next, patch);
         next.version = latest.version + 1;
         next.created_by = Some(actor.id().to_owned());
-        self.finish_cut(latest, next, model_touched, actor).await
+        self.finish_cut(&latest, next, model_touched, actor).await
     }
 
     /// Cuts a new version carrying an older version's fields. History is never rewritten; a
@@ -285,19 +301,9 @@ impl AgentLibrary {
         read_version: u32,
         actor: &Actor,
     ) -> Result<SavedVersion, LibraryError> {
-        if !actor.may_write(scope) {
-            return Err(LibraryError::Forbidden {
-                scope: scope.to_string(),
-            });
-        }
-        let (active, versions) = self.head(key, scope).await?;
-        let Some(latest) = versions.last() else {
-            return Err(LibraryError::NotFound {
-                key: key.to_owned(),
-                scope: scope.to_string(),
-            });
-        };
-        Self::guard(key, active, latest, read_version)?;
+        let (latest, versions) = self
+            .writable_lineage(key, scope, read_version, actor)
+            .await?;
         let from = versions
             .iter()
             .find(|v| v.version == from_version)
@@ -308,7 +314,7 @@ impl AgentLibrary {
         let mut next = from.clone();
         next.version = latest.version + 1;
         next.created_by = Some(actor.id().to_owned());
-        self.finish_cut(latest, next, true, actor).await
+        self.finish_cut(&latest, next, true, actor).await
     }
 
     async fn finish_cut(
