@@ -352,6 +352,18 @@ impl ExecRequest {
                 "argv holds a NUL byte".to_owned(),
             ));
         }
+        let secret_values = self.secret_env.iter().map(|(_, v)| v.expose());
+        if self
+            .env
+            .values()
+            .map(String::as_str)
+            .chain(secret_values)
+            .any(|v| v.contains('\0'))
+        {
+            return Err(SandboxError::InvalidRequest(
+                "an environment value holds a NUL byte".to_owned(),
+            ));
+        }
         if !self.workdir.starts_with('/') || self.workdir.contains('\0') {
             return Err(SandboxError::InvalidRequest(
                 "workdir must be an absolute path".to_owned(),

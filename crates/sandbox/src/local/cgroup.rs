@@ -56,6 +56,13 @@ fn write(path: &Path, value: &str) -> bool {
     std::fs::write(path, value).is_ok()
 }
 
+/// Makes a control file read `value`: written only when it reads otherwise. Writing a cap, even
+/// an unchanged one, makes the kernel re-check the cgroup (a memory cap write may reclaim), and a
+/// reused cgroup almost always gets the caps it had.
+fn settle(path: &Path, value: &str) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|current| current.trim() == value) || write(path, value)
+}
+
 /// Sets a v1 memory cap (and the same memory+swap cap where the kernel accounts swap). The
 /// kernel keeps `memsw >= limit` at every step, so raising a reused cgroup's cap needs the
 /// memsw cap raised first.
@@ -63,9 +70,9 @@ fn v1_memory(dir: &Path, limits: &ResourceLimits) -> bool {
     let value = limits.memory_bytes.to_string();
     let limit = dir.join("memory.limit_in_bytes");
     let memsw = dir.join("memory.memsw.limit_in_bytes");
-    let set = write(&limit, &value) || (write(&memsw, &value) && write(&limit, &value));
+    let set = settle(&limit, &value) || (settle(&memsw, &value) && settle(&limit, &value));
     // Keep swap out of the picture where the kernel accounts it.
-    let _ = write(&memsw, &value);
+    let _ = settle(&memsw, &value);
     set
 }
 
@@ -84,10 +91,10 @@ impl WorkspaceCgroup {
                 memory.as_deref().is_none_or(|d| v1_memory(d, limits))
                     && pids
                         .as_deref()
-                        .is_none_or(|d| write(&d.join("pids.max"), &limits.pids.to_string()))
+                        .is_none_or(|d| settle(&d.join("pids.max"), &limits.pids.to_string()))
                     && cpu
                         .as_deref()
-                        .is_none_or(|d| write(&d.join("cpu.cfs_quota_us"), &quota))
+                        .is_none_or(|d| settle(&d.join("cpu.cfs_quota_us"), &quota))
             }
             Layout::V2 { dir } => [
                 ("memory.max", limits.memory_bytes.to_string()),
@@ -95,7 +102,7 @@ impl WorkspaceCgroup {
                 ("cpu.max", format!("{quota} 100000")),
             ]
             .iter()
-            .all(|(file, value)| !dir.join(file).exists() || write(&dir.join(file), value)),
+            .all(|(file, value)| !dir.join(file).exists() || settle(&dir.join(file), value)),
         };
         let thawed = self.freeze(false) || !self.enforced().3;
         ok && thawed && self.pids().iter().all(|pid| Some(*pid) == keep)
@@ -205,12 +212,14 @@ impl WorkspaceCgroup {
         match &self.layout {
             Layout::V1 {
                 freezer: Some(d), ..
-            } => write(
+            } => settle(
                 &d.join("freezer.state"),
                 if frozen { "FROZEN" } else { "THAWED" },
             ),
             Layout::V1 { freezer: None, .. } => false,
-            Layout::V2 { dir } => write(&dir.join("cgroup.freeze"), if frozen { "1" } else { "0" }),
+            Layout::V2 { dir } => {
+                settle(&dir.join("cgroup.freeze"), if frozen { "1" } else { "0" })
+            }
         }
     }
 

@@ -1,20 +1,34 @@
 //! The per-workspace launcher: a host-side shell that sits in the workspace's cgroups and forks
-//! one bubblewrap per exec, so execs inherit the cgroups instead of migrating into them.
+//! one bubblewrap per exec, so execs inherit the cgroups instead of migrating into them; and
+//! that starts each exec's sandbox *ahead* of the exec, so the exec itself does not wait for
+//! bubblewrap to build it.
 //!
-//! Why: moving a process into a cgroup takes the kernel's cgroup-wide migration lock, which on
-//! a v1 hierarchy waits for an RCU grace period. Measured on the CI kind of host, an exec after
-//! an idle gap paid 12–14 ms for the join on top of a 7 ms bare `bwrap`. The launcher pays the
-//! join once, at creation, and is pooled with its cgroups afterwards.
+//! Why the launcher: moving a process into a cgroup takes the kernel's cgroup-wide migration
+//! lock, which on a v1 hierarchy waits for an RCU grace period. Measured on the CI kind of host,
+//! an exec after an idle gap paid 12–14 ms for the join on top of a 7 ms bare `bwrap`. The
+//! launcher pays the join once, at creation, and is pooled with its cgroups afterwards.
+//!
+//! Why ahead: building a sandbox (namespaces, mounts, `/proc`, `/dev`) is almost all of an
+//! exec's cost, and none of it depends on the exec: a workspace's execs all get the same
+//! sandbox options. So when a workspace is created, and again whenever an exec takes the
+//! sandbox waiting for it, the next one is started: bubblewrap builds it and runs a small shell
+//! inside ([`STUB`]) that blocks on its request FIFO. The exec then only sends its working
+//! directory, environment and command. Every exec still gets a sandbox of its own, with its own
+//! PID, network, IPC and mount namespaces, so nothing an earlier exec left running can see it
+//! or outlive the exec that started it.
 //!
 //! The launcher runs outside every sandbox (no sandboxed process can see or signal it: they live
 //! in their own user and PID namespaces) and reads one request per line on a pipe only this
-//! process holds: a hex exec id. For each it forks a subshell that opens five FIFOs in a private
-//! (0700) directory and starts `bwrap --args 3 -- COMMAND…` with stdin, stdout and stderr on
-//! them; it reports the subshell's PID and later bwrap's exit status on its own stdout. The
-//! option FIFO carries bubblewrap's options, the environment among them as `--setenv` pairs, so
-//! no environment value — secret or not — is in any argv, and bwrap itself runs with an empty
-//! environment. The command FIFO carries the command, which ends up in bwrap's argv as it did
-//! when bwrap was started directly.
+//! process holds: a hex id. For each it forks a subshell that opens the sandbox's files in a
+//! private (0700) directory and starts `bwrap --args 3 -- /bin/sh -c STUB` with stdin, stdout
+//! and stderr on three FIFOs and the request FIFO as descriptor 4; it reports the subshell's PID
+//! and later bwrap's exit status on its own stdout. Descriptor 3 is the option file, written
+//! whole before the launcher is asked, so bubblewrap starts building at once: it holds the
+//! sandbox's options only (paths and flags). The request FIFO carries the working directory,
+//! the environment and the command. No value of either — secret or not — is in any argv, and
+//! the sandbox starts with an empty environment (`--clearenv`). No path of these files is
+//! visible inside a sandbox: the stub only holds inherited descriptors, and closes the option
+//! and request ones before the command runs.
 //!
 //! All FIFOs are opened here *before* the request is sent (writers read-write, which Linux allows
 //! on a FIFO and never blocks), so no open on either side ever waits. Because this process also
@@ -28,51 +42,64 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::unix::pipe;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::backend::{Exit, OutputChunk, SpawnedProcess};
 use crate::error::{Result, SandboxError};
 use crate::process::{OomProbe, kill_tree};
 use crate::spec::ExecId;
 
-/// The launcher loop. `$1` is the FIFO directory, `$2` the bubblewrap binary. Ids are checked
-/// to be lowercase hex, so no request can name a path outside the directory. The subshell opens
-/// every FIFO, says so (`o ID`), and only then are the option and command FIFOs written and
-/// closed (data in a FIFO that nobody holds open is discarded). Bubblewrap takes options from
-/// `--args` but its command only from argv, so the command arrives as lines — `-` starts an
-/// argument, `+` continues it after a newline — and is rebuilt with `read` and `set --`: shell
-/// builtins only, no `eval`, nothing an argument holds is ever interpreted. On end of input
-/// (this process went away) it kills its whole process group, bubblewrap monitors included,
-/// whose `--die-with-parent` children then end the sandboxes. It asks (best effort) not to be
-/// the out-of-memory killer's choice inside the workspace's memory cgroup; each subshell puts
-/// that back before it starts bubblewrap, so no sandboxed process inherits it.
-const LAUNCHER: &str = r#"nl='
-'
-{ echo -1000 >/proc/self/oom_score_adj; } 2>/dev/null
+/// The launcher loop. `$1` is the FIFO directory, `$2` the bubblewrap binary, `$3` the
+/// [`STUB`]. Ids are checked to be lowercase hex, so no request can name a path outside the
+/// directory. The subshell opens every file, says so (`o ID`), and only then is the request
+/// FIFO written and closed (data in a FIFO that nobody holds open is discarded).
+/// On end of input (this process went away) it kills its whole process group, bubblewrap
+/// monitors included, whose `--die-with-parent` children then end the sandboxes. It asks (best
+/// effort) not to be the out-of-memory killer's choice inside the workspace's memory cgroup;
+/// each subshell puts that back before it starts bubblewrap, so no sandboxed process inherits
+/// it.
+const LAUNCHER: &str = r#"{ echo -1000 >/proc/self/oom_score_adj; } 2>/dev/null
 while IFS= read -r id; do
   case "$id" in ''|*[!0-9a-f]*) continue ;; esac
   f="$1/$id"
   {
-    exec 3<"$f.args" 4<"$f.argv" 6<"$f.in" 7>"$f.out" 8>"$f.err"
+    exec 3<"$f.args" 4<"$f.req" 6<"$f.in" 7>"$f.out" 8>"$f.err"
     { echo 0 >/proc/self/oom_score_adj; } 2>/dev/null
     echo "o $id"
-    bwrap=$2
-    set --
-    n=0
-    while IFS= read -r line <&4; do
-      case "$line" in
-        -*) [ "$n" = 1 ] && set -- "$@" "$cur"; cur=${line#-}; n=1 ;;
-        +*) cur="$cur$nl${line#+}" ;;
-      esac
-    done
-    [ "$n" = 1 ] && set -- "$@" "$cur"
-    exec 4<&-
-    "$bwrap" --args 3 -- "$@" <&6 >&7 2>&8 6<&- 7>&- 8>&-
+    "$2" --args 3 -- /bin/sh -c "$3" sh <&6 >&7 2>&8 6<&- 7>&- 8>&-
     echo "x $id $?"
   } &
   echo "p $id $!"
 done
 kill -KILL 0"#;
+
+/// The first process of every exec's sandbox: waits for its request on descriptor 4, then
+/// becomes the command. The request arrives as lines — `-` starts an argument, `+` continues it
+/// after a newline — and is rebuilt with `read` and `set --`: shell builtins only, no `eval`,
+/// nothing an argument holds is ever interpreted. The arguments are the working directory,
+/// `NAME=value` pairs up to a `--`, then the command. Names were checked by the caller; the
+/// shell's own variables are never exported, so the command's environment is exactly the
+/// exec's, plus `PWD`. A request that never comes (the sandbox was started for an exec that
+/// did not happen) ends the sandbox quietly.
+const STUB: &str = r#"nl='
+'
+set --
+n=0
+while IFS= read -r line; do
+  case "$line" in
+    -*) [ "$n" = 1 ] && set -- "$@" "$cur"; cur=${line#-}; n=1 ;;
+    +*) cur="$cur$nl${line#+}" ;;
+  esac
+done <&4
+[ "$n" = 1 ] && set -- "$@" "$cur"
+exec 3<&- 4<&-
+[ "$#" -gt 0 ] || exit 0
+cd -- "$1" || exit 126
+unset OLDPWD
+shift
+while [ "$1" != -- ]; do export "$1" || exit 126; shift; done
+shift
+exec "$@""#;
 
 type Waiters = Arc<Mutex<HashMap<String, Waiter>>>;
 
@@ -92,7 +119,29 @@ pub(crate) struct Launcher {
     pid: u32,
     ended: Arc<std::sync::atomic::AtomicBool>,
     child: Mutex<tokio::process::Child>,
+    /// Sandboxes started for the next execs, oldest first.
+    standby: Mutex<std::collections::VecDeque<Standby>>,
+    /// When the last exec started.
+    last_spawn: Mutex<Option<tokio::time::Instant>>,
+    /// Bumped by every exec and by [`Launcher::abandon_pending`]: a sandbox prepared after an
+    /// exec's end is only started if nothing happened since.
+    generation: std::sync::atomic::AtomicU64,
 }
+
+/// Execs that start within this long of the previous one are a burst: each starts the next
+/// ones' sandboxes at once (up to [`MAX_WAITING`]), so that bubblewrap builds them while this
+/// one runs.
+const BURST: Duration = Duration::from_millis(50);
+
+/// How many sandboxes may wait for execs at once: two during a burst, so that two build side by
+/// side while execs follow each other; one otherwise.
+const MAX_WAITING: usize = 2;
+
+/// Otherwise the next exec's sandbox is started this long after an exec ends, if no other exec
+/// has started meanwhile: long before an agent's next tool call, and late enough that a
+/// caller who removes the workspace right after its last exec does not pay for a sandbox
+/// nobody will use.
+const QUIET: Duration = Duration::from_millis(10);
 
 impl Drop for Launcher {
     fn drop(&mut self) {
@@ -115,6 +164,21 @@ fn launch_error(message: impl Into<String>) -> SandboxError {
     }
 }
 
+/// A sandbox started ahead of its exec: bubblewrap has (or is about to get) its options, and
+/// the stub inside waits on the request FIFO. Everything the exec needs is already open.
+struct Standby {
+    id: String,
+    options: Vec<String>,
+    held: watch::Receiver<bool>,
+    request_tx: pipe::Sender,
+    stdin_tx: pipe::Sender,
+    stdout_rx: pipe::Receiver,
+    stderr_rx: pipe::Receiver,
+    pid_rx: oneshot::Receiver<u32>,
+    status_rx: oneshot::Receiver<i32>,
+    fifos: Fifos,
+}
+
 impl Launcher {
     /// Starts a launcher through `join` (the cgroup-joining command that ends by exec'ing the
     /// rest of its arguments), with FIFOs under `dir` (created 0700).
@@ -130,6 +194,7 @@ impl Launcher {
             .arg("launcher")
             .arg(dir)
             .arg(bwrap)
+            .arg(STUB)
             .env_clear()
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -162,6 +227,9 @@ impl Launcher {
             pid,
             ended,
             child: Mutex::new(child),
+            standby: Mutex::new(std::collections::VecDeque::new()),
+            last_spawn: Mutex::new(None),
+            generation: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -192,18 +260,103 @@ impl Launcher {
         false
     }
 
-    /// Fails every exec still waiting (their sandboxes were killed with the workspace).
+    /// Fails every exec still waiting and forgets the sandbox started ahead (their processes
+    /// are killed with the workspace's cgroups) and when the last exec started: the launcher
+    /// is about to serve another workspace.
     pub(crate) fn abandon_pending(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Ok(mut last) = self.last_spawn.lock() {
+            last.take();
+        }
+        if let Ok(mut waiting) = self.standby.lock() {
+            waiting.clear();
+        }
         if let Ok(mut table) = self.waiters.lock() {
             table.clear();
         }
     }
 
-    /// Starts one bubblewrap: `request.options` on the option FIFO (`--setenv` pairs
-    /// included), `request.command` as its command, `request.stdin` first on its input.
-    pub(crate) async fn spawn(&self, request: LaunchRequest) -> Result<SpawnedProcess> {
+    /// Starts sandboxes with `options` until `depth` of them wait for execs.
+    pub(crate) async fn prepare(&self, options: &[String], depth: usize) -> Result<()> {
+        loop {
+            let waiting = self
+                .standby
+                .lock()
+                .map_err(|_| launch_error("launcher standby lock poisoned"))?
+                .iter()
+                .filter(|s| s.options == options)
+                .count();
+            if waiting >= depth {
+                return Ok(());
+            }
+            let standby = self.start_sandbox(options.to_vec()).await?;
+            self.keep(standby);
+        }
+    }
+
+    /// Keeps `standby` for a coming exec, retiring any waiting one made with other options
+    /// (the workspace changed) and the oldest beyond [`MAX_WAITING`].
+    fn keep(&self, standby: Standby) {
+        let retired: Vec<Standby> = match self.standby.lock() {
+            Ok(mut waiting) => {
+                let (same, other): (Vec<Standby>, Vec<Standby>) = waiting
+                    .drain(..)
+                    .partition(|s| s.options == standby.options);
+                waiting.extend(same);
+                waiting.push_back(standby);
+                let extra = waiting.len().saturating_sub(MAX_WAITING);
+                other.into_iter().chain(waiting.drain(..extra)).collect()
+            }
+            Err(_) => vec![standby],
+        };
+        for old in retired {
+            self.retire(old);
+        }
+    }
+
+    /// The oldest waiting sandbox made with `options` that has not ended; the others on the
+    /// way are retired.
+    fn take_standby(&self, options: &[String]) -> Option<Standby> {
+        loop {
+            let mut standby = self.standby.lock().ok()?.pop_front()?;
+            let alive = matches!(
+                standby.status_rx.try_recv(),
+                Err(oneshot::error::TryRecvError::Empty)
+            );
+            if alive && standby.options == options {
+                return Some(standby);
+            }
+            self.retire(standby);
+        }
+    }
+
+    /// Ends a sandbox that no exec will use: kills its subshell's tree once its PID is known
+    /// (bounded), then drops its FIFOs.
+    fn retire(&self, standby: Standby) {
+        let waiters = Arc::clone(&self.waiters);
+        let launcher_pid = self.pid;
+        tokio::spawn(async move {
+            let mut standby = standby;
+            let pid = tokio::time::timeout(Duration::from_secs(5), &mut standby.pid_rx).await;
+            if let Ok(Ok(pid)) = pid {
+                kill_child_tree(launcher_pid, pid);
+            }
+            forget(&waiters, &standby.id);
+            drop(standby);
+        });
+    }
+
+    /// Asks the launcher for a new sandbox with `options` (`--clearenv` is put first); returns
+    /// at once, while bubblewrap builds it.
+    async fn start_sandbox(&self, options: Vec<String>) -> Result<Standby> {
         let id = crate::spec::random_hex(12)?;
-        let pipes = ExecPipes::open(&self.dir, &id)?;
+        let mut option_bytes = b"--clearenv\0".to_vec();
+        for option in &options {
+            option_bytes.extend_from_slice(option.as_bytes());
+            option_bytes.push(0);
+        }
+        let pipes = ExecPipes::open(&self.dir, &id, &option_bytes)?;
         let (opened_tx, opened_rx) = oneshot::channel();
         let (pid_tx, pid_rx) = oneshot::channel();
         let (status_tx, status_rx) = oneshot::channel();
@@ -228,8 +381,58 @@ impl Launcher {
             forget(&self.waiters, &id);
             return Err(SandboxError::io("asking the workspace launcher", e));
         }
+        let ExecPipes {
+            fifos,
+            request_tx,
+            stdin_tx,
+            stdout_rx,
+            stderr_rx,
+        } = pipes;
+        let (held_tx, held) = watch::channel(false);
+        tokio::spawn(async move {
+            if opened_rx.await.is_ok() {
+                let _ = held_tx.send(true);
+            }
+        });
+        Ok(Standby {
+            id,
+            options,
+            held,
+            request_tx,
+            stdin_tx,
+            stdout_rx,
+            stderr_rx,
+            pid_rx,
+            status_rx,
+            fifos,
+        })
+    }
+
+    /// Counts an exec: its generation, and whether it follows the previous one within
+    /// [`BURST`].
+    fn note_spawn(&self) -> (u64, bool) {
+        let generation = self
+            .generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        let now = tokio::time::Instant::now();
+        let burst = self
+            .last_spawn
+            .lock()
+            .ok()
+            .and_then(|mut last| last.replace(now))
+            .is_some_and(|last| now.duration_since(last) < BURST);
+        (generation, burst)
+    }
+
+    /// Runs one exec in the sandbox waiting for it (or in a new one), and arranges for the
+    /// next exec's sandbox (see [`BURST`] and [`QUIET`]): `request.options` are the sandbox's options, the working directory,
+    /// environment and command go on the request FIFO, `request.stdin` first on its input.
+    pub(crate) async fn spawn(self: &Arc<Self>, request: LaunchRequest) -> Result<SpawnedProcess> {
         let LaunchRequest {
             options,
+            env,
+            workdir,
             command,
             exec_id,
             stdin,
@@ -237,19 +440,34 @@ impl Launcher {
             timeout,
             oom,
         } = request;
-        let ExecPipes {
-            fifos,
-            options_tx,
-            command_tx,
+        let (generation, burst) = self.note_spawn();
+        let standby = match self.take_standby(&options) {
+            Some(standby) => standby,
+            None => self.start_sandbox(options.clone()).await?,
+        };
+        let Standby {
+            id,
+            held,
+            mut request_tx,
             stdin_tx,
             stdout_rx,
             stderr_rx,
-        } = pipes;
-        let held = feed(opened_rx, options_tx, &options, command_tx, &command);
+            pid_rx,
+            status_rx,
+            fifos,
+            ..
+        } = standby;
+        let request_text = request_text(workdir, env, command);
+        let mut request_held = held.clone();
+        tokio::spawn(async move {
+            if request_held.wait_for(|held| *held).await.is_ok() {
+                let _ = request_tx.write_all(request_text.as_bytes()).await;
+            }
+        });
         let (in_tx, in_rx) = mpsc::channel::<Vec<u8>>(16);
         tokio::spawn(feed_stdin(held, stdin_tx, stdin, in_rx));
         let (out_tx, out_rx) = mpsc::channel(64);
-        let (done_tx, done_rx) = tokio::sync::watch::channel(false);
+        let (done_tx, done_rx) = watch::channel(false);
         let readers = [
             tokio::spawn(pump(
                 stdout_rx,
@@ -262,6 +480,8 @@ impl Launcher {
         let (exit_tx, exit_rx) = oneshot::channel();
         let waiters = Arc::clone(&self.waiters);
         let launcher_pid = self.pid;
+        let this = Arc::downgrade(self);
+        let next_options = (!burst).then(|| options.clone());
         tokio::spawn(async move {
             let exit =
                 supervise(&waiters, launcher_pid, &id, pid_rx, status_rx, timeout, oom).await;
@@ -271,7 +491,21 @@ impl Launcher {
             }
             drop(fifos);
             let _ = exit_tx.send(exit);
+            if let Some(options) = next_options {
+                tokio::time::sleep(QUIET).await;
+                if let Some(launcher) = this.upgrade()
+                    && launcher
+                        .generation
+                        .load(std::sync::atomic::Ordering::SeqCst)
+                        == generation
+                {
+                    let _ = launcher.prepare(&options, 1).await;
+                }
+            }
         });
+        if burst {
+            let _ = self.prepare(&options, MAX_WAITING).await;
+        }
         Ok(SpawnedProcess {
             exec_id,
             stdin: keep_stdin_open.then_some(in_tx),
@@ -283,8 +517,12 @@ impl Launcher {
 
 /// One exec for [`Launcher::spawn`].
 pub(crate) struct LaunchRequest {
-    /// Bubblewrap options, `--setenv` pairs included.
+    /// Bubblewrap options that make the sandbox (no environment, no command).
     pub(crate) options: Vec<String>,
+    /// The command's environment.
+    pub(crate) env: Vec<(String, String)>,
+    /// The working directory inside.
+    pub(crate) workdir: String,
     /// The command and its arguments.
     pub(crate) command: Vec<String>,
     /// The exec's tag.
@@ -299,27 +537,35 @@ pub(crate) struct LaunchRequest {
     pub(crate) oom: OomProbe,
 }
 
-/// The five FIFOs of one exec, all opened on this side before the request is sent.
+/// The files of one sandbox, made and opened on this side before the launcher is asked: the
+/// option file (bubblewrap's options, nothing secret, written whole so bubblewrap can read it to
+/// its end at once) and four FIFOs.
 struct ExecPipes {
     fifos: Fifos,
-    options_tx: pipe::Sender,
-    command_tx: pipe::Sender,
+    request_tx: pipe::Sender,
     stdin_tx: pipe::Sender,
     stdout_rx: pipe::Receiver,
     stderr_rx: pipe::Receiver,
 }
 
 impl ExecPipes {
-    fn open(dir: &Path, id: &str) -> Result<Self> {
+    fn open(dir: &Path, id: &str, options: &[u8]) -> Result<Self> {
         let path = |suffix: &str| dir.join(format!("{id}.{suffix}"));
-        let fifos = Fifos::make(&[
-            path("args"),
-            path("argv"),
-            path("in"),
-            path("out"),
-            path("err"),
-        ])?;
+        let mut fifos = Fifos::make(&[path("req"), path("in"), path("out"), path("err")])?;
         let io = |e| SandboxError::io("opening an exec pipe", e);
+        let args = path("args");
+        {
+            use std::io::Write as _;
+            use std::os::unix::fs::OpenOptionsExt as _;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&args)
+                .map_err(io)?;
+            fifos.0.push(args);
+            file.write_all(options).map_err(io)?;
+        }
         let writer = |p: PathBuf| {
             pipe::OpenOptions::new()
                 .read_write(true)
@@ -333,8 +579,7 @@ impl ExecPipes {
                 .map_err(io)
         };
         Ok(Self {
-            options_tx: writer(path("args"))?,
-            command_tx: writer(path("argv"))?,
+            request_tx: writer(path("req"))?,
             stdin_tx: writer(path("in"))?,
             stdout_rx: reader(path("out"))?,
             stderr_rx: reader(path("err"))?,
@@ -349,38 +594,10 @@ fn forget(waiters: &Waiters, id: &str) {
     }
 }
 
-/// Once the subshell holds the FIFOs, writes the options and the command and closes both
-/// (bwrap reads its options to their end before it does anything else). The returned flag
-/// turns true at that moment.
-fn feed(
-    opened: oneshot::Receiver<()>,
-    mut options_tx: pipe::Sender,
-    options: &[String],
-    mut command_tx: pipe::Sender,
-    command: &[String],
-) -> tokio::sync::watch::Receiver<bool> {
-    let mut option_bytes = Vec::new();
-    for option in options {
-        option_bytes.extend_from_slice(option.as_bytes());
-        option_bytes.push(0);
-    }
-    let command_text = encode_command(command);
-    let (held_tx, held_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        if opened.await.is_ok() {
-            let _ = held_tx.send(true);
-            let _ = options_tx.write_all(&option_bytes).await;
-            drop(options_tx);
-            let _ = command_tx.write_all(command_text.as_bytes()).await;
-        }
-    });
-    held_rx
-}
-
 /// Writes the exec's standard input once the subshell holds its FIFO (closing it earlier would
 /// lose it and block the subshell's open), then what the caller streams; closing ends input.
 async fn feed_stdin(
-    mut held: tokio::sync::watch::Receiver<bool>,
+    mut held: watch::Receiver<bool>,
     stdin_tx: pipe::Sender,
     first: Vec<u8>,
     more: mpsc::Receiver<Vec<u8>>,
@@ -479,7 +696,7 @@ async fn pump(
     mut reader: pipe::Receiver,
     tx: mpsc::Sender<OutputChunk>,
     wrap: fn(Vec<u8>) -> OutputChunk,
-    mut done: tokio::sync::watch::Receiver<bool>,
+    mut done: watch::Receiver<bool>,
 ) {
     let mut buf = vec![0_u8; 16 * 1024];
     loop {
@@ -513,6 +730,19 @@ fn kill_child_tree(launcher: u32, pid: u32) {
     if pid > 0 && crate::process::parent_of(pid) == Some(launcher) {
         kill_tree(pid);
     }
+}
+
+/// What the stub reads: the working directory, `NAME=value` pairs, `--`, the command.
+fn request_text(workdir: String, env: Vec<(String, String)>, command: Vec<String>) -> String {
+    let mut args = Vec::with_capacity(env.len() + command.len() + 2);
+    args.push(workdir);
+    args.extend(
+        env.into_iter()
+            .map(|(name, value)| format!("{name}={value}")),
+    );
+    args.push("--".to_owned());
+    args.extend(command);
+    encode_command(&args)
 }
 
 /// The command as the launcher reads it: one line per line of each argument, `-` before an

@@ -296,17 +296,31 @@ impl LocalBackend {
         command
     }
 
+    /// The sandbox options of a workspace's execs (the same for all of them).
+    fn workspace_options(&self, dir: &Path, meta: &Meta) -> Vec<String> {
+        plan::sandbox_args(&BwrapPlan {
+            root: &meta.root,
+            host: &self.host,
+            workspace_dir: Some(&dir.join("workspace")),
+            tmp_dir: Some(&dir.join("tmp")),
+            hosts_file: &dir.join("hosts"),
+            resolv_file: &dir.join("resolv.conf"),
+            mounts: &meta.mounts,
+            network: meta.network,
+            lockdown: Lockdown::Workspace,
+            workdir: "/",
+            argv: &[],
+        })
+    }
+
+    /// Starts `request` in a sandbox made with `sandbox` options ([`plan::sandbox_args`]):
+    /// through the workspace's launcher when there is one, else as a bubblewrap of its own.
     #[expect(clippy::too_many_arguments, reason = "internal plumbing of one driver")]
     async fn start(
         &self,
-        launcher: Option<&Launcher>,
+        launcher: Option<&Arc<Launcher>>,
         id: &str,
-        root: &LocalRoot,
-        workspace: Option<(&Path, &Path)>,
-        files: (&Path, &Path),
-        mounts: &[Mount],
-        network: NetworkMode,
-        lockdown: Lockdown,
+        sandbox: Vec<String>,
         base_env: &BTreeMap<crate::spec::EnvName, String>,
         base_secrets: &SecretEnv,
         cgroup: Option<&WorkspaceCgroup>,
@@ -315,19 +329,6 @@ impl LocalBackend {
     ) -> Result<SpawnedProcess> {
         request.validate()?;
         let exec_id = ExecId::generate()?;
-        let args = plan::bwrap_args(&BwrapPlan {
-            root,
-            host: &self.host,
-            workspace_dir: workspace.map(|w| w.0),
-            tmp_dir: workspace.map(|w| w.1),
-            hosts_file: files.0,
-            resolv_file: files.1,
-            mounts,
-            network,
-            lockdown,
-            workdir: &request.workdir,
-            argv: &request.argv,
-        });
         let mut env: BTreeMap<String, String> = BTreeMap::new();
         env.insert("PATH".to_owned(), SANDBOX_PATH.to_owned());
         env.insert("HOME".to_owned(), "/workspace".to_owned());
@@ -351,20 +352,12 @@ impl LocalBackend {
             None => Box::new(|| false),
         };
         if let Some(launcher) = launcher {
-            // The environment rides the option FIFO as `--setenv` pairs ahead of the plan's
-            // options; the plan's trailing `-- COMMAND…` goes as the command.
-            let split = args.len().saturating_sub(request.argv.len() + 1);
-            let mut options = Vec::with_capacity(split + 3 * env.len());
-            for (name, value) in env {
-                options.push("--setenv".to_owned());
-                options.push(name);
-                options.push(value);
-            }
-            options.extend(args[..split].iter().cloned());
             return launcher
                 .spawn(launcher::LaunchRequest {
-                    options,
-                    command: args[split + 1..].to_vec(),
+                    options: sandbox,
+                    env: env.into_iter().collect(),
+                    workdir: request.workdir.clone(),
+                    command: request.argv.clone(),
                     exec_id,
                     stdin: request.stdin.clone(),
                     keep_stdin_open,
@@ -373,6 +366,13 @@ impl LocalBackend {
                 })
                 .await;
         }
+        let mut args = sandbox;
+        args.extend([
+            "--chdir".to_owned(),
+            request.workdir.clone(),
+            "--".to_owned(),
+        ]);
+        args.extend(request.argv.iter().cloned());
         let command = self.command(cgroup, args, env.into_iter().collect());
         process::spawn_streaming(
             command,
@@ -391,25 +391,16 @@ impl LocalBackend {
         request: &ExecRequest,
         keep_stdin_open: bool,
     ) -> Result<SpawnedProcess> {
-        let workspace_dir = ws.dir.join("workspace");
-        let tmp_dir = ws.dir.join("tmp");
-        let hosts = ws.dir.join("hosts");
-        let resolv = ws.dir.join("resolv.conf");
-        if !workspace_dir.exists() {
+        if !ws.dir.join("workspace").exists() {
             return Err(SandboxError::NotFound(id.to_owned()));
         }
         if ws.paused.load(Ordering::SeqCst) {
             return Err(SandboxError::Paused(id.to_owned()));
         }
         self.start(
-            ws.launcher.as_deref(),
+            ws.launcher.as_ref(),
             id,
-            &ws.meta.root,
-            Some((&workspace_dir, &tmp_dir)),
-            (&hosts, &resolv),
-            &ws.meta.mounts,
-            ws.meta.network,
-            Lockdown::Workspace,
+            self.workspace_options(&ws.dir, &ws.meta),
             &ws.meta.env,
             &ws.secret_env,
             ws.cgroup.as_ref(),
@@ -459,12 +450,19 @@ impl LocalBackend {
             .start(
                 None,
                 &name,
-                &self.config.ephemeral_root,
-                None,
-                (&hosts, &resolv),
-                &spec.mounts,
-                spec.network,
-                Lockdown::Ephemeral,
+                plan::sandbox_args(&BwrapPlan {
+                    root: &self.config.ephemeral_root,
+                    host: &self.host,
+                    workspace_dir: None,
+                    tmp_dir: None,
+                    hosts_file: &hosts,
+                    resolv_file: &resolv,
+                    mounts: &spec.mounts,
+                    network: spec.network,
+                    lockdown: Lockdown::Ephemeral,
+                    workdir: "/",
+                    argv: &[],
+                }),
                 &spec.env,
                 &secrets,
                 cgroup.as_ref(),
@@ -545,6 +543,13 @@ impl WorkspaceBackend for LocalBackend {
                 return Err(e);
             }
         };
+        if let Some(launcher) = &launcher {
+            // The first exec's sandbox builds while the caller prepares that exec. Best
+            // effort: should it fail, the exec starts one itself and reports why.
+            let _ = launcher
+                .prepare(&self.workspace_options(&dir, &meta), 1)
+                .await;
+        }
         let (protections, missing) = Self::protections(&meta, cgroup.as_ref());
         let ws = LocalWorkspace {
             dir,

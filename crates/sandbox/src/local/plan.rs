@@ -97,13 +97,28 @@ fn path(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
-/// The bubblewrap arguments (without the program name) for a plan.
+/// The bubblewrap arguments (without the program name) for a plan: [`sandbox_args`], then the
+/// working directory and the command.
+#[must_use]
+pub fn bwrap_args(plan: &BwrapPlan<'_>) -> Vec<String> {
+    let mut a = sandbox_args(plan);
+    a.extend([
+        "--chdir".to_owned(),
+        plan.workdir.to_owned(),
+        "--".to_owned(),
+    ]);
+    a.extend(plan.argv.iter().cloned());
+    a
+}
+
+/// The bubblewrap options that make the sandbox itself, the same for every exec of a
+/// workspace (the plan's working directory and command are not read).
 ///
 /// New user (mapped to uid/gid 1000, no nested user namespaces), pid, ipc, uts, cgroup and mount
 /// namespaces; a network namespace unless the host network was asked for; all capabilities
 /// dropped; a new session (no terminal injection); death with the parent; a read-only root.
 #[must_use]
-pub fn bwrap_args(plan: &BwrapPlan<'_>) -> Vec<String> {
+pub fn sandbox_args(plan: &BwrapPlan<'_>) -> Vec<String> {
     let mut a: Vec<String> = Vec::new();
     let mut push = |items: &[&str]| a.extend(items.iter().map(|s| (*s).to_owned()));
     push(&[
@@ -171,8 +186,7 @@ pub fn bwrap_args(plan: &BwrapPlan<'_>) -> Vec<String> {
         };
         push(&[flag, &source, &mount.target]);
     }
-    push(&["--remount-ro", "/", "--chdir", plan.workdir, "--"]);
-    a.extend(plan.argv.iter().cloned());
+    push(&["--remount-ro", "/"]);
     a
 }
 

@@ -34,3 +34,165 @@ async fn git_escape_suite() {
     };
     crate::git_escape::git_escape_suite(&backend, harness::spec("unused", root)).await;
 }
+
+fn env_of(listing: &str) -> std::collections::BTreeMap<String, String> {
+    listing
+        .split('\0')
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| {
+            let (name, value) = entry.split_once('=').unwrap();
+            (name.to_owned(), value.to_owned())
+        })
+        .collect()
+}
+
+/// Every exec runs in a sandbox built before it was asked for; what the exec brings (working
+/// directory, environment, command) arrives exactly, and nothing of the machinery that carried
+/// it is left in the command's environment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_environment_and_workdir_arrive_exactly() {
+    use auto_swe_sandbox::{EnvName, ExecRequest, SecretEnv, SecretValue, WorkspaceBackend as _};
+    let state = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = harness::local(&state) else {
+        return;
+    };
+    let mut spec = harness::spec("unused", root);
+    spec.env
+        .insert(EnvName::new("FROM_SPEC").unwrap(), "spec value".to_owned());
+    let ws = backend.create(&spec).await.unwrap();
+    let tricky = "two\nlines = 'q' \"$(id)\" -x\n+y\\";
+    let mut secrets = SecretEnv::new();
+    secrets.insert(
+        EnvName::new("A_SECRET").unwrap(),
+        SecretValue::new("s3cr3t\nvalue"),
+    );
+    for round in 0..3 {
+        let mut request = ExecRequest::new(["env", "-0"]).secrets(secrets.clone());
+        request
+            .env
+            .insert(EnvName::new("TRICKY").unwrap(), tricky.to_owned());
+        request
+            .env
+            .insert(EnvName::new("n").unwrap(), "user n".to_owned());
+        request.workdir = "/tmp".to_owned();
+        let out = backend.exec(&ws, &request).await.unwrap();
+        assert_eq!(out.status, 0, "round {round}: {}", out.stderr_text());
+        let env = env_of(&out.stdout_text());
+        let names: Vec<&str> = env.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "AUTO_SWE_EXEC_ID",
+                "AUTO_SWE_WORKSPACE",
+                "A_SECRET",
+                "FROM_SPEC",
+                "HOME",
+                "LANG",
+                "PATH",
+                "PWD",
+                "TRICKY",
+                "n"
+            ],
+            "round {round}"
+        );
+        assert_eq!(env["TRICKY"], tricky);
+        assert_eq!(env["A_SECRET"], "s3cr3t\nvalue");
+        assert_eq!(env["FROM_SPEC"], "spec value");
+        assert_eq!(env["n"], "user n");
+        assert_eq!(env["PWD"], "/tmp");
+        assert_eq!(env["AUTO_SWE_EXEC_ID"], out.exec_id.as_str());
+    }
+    let mut nowhere = ExecRequest::shell("echo ran");
+    nowhere.workdir = "/no/such/dir".to_owned();
+    let out = backend.exec(&ws, &nowhere).await.unwrap();
+    assert_eq!((out.status, out.stdout_text()), (126, String::new()));
+    let mut nul = ExecRequest::shell("true");
+    nul.env
+        .insert(EnvName::new("BAD").unwrap(), "a\0--bind / /host".to_owned());
+    let err = backend.exec(&ws, &nul).await.unwrap_err();
+    assert_eq!(err.code(), "WORKSPACE_INVALID_REQUEST", "{err}");
+    backend.remove(&ws).await.unwrap();
+}
+
+/// A process an exec leaves in the background ends with that exec: each exec's sandbox has a
+/// PID namespace of its own, also when the sandbox was built ahead of the exec.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_processes_end_with_their_exec() {
+    use auto_swe_sandbox::{ExecRequest, WorkspaceBackend as _};
+    let state = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = harness::local(&state) else {
+        return;
+    };
+    let ws = backend
+        .create(&harness::spec("unused", root))
+        .await
+        .unwrap();
+    let out = backend
+        .exec(
+            &ws,
+            &ExecRequest::shell(
+                "nohup sleep 300 >/dev/null 2>&1 & (setsid sleep 300 &); echo left",
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout_text(), "left\n");
+    let tag = format!("AUTO_SWE_EXEC_ID={}", out.exec_id.as_str());
+    let mut left = harness::host_processes_with("environ", &tag);
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        left = harness::host_processes_with("environ", &tag);
+    }
+    assert_eq!(left, Vec::<u32>::new(), "checked from outside");
+    // The next exec sees none of them either.
+    let ps = backend
+        .exec(&ws, &ExecRequest::shell("cat /proc/[0-9]*/comm"))
+        .await
+        .unwrap();
+    assert!(
+        !ps.stdout_text().lines().any(|name| name == "sleep"),
+        "{}",
+        ps.stdout_text()
+    );
+    backend.remove(&ws).await.unwrap();
+}
+
+/// A removed workspace's cgroups and launcher serve the next workspace; the sandbox started
+/// ahead for the old one is never used for the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_launcher_never_hands_out_the_old_workspace() {
+    use auto_swe_sandbox::{ExecRequest, WorkspaceBackend as _};
+    let state = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = harness::local(&state) else {
+        return;
+    };
+    for round in 0..3 {
+        let ws = backend
+            .create(&harness::spec("unused", root.clone()))
+            .await
+            .unwrap();
+        let out = backend
+            .exec(
+                &ws,
+                &ExecRequest::shell(
+                    "ls -A /workspace; echo \"$AUTO_SWE_WORKSPACE\" > /workspace/owner",
+                ),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (out.status, out.stdout_text()),
+            (0, String::new()),
+            "round {round}"
+        );
+        let owner = backend
+            .exec(&ws, &ExecRequest::shell("cat /workspace/owner"))
+            .await
+            .unwrap();
+        assert_eq!(owner.stdout_text().trim(), ws.id, "round {round}");
+        backend.remove(&ws).await.unwrap();
+    }
+}
