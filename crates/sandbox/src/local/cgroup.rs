@@ -77,9 +77,10 @@ fn v1_memory(dir: &Path, limits: &ResourceLimits) -> bool {
 }
 
 impl WorkspaceCgroup {
-    /// Makes an idle (empty) cgroup ready for its next workspace: its caps rewritten to
-    /// `limits`, thawed. `false` when a cap could not be applied; the caller then removes it.
-    pub(crate) fn reset(&self, limits: &ResourceLimits, keep: Option<u32>) -> bool {
+    /// Makes an idle cgroup ready for its next workspace: its caps rewritten to `limits`,
+    /// thawed, and — with `must_be_empty` — shown to hold no process. `false` when a cap could
+    /// not be applied or a process is left; the caller then removes it.
+    pub(crate) fn reset(&self, limits: &ResourceLimits, must_be_empty: bool) -> bool {
         let quota = (limits.nano_cpus / 10_000).max(1000).to_string();
         let ok = match &self.layout {
             Layout::V1 {
@@ -105,7 +106,7 @@ impl WorkspaceCgroup {
             .all(|(file, value)| !dir.join(file).exists() || settle(&dir.join(file), value)),
         };
         let thawed = self.freeze(false) || !self.enforced().3;
-        ok && thawed && self.pids().iter().all(|pid| Some(*pid) == keep)
+        ok && thawed && (!must_be_empty || self.pids().is_empty())
     }
 
     /// Creates the cgroups and applies the caps; `None` when this host does not let us.
@@ -290,7 +291,7 @@ impl CgroupPool {
         limits: &ResourceLimits,
     ) -> Option<WorkspaceCgroup> {
         while let Some(cg) = self.pop() {
-            if cg.reset(limits, None) {
+            if cg.reset(limits, true) {
                 return Some(cg);
             }
             cg.remove();
@@ -312,32 +313,49 @@ impl CgroupPool {
     }
 
     /// A cgroup with its launcher already inside, caps rewritten to `limits`, if one is idle
-    /// and its launcher still runs.
+    /// and its launcher still runs. Its members were shown to be the launcher alone before it
+    /// was pooled; since then only the launcher has forked there (the sandbox it built for the
+    /// next workspace), as no other process can join a cgroup of ours.
     pub(crate) fn take_warm(&self, limits: &ResourceLimits) -> Option<Warm> {
         loop {
-            let warm = self.warm.lock().ok()?.pop()?;
-            if warm.launcher.running() && warm.cgroup.reset(limits, Some(warm.launcher.pid())) {
+            // Oldest first: its waiting sandbox has had the longest to build.
+            let warm = {
+                let mut idle = self.warm.lock().ok()?;
+                (!idle.is_empty()).then(|| idle.remove(0))?
+            };
+            if warm.launcher.running() && warm.cgroup.reset(limits, false) {
                 return Some(warm);
             }
             warm.discard();
         }
     }
 
-    /// Kills every process of the cgroup but its launcher and keeps both for the next
-    /// workspace; or, when that cannot be shown or the pool is full, ends both.
-    pub(crate) async fn retire_warm(&self, warm: Warm) {
+    /// Kills every process of the cgroup but its launcher, empties the data directory, and
+    /// keeps all three for the next workspace, first starting a sandbox with `next` options
+    /// for its first exec; or, when that cannot be shown or the pool is full, ends them all.
+    pub(crate) async fn retire_warm(&self, warm: Warm, next: Option<Vec<String>>) {
         warm.launcher.abandon_pending();
         let keep = warm.launcher.pid();
-        if warm.launcher.running()
+        let room = |pool: &Self| pool.warm.lock().is_ok_and(|idle| idle.len() < POOL_MAX);
+        if room(self)
+            && warm.launcher.running()
             && kill_members(&warm.cgroup, Some(keep)).await
             && warm.launcher.running()
-            && let Ok(mut idle) = self.warm.lock()
-            && idle.len() < POOL_MAX
+            && wipe(&warm.data)
         {
-            idle.push(warm);
-            return;
+            if let Some(options) = next {
+                let _ = warm.launcher.prepare(&options, 1).await;
+            }
+            match self.warm.lock() {
+                Ok(mut idle) if idle.len() < POOL_MAX => {
+                    idle.push(warm);
+                    return;
+                }
+                _ => {}
+            }
         }
         warm.launcher.end();
+        let _ = std::fs::remove_dir_all(&warm.data);
         let cgroup = warm.cgroup.clone();
         drop(warm);
         self.retire(&cgroup).await;
@@ -357,12 +375,30 @@ impl CgroupPool {
 pub(crate) struct Warm {
     pub(crate) cgroup: WorkspaceCgroup,
     pub(crate) launcher: std::sync::Arc<super::launcher::Launcher>,
+    /// The data directory the launcher's waiting sandbox (if any) has bound.
+    pub(crate) data: PathBuf,
+}
+
+/// Empties a pooled data directory: `workspace/` and `tmp/` are removed (without following
+/// any link the workspace made) and made anew, empty and private. `hosts` and `resolv.conf`
+/// stay; the next workspace rewrites them in place.
+fn wipe(data: &Path) -> bool {
+    ["workspace", "tmp"].iter().all(|name| {
+        let dir = data.join(name);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => return false,
+        }
+        super::private_dir(&dir).is_ok()
+    })
 }
 
 impl Warm {
     /// Ends the launcher and removes the cgroup once it has left (bounded wait).
     fn discard(self) {
         self.launcher.end();
+        let _ = std::fs::remove_dir_all(&self.data);
         for _ in 0..200 {
             if self.cgroup.pids().is_empty() {
                 break;

@@ -244,12 +244,25 @@ impl Launcher {
             && std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
     }
 
-    /// Kills the launcher and reaps it (bounded wait), so it leaves its cgroups at once instead
-    /// of lingering there as a zombie. True when it is gone.
+    /// Kills the launcher's whole process group (the launcher, its subshells and every
+    /// bubblewrap monitor, whose sandboxes then end with them) and reaps the launcher (bounded
+    /// wait), so it leaves its cgroups at once instead of lingering there as a zombie. True
+    /// when it is gone.
     pub(crate) fn end(&self) -> bool {
         let Ok(mut child) = self.child.lock() else {
             return false;
         };
+        if let Ok(Some(pid)) = child
+            .try_wait()
+            .map(|done| done.is_none().then_some(self.pid))
+            && let Ok(group) = i32::try_from(pid)
+            && group > 1
+        {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(group),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
         let _ = child.start_kill();
         for _ in 0..500 {
             match child.try_wait() {

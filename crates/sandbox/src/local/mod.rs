@@ -77,10 +77,29 @@ struct Meta {
     env: BTreeMap<crate::spec::EnvName, String>,
     mounts: Vec<Mount>,
     limits: ResourceLimits,
+    /// The data directory (`workspace/`, `tmp/`, `hosts`, `resolv.conf`); absent in
+    /// workspaces that kept them beside this file.
+    #[serde(default)]
+    data: Option<PathBuf>,
 }
 
+impl Meta {
+    /// Where the workspace's data lives, given the directory of its `meta.json`.
+    fn data_dir(&self, dir: &Path) -> PathBuf {
+        self.data.clone().unwrap_or_else(|| dir.to_path_buf())
+    }
+}
+
+/// A workspace's cgroups and launcher, and the data directory pooled with them.
+type Caps = (
+    Option<WorkspaceCgroup>,
+    Option<Arc<Launcher>>,
+    Option<PathBuf>,
+);
+
 struct LocalWorkspace {
-    dir: PathBuf,
+    /// The data directory; pooled with the cgroups and launcher when the workspace goes.
+    data: PathBuf,
     meta: Meta,
     secret_env: SecretEnv,
     cgroup: Option<WorkspaceCgroup>,
@@ -233,24 +252,21 @@ impl LocalBackend {
     }
 
     /// The cgroups and launcher of a new workspace: warm ones from the pool when there are,
-    /// else new ones; none when this host lets us make no cgroup.
-    fn caps_for(
-        &self,
-        name: &str,
-        limits: &ResourceLimits,
-    ) -> Result<(Option<WorkspaceCgroup>, Option<Arc<Launcher>>)> {
+    /// else new ones; none when this host lets us make no cgroup. Warm ones (only when
+    /// `warm_ok`) come with the data directory they were pooled with.
+    fn caps_for(&self, name: &str, limits: &ResourceLimits, warm_ok: bool) -> Result<Caps> {
         let Some(root) = self.config.cgroup_root.as_deref() else {
-            return Ok((None, None));
+            return Ok((None, None, None));
         };
-        if let Some(warm) = self.cgroups.take_warm(limits) {
-            return Ok((Some(warm.cgroup), Some(warm.launcher)));
+        if warm_ok && let Some(warm) = self.cgroups.take_warm(limits) {
+            return Ok((Some(warm.cgroup), Some(warm.launcher), Some(warm.data)));
         }
         let Some(cg) = self.cgroups.take(root, name, limits) else {
-            return Ok((None, None));
+            return Ok((None, None, None));
         };
         let dir = self.config.state_dir.join(".launch").join(random_hex(8)?);
         match Launcher::start(Self::joiner(&cg), &dir, &self.config.bwrap) {
-            Ok(launcher) => Ok((Some(cg), Some(Arc::new(launcher)))),
+            Ok(launcher) => Ok((Some(cg), Some(Arc::new(launcher)), None)),
             Err(e) => {
                 cg.remove();
                 Err(e)
@@ -391,7 +407,7 @@ impl LocalBackend {
         request: &ExecRequest,
         keep_stdin_open: bool,
     ) -> Result<SpawnedProcess> {
-        if !ws.dir.join("workspace").exists() {
+        if !ws.data.join("workspace").exists() {
             return Err(SandboxError::NotFound(id.to_owned()));
         }
         if ws.paused.load(Ordering::SeqCst) {
@@ -400,7 +416,7 @@ impl LocalBackend {
         self.start(
             ws.launcher.as_ref(),
             id,
-            self.workspace_options(&ws.dir, &ws.meta),
+            self.workspace_options(&ws.data, &ws.meta),
             &ws.meta.env,
             &ws.secret_env,
             ws.cgroup.as_ref(),
@@ -413,6 +429,42 @@ impl LocalBackend {
     fn kill_all(id: &str) {
         for pid in pids_with_env(WORKSPACE_ID_ENV, id) {
             process::kill_tree(pid);
+        }
+    }
+
+    /// Ends everything a workspace ran and lets go of its cgroups, launcher and data
+    /// directory: kept together in the pool for the next workspace when the cgroups can be
+    /// shown empty but for the launcher and the data wiped (then, given `next`, a sandbox with
+    /// those options is built for the next workspace's first exec), else removed.
+    async fn release(
+        &self,
+        id: &str,
+        cgroup: Option<WorkspaceCgroup>,
+        launcher: Option<Arc<Launcher>>,
+        data: Option<&Path>,
+        next: Option<Vec<String>>,
+    ) {
+        match (cgroup, launcher, data) {
+            // Every process of the workspace was forked inside its cgroup or joined it before
+            // it became bubblewrap.
+            (Some(cgroup), Some(launcher), Some(data)) => {
+                let warm = cgroup::Warm {
+                    cgroup,
+                    launcher,
+                    data: data.to_path_buf(),
+                };
+                self.cgroups.retire_warm(warm, next).await;
+                return;
+            }
+            (Some(cgroup), Some(launcher), None) => {
+                launcher.end();
+                self.cgroups.retire(&cgroup).await;
+            }
+            (Some(cgroup), None, _) => self.cgroups.retire(&cgroup).await,
+            (None, _, _) => Self::kill_all(id),
+        }
+        if let Some(data) = data {
+            let _ = std::fs::remove_dir_all(data);
         }
     }
 
@@ -506,14 +558,34 @@ impl WorkspaceBackend for LocalBackend {
         let dir = self.config.state_dir.join(&id);
         private_dir(&self.config.state_dir)?;
         private_dir(&dir)?;
+        let (cgroup, launcher, pooled) = match self.caps_for(&id, &spec.limits, true) {
+            Ok(caps) => caps,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        let data = match pooled {
+            Some(data) => data,
+            None => match random_hex(8) {
+                Ok(hex) => self.config.state_dir.join(".data").join(hex),
+                Err(e) => {
+                    self.release(&id, cgroup, launcher, None, None).await;
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return Err(e);
+                }
+            },
+        };
         let result = (|| {
-            private_dir(&dir.join("workspace"))?;
-            private_dir(&dir.join("tmp"))?;
+            private_dir(&data.join("workspace"))?;
+            private_dir(&data.join("tmp"))?;
+            // Written in place: a sandbox built ahead for this data directory has these very
+            // files bound, and sees the new text.
             write_file(
-                &dir.join("hosts"),
+                &data.join("hosts"),
                 &plan::hosts_file(spec.block_metadata == MetadataBlock::On),
             )?;
-            write_file(&dir.join("resolv.conf"), &plan::resolv_file(&spec.dns))?;
+            write_file(&data.join("resolv.conf"), &plan::resolv_file(&spec.dns))?;
             let meta = Meta {
                 root: spec.local_root.clone(),
                 network: spec.network,
@@ -521,6 +593,7 @@ impl WorkspaceBackend for LocalBackend {
                 env: spec.env.clone(),
                 mounts: spec.mounts.clone(),
                 limits: spec.limits,
+                data: Some(data.clone()),
             };
             let json = serde_json::to_string(&meta).map_err(|e| SandboxError::Engine {
                 backend: "local",
@@ -532,27 +605,22 @@ impl WorkspaceBackend for LocalBackend {
         let meta = match result {
             Ok(meta) => meta,
             Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(e);
-            }
-        };
-        let (cgroup, launcher) = match self.caps_for(&id, &spec.limits) {
-            Ok(pair) => pair,
-            Err(e) => {
+                self.release(&id, cgroup, launcher, Some(&data), None).await;
                 let _ = std::fs::remove_dir_all(&dir);
                 return Err(e);
             }
         };
         if let Some(launcher) = &launcher {
-            // The first exec's sandbox builds while the caller prepares that exec. Best
-            // effort: should it fail, the exec starts one itself and reports why.
+            // The first exec's sandbox builds while the caller prepares that exec (a pooled
+            // launcher usually has it built already). Best effort: should it fail, the exec
+            // starts one itself and reports why.
             let _ = launcher
-                .prepare(&self.workspace_options(&dir, &meta), 1)
+                .prepare(&self.workspace_options(&data, &meta), 1)
                 .await;
         }
         let (protections, missing) = Self::protections(&meta, cgroup.as_ref());
         let ws = LocalWorkspace {
-            dir,
+            data,
             meta,
             secret_env: spec.secret_env.clone(),
             cgroup,
@@ -593,13 +661,14 @@ impl WorkspaceBackend for LocalBackend {
             backend: "local",
             message: format!("unreadable workspace metadata: {e}"),
         })?;
-        let (cgroup, launcher) = self.caps_for(id, &meta.limits)?;
+        let (cgroup, launcher, _) = self.caps_for(id, &meta.limits, false)?;
+        let data = meta.data_dir(&dir);
         let (protections, missing) = Self::protections(&meta, cgroup.as_ref());
         self.workspaces.lock().map_err(|_| poisoned())?.insert(
             id.to_owned(),
             Arc::new(LocalWorkspace {
                 launcher,
-                dir,
+                data,
                 meta,
                 secret_env: SecretEnv::new(),
                 cgroup,
@@ -663,22 +732,30 @@ impl WorkspaceBackend for LocalBackend {
             .lock()
             .map_err(|_| poisoned())?
             .remove(&workspace.id);
-        match ws
-            .as_ref()
-            .map(|w| (w.cgroup.as_ref(), w.launcher.as_ref()))
-        {
-            // Every process of the workspace was forked inside its cgroup or joined it before
-            // it became bubblewrap.
-            Some((Some(cg), Some(launcher))) => {
-                self.cgroups
-                    .retire_warm(cgroup::Warm {
-                        cgroup: cg.clone(),
-                        launcher: Arc::clone(launcher),
-                    })
-                    .await;
+        let dir = self.config.state_dir.join(&workspace.id);
+        if let Some(ws) = ws {
+            let next = self.workspace_options(&ws.data, &ws.meta);
+            self.release(
+                &workspace.id,
+                ws.cgroup.clone(),
+                ws.launcher.clone(),
+                Some(&ws.data),
+                Some(next),
+            )
+            .await;
+        } else {
+            // Not attached here: end what carries its tag, and drop its data directory if its
+            // metadata names one of ours.
+            Self::kill_all(&workspace.id);
+            let data = std::fs::read_to_string(dir.join("meta.json"))
+                .ok()
+                .and_then(|text| serde_json::from_str::<Meta>(&text).ok())
+                .and_then(|meta| meta.data);
+            if let Some(data) = data
+                && data.parent() == Some(&self.config.state_dir.join(".data"))
+            {
+                let _ = std::fs::remove_dir_all(data);
             }
-            Some((Some(cg), None)) => self.cgroups.retire(cg).await,
-            _ => Self::kill_all(&workspace.id),
         }
         let dir = self.config.state_dir.join(&workspace.id);
         match std::fs::remove_dir_all(&dir) {

@@ -1,5 +1,7 @@
 //! The shared behaviour suite and escape suite against the `local` (bubblewrap) backend.
 
+use auto_swe_sandbox::{LocalConfig, Protection};
+
 use crate::{harness, suite};
 
 macro_rules! local_suite {
@@ -160,8 +162,9 @@ async fn background_processes_end_with_their_exec() {
     backend.remove(&ws).await.unwrap();
 }
 
-/// A removed workspace's cgroups and launcher serve the next workspace; the sandbox started
-/// ahead for the old one is never used for the new one.
+/// A removed workspace's cgroups, launcher and data directory serve the next workspace, with a
+/// sandbox already built for its first exec; nothing of the old workspace reaches the new one,
+/// and nothing pooled outlives the backend.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reused_launcher_never_hands_out_the_old_workspace() {
     use auto_swe_sandbox::{ExecRequest, WorkspaceBackend as _};
@@ -169,30 +172,48 @@ async fn a_reused_launcher_never_hands_out_the_old_workspace() {
     let Some((backend, root)) = harness::local(&state) else {
         return;
     };
+    let data_dirs = || std::fs::read_dir(state.path().join(".data")).map_or(0, Iterator::count);
+    let with_cgroups = LocalConfig::new(root.clone())
+        .cgroup_root
+        .is_some_and(|root| root.exists());
     for round in 0..3 {
         let ws = backend
             .create(&harness::spec("unused", root.clone()))
             .await
             .unwrap();
+        if with_cgroups && ws.protections.contains(&Protection::MemoryCap) {
+            assert_eq!(
+                data_dirs(),
+                1,
+                "round {round}: the data directory is reused"
+            );
+        }
         let out = backend
             .exec(
                 &ws,
                 &ExecRequest::shell(
-                    "ls -A /workspace; echo \"$AUTO_SWE_WORKSPACE\" > /workspace/owner",
+                    "ls -A /workspace /tmp; echo \"$AUTO_SWE_WORKSPACE\" | tee /workspace/owner > /tmp/owner",
                 ),
             )
             .await
             .unwrap();
         assert_eq!(
             (out.status, out.stdout_text()),
-            (0, String::new()),
-            "round {round}"
+            (0, "/tmp:\n\n/workspace:\n".to_owned()),
+            "round {round}: {}",
+            out.stderr_text()
         );
         let owner = backend
-            .exec(&ws, &ExecRequest::shell("cat /workspace/owner"))
+            .exec(&ws, &ExecRequest::shell("cat /workspace/owner /tmp/owner"))
             .await
             .unwrap();
-        assert_eq!(owner.stdout_text().trim(), ws.id, "round {round}");
+        assert_eq!(
+            owner.stdout_text(),
+            format!("{0}\n{0}\n", ws.id),
+            "round {round}"
+        );
         backend.remove(&ws).await.unwrap();
     }
+    drop(backend);
+    assert_eq!(data_dirs(), 0, "the pool is emptied with the backend");
 }
