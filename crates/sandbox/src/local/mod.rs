@@ -735,11 +735,14 @@ impl WorkspaceBackend for LocalBackend {
         let dir = self.config.state_dir.join(&workspace.id);
         if let Some(ws) = ws {
             let next = self.workspace_options(&ws.data, &ws.meta);
+            // Only a data directory of the pool's own kind goes back with the launcher; one
+            // beside `meta.json` (an older layout) goes with the workspace's directory below.
+            let pooled = ws.data.parent() == Some(&self.config.state_dir.join(".data"));
             self.release(
                 &workspace.id,
                 ws.cgroup.clone(),
                 ws.launcher.clone(),
-                Some(&ws.data),
+                pooled.then_some(ws.data.as_path()),
                 Some(next),
             )
             .await;
