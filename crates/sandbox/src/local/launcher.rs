@@ -126,6 +126,10 @@ pub(crate) struct Launcher {
     /// Bumped by every exec and by [`Launcher::abandon_pending`]: a sandbox prepared after an
     /// exec's end is only started if nothing happened since.
     generation: std::sync::atomic::AtomicU64,
+    /// Bumped by [`Launcher::abandon_pending`] only: a sandbox started in an earlier epoch
+    /// (for a workspace that has since gone) is never kept, even if it was asked for just
+    /// before.
+    epoch: std::sync::atomic::AtomicU64,
 }
 
 /// Execs that start within this long of the previous one are a burst: each starts the next
@@ -169,6 +173,8 @@ fn launch_error(message: impl Into<String>) -> SandboxError {
 struct Standby {
     id: String,
     options: Vec<String>,
+    /// The launcher's epoch when it was started.
+    epoch: u64,
     held: watch::Receiver<bool>,
     request_tx: pipe::Sender,
     stdin_tx: pipe::Sender,
@@ -230,6 +236,7 @@ impl Launcher {
             standby: Mutex::new(std::collections::VecDeque::new()),
             last_spawn: Mutex::new(None),
             generation: std::sync::atomic::AtomicU64::new(0),
+            epoch: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -277,6 +284,7 @@ impl Launcher {
     /// are killed with the workspace's cgroups) and when the last exec started: the launcher
     /// is about to serve another workspace.
     pub(crate) fn abandon_pending(&self) {
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if let Ok(mut last) = self.last_spawn.lock() {
@@ -308,9 +316,14 @@ impl Launcher {
         }
     }
 
-    /// Keeps `standby` for a coming exec, retiring any waiting one made with other options
-    /// (the workspace changed) and the oldest beyond [`MAX_WAITING`].
+    /// Keeps `standby` for a coming exec, retiring it if it was started for a workspace that
+    /// has gone since, and retiring any waiting one made with other options (the workspace
+    /// changed) and the oldest beyond [`MAX_WAITING`].
     fn keep(&self, standby: Standby) {
+        if standby.epoch != self.epoch.load(std::sync::atomic::Ordering::SeqCst) {
+            self.retire(standby);
+            return;
+        }
         let retired: Vec<Standby> = match self.standby.lock() {
             Ok(mut waiting) => {
                 let (same, other): (Vec<Standby>, Vec<Standby>) = waiting
@@ -363,6 +376,7 @@ impl Launcher {
     /// Asks the launcher for a new sandbox with `options` (`--clearenv` is put first); returns
     /// at once, while bubblewrap builds it.
     async fn start_sandbox(&self, options: Vec<String>) -> Result<Standby> {
+        let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
         let id = crate::spec::random_hex(12)?;
         let mut option_bytes = b"--clearenv\0".to_vec();
         for option in &options {
@@ -410,6 +424,7 @@ impl Launcher {
         Ok(Standby {
             id,
             options,
+            epoch,
             held,
             request_tx,
             stdin_tx,
