@@ -300,7 +300,17 @@ impl Launcher {
 
     /// Starts sandboxes with `options` until `depth` of them wait for execs.
     pub(crate) async fn prepare(&self, options: &[String], depth: usize) -> Result<()> {
+        let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
+        self.prepare_in(epoch, options, depth).await
+    }
+
+    /// [`Launcher::prepare`] on behalf of the workspace this launcher served in `epoch`:
+    /// nothing once the launcher has moved on to another.
+    async fn prepare_in(&self, epoch: u64, options: &[String], depth: usize) -> Result<()> {
         loop {
+            if self.epoch.load(std::sync::atomic::Ordering::SeqCst) != epoch {
+                return Ok(());
+            }
             let waiting = self
                 .standby
                 .lock()
@@ -311,7 +321,7 @@ impl Launcher {
             if waiting >= depth {
                 return Ok(());
             }
-            let standby = self.start_sandbox(options.to_vec()).await?;
+            let standby = self.start_sandbox(epoch, options.to_vec()).await?;
             self.keep(standby);
         }
     }
@@ -373,10 +383,9 @@ impl Launcher {
         });
     }
 
-    /// Asks the launcher for a new sandbox with `options` (`--clearenv` is put first); returns
-    /// at once, while bubblewrap builds it.
-    async fn start_sandbox(&self, options: Vec<String>) -> Result<Standby> {
-        let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
+    /// Asks the launcher for a new sandbox with `options` (`--clearenv` is put first), on
+    /// behalf of the workspace of `epoch`; returns at once, while bubblewrap builds it.
+    async fn start_sandbox(&self, epoch: u64, options: Vec<String>) -> Result<Standby> {
         let id = crate::spec::random_hex(12)?;
         let mut option_bytes = b"--clearenv\0".to_vec();
         for option in &options {
@@ -469,9 +478,10 @@ impl Launcher {
             oom,
         } = request;
         let (generation, burst) = self.note_spawn();
+        let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
         let standby = match self.take_standby(&options) {
             Some(standby) => standby,
-            None => self.start_sandbox(options.clone()).await?,
+            None => self.start_sandbox(epoch, options.clone()).await?,
         };
         let Standby {
             id,
@@ -527,12 +537,12 @@ impl Launcher {
                         .load(std::sync::atomic::Ordering::SeqCst)
                         == generation
                 {
-                    let _ = launcher.prepare(&options, 1).await;
+                    let _ = launcher.prepare_in(epoch, &options, 1).await;
                 }
             }
         });
         if burst {
-            let _ = self.prepare(&options, MAX_WAITING).await;
+            let _ = self.prepare_in(epoch, &options, MAX_WAITING).await;
         }
         Ok(SpawnedProcess {
             exec_id,
