@@ -10,9 +10,10 @@
 //!
 //! Why ahead: building a sandbox (namespaces, mounts, `/proc`, `/dev`) is almost all of an
 //! exec's cost, and none of it depends on the exec: a workspace's execs all get the same
-//! sandbox options. So when a workspace is created, and again whenever an exec takes the
-//! sandbox waiting for it, the next one is started: bubblewrap builds it and runs a small shell
-//! inside ([`STUB`]) that blocks on its request FIFO. The exec then only sends its working
+//! sandbox options. So the next exec's sandbox is started before that exec is asked for (see
+//! [`BURST`] and [`QUIET`]; the driver also asks at create and when a workspace is pooled):
+//! bubblewrap builds it and runs a small shell inside ([`STUB`]) that blocks on its request
+//! FIFO. The exec then only sends its working
 //! directory, environment and command. Every exec still gets a sandbox of its own, with its own
 //! PID, network, IPC and mount namespaces, so nothing an earlier exec left running can see it
 //! or outlive the exec that started it.
@@ -105,7 +106,8 @@ type Waiters = Arc<Mutex<HashMap<String, Waiter>>>;
 
 #[derive(Default)]
 struct Waiter {
-    opened: Option<oneshot::Sender<()>>,
+    /// Turns true once the subshell holds the sandbox's files.
+    opened: Option<watch::Sender<bool>>,
     pid: Option<oneshot::Sender<u32>>,
     exit: Option<oneshot::Sender<i32>>,
 }
@@ -393,7 +395,7 @@ impl Launcher {
             option_bytes.push(0);
         }
         let pipes = ExecPipes::open(&self.dir, &id, &option_bytes)?;
-        let (opened_tx, opened_rx) = oneshot::channel();
+        let (opened_tx, held) = watch::channel(false);
         let (pid_tx, pid_rx) = oneshot::channel();
         let (status_tx, status_rx) = oneshot::channel();
         self.waiters
@@ -424,12 +426,6 @@ impl Launcher {
             stdout_rx,
             stderr_rx,
         } = pipes;
-        let (held_tx, held) = watch::channel(false);
-        tokio::spawn(async move {
-            if opened_rx.await.is_ok() {
-                let _ = held_tx.send(true);
-            }
-        });
         Ok(Standby {
             id,
             options,
@@ -463,8 +459,9 @@ impl Launcher {
     }
 
     /// Runs one exec in the sandbox waiting for it (or in a new one), and arranges for the
-    /// next exec's sandbox (see [`BURST`] and [`QUIET`]): `request.options` are the sandbox's options, the working directory,
-    /// environment and command go on the request FIFO, `request.stdin` first on its input.
+    /// next exec's sandbox (see [`BURST`] and [`QUIET`]). `request.options` are the sandbox's
+    /// options; the working directory, environment and command go on the request FIFO;
+    /// `request.stdin` goes first on its input.
     pub(crate) async fn spawn(self: &Arc<Self>, request: LaunchRequest) -> Result<SpawnedProcess> {
         let LaunchRequest {
             options,
@@ -698,7 +695,7 @@ async fn route_events(
         };
         if kind == "o" {
             if let Some(tx) = table.get_mut(id).and_then(|w| w.opened.take()) {
-                let _ = tx.send(());
+                let _ = tx.send(true);
             }
             continue;
         }
@@ -783,7 +780,7 @@ fn request_text(workdir: String, env: Vec<(String, String)>, command: Vec<String
     encode_command(&args)
 }
 
-/// The command as the launcher reads it: one line per line of each argument, `-` before an
+/// An argument list as the stub reads it: one line per line of each argument, `-` before an
 /// argument's first line and `+` before each further one.
 fn encode_command(command: &[String]) -> String {
     let mut out = String::new();

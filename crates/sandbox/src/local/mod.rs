@@ -312,6 +312,17 @@ impl LocalBackend {
         command
     }
 
+    /// Where pooled data directories live (`STATE/.data/<hex>`).
+    fn data_root(&self) -> PathBuf {
+        self.config.state_dir.join(".data")
+    }
+
+    /// Whether `data` is a data directory of the pool's own layout (not one beside an older
+    /// workspace's `meta.json`).
+    fn is_pool_data(&self, data: &Path) -> bool {
+        data.parent() == Some(self.data_root().as_path())
+    }
+
     /// The sandbox options of a workspace's execs (the same for all of them).
     fn workspace_options(&self, dir: &Path, meta: &Meta) -> Vec<String> {
         plan::sandbox_args(&BwrapPlan {
@@ -568,7 +579,7 @@ impl WorkspaceBackend for LocalBackend {
         let data = match pooled {
             Some(data) => data,
             None => match random_hex(8) {
-                Ok(hex) => self.config.state_dir.join(".data").join(hex),
+                Ok(hex) => self.data_root().join(hex),
                 Err(e) => {
                     self.release(&id, cgroup, launcher, None, None).await;
                     let _ = std::fs::remove_dir_all(&dir);
@@ -737,7 +748,7 @@ impl WorkspaceBackend for LocalBackend {
             let next = self.workspace_options(&ws.data, &ws.meta);
             // Only a data directory of the pool's own kind goes back with the launcher; one
             // beside `meta.json` (an older layout) goes with the workspace's directory below.
-            let pooled = ws.data.parent() == Some(&self.config.state_dir.join(".data"));
+            let pooled = self.is_pool_data(&ws.data);
             self.release(
                 &workspace.id,
                 ws.cgroup.clone(),
@@ -755,12 +766,11 @@ impl WorkspaceBackend for LocalBackend {
                 .and_then(|text| serde_json::from_str::<Meta>(&text).ok())
                 .and_then(|meta| meta.data);
             if let Some(data) = data
-                && data.parent() == Some(&self.config.state_dir.join(".data"))
+                && self.is_pool_data(&data)
             {
                 let _ = std::fs::remove_dir_all(data);
             }
         }
-        let dir = self.config.state_dir.join(&workspace.id);
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
