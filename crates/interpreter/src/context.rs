@@ -3,7 +3,12 @@
 //! The root the evaluator sees is `{ "input", "context", "nodes": { "<id>": { "output",
 //! "error" } }, "item", "index" }`; `item` and `index` exist only inside a fan-out branch.
 
+use std::borrow::Cow;
+
+use auto_swe_spec::{ContextRoot, PathSegment};
 use serde_json::{Map, Value};
+
+use crate::shared::{ContextSnapshot, Tree};
 
 /// Characters a string keeps in a step record.
 pub const RECORD_STRING_LIMIT: usize = 8_000;
@@ -15,55 +20,110 @@ pub(crate) fn is_reserved(segment: &str) -> bool {
     RESERVED_SEGMENTS.contains(&segment)
 }
 
-/// A fresh root for a run or a branch.
-pub(crate) fn new_root(input: Value, context: Value, item: Option<(Value, usize)>) -> Value {
-    let mut root = Map::with_capacity(5);
-    root.insert("input".into(), input);
-    root.insert("context".into(), context);
-    root.insert("nodes".into(), Value::Object(Map::new()));
-    if let Some((item, index)) = item {
-        root.insert("item".into(), item);
-        root.insert("index".into(), Value::from(index));
-    }
-    Value::Object(root)
+/// The root of one walk (the run's, or a fan-out branch's). Its parts are shared trees, so a
+/// branch starts from its parent's `input` and `context` in O(1) and a dispatch takes the
+/// current `context` version without copying it.
+pub(crate) struct Root {
+    input: Tree,
+    context: ContextSnapshot,
+    nodes: Tree,
+    item: Option<(Tree, usize)>,
 }
 
-/// The `context` object of a root.
-pub(crate) fn context_of(root: &Value) -> Value {
-    root.get("context").cloned().unwrap_or(Value::Null)
-}
-
-/// Sets `nodes.<id>.<field>` (the caller has checked the id).
-pub(crate) fn set_node_field(root: &mut Value, id: &str, field: &str, value: Value) {
-    let Some(root) = root.as_object_mut() else {
-        return;
-    };
-    let nodes = root
-        .entry("nodes")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !nodes.is_object() {
-        *nodes = Value::Object(Map::new());
+impl Root {
+    /// A fresh root for a run or a branch.
+    pub(crate) fn new(input: Tree, context: ContextSnapshot, item: Option<(Tree, usize)>) -> Self {
+        Self {
+            input,
+            context,
+            nodes: Tree::object(),
+            item,
+        }
     }
-    let Some(nodes) = nodes.as_object_mut() else {
-        return;
-    };
-    let entry = nodes
-        .entry(id.to_owned())
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Some(entry) = entry.as_object_mut() {
-        entry.insert(field.to_owned(), value);
-    }
-}
 
-/// Reads the value at `segments` below `root`.
-pub(crate) fn get_at<'v>(root: &'v Value, segments: &[String]) -> Option<&'v Value> {
-    segments
-        .iter()
-        .try_fold(root, |value, segment| match value {
-            Value::Object(map) => map.get(segment),
-            Value::Array(items) => segment.parse::<usize>().ok().and_then(|i| items.get(i)),
+    /// The run input.
+    pub(crate) fn input(&self) -> &Tree {
+        &self.input
+    }
+
+    /// The current version of the `context` object.
+    pub(crate) fn context(&self) -> &ContextSnapshot {
+        &self.context
+    }
+
+    /// The `nodes` object as JSON.
+    pub(crate) fn nodes_value(&self) -> Value {
+        self.nodes.to_value()
+    }
+
+    /// Sets `nodes.<id>.<field>` (the caller has checked the id).
+    pub(crate) fn set_node_field(&mut self, id: &str, field: &str, value: Value) {
+        let segments = [id.to_owned(), field.to_owned()];
+        // Ids and fields are checked against the reserved segments before this is called.
+        let _ = self.nodes.write(&segments, 0, Tree::from(value));
+    }
+
+    /// Writes at a write path (`["context", …]`); the first segment must be `context`.
+    pub(crate) fn write(&mut self, segments: &[String], value: Value) -> Result<(), String> {
+        if segments.first().map(String::as_str) != Some("context") {
+            return Err(format!(
+                "write path {} is not under context",
+                segments.join(".")
+            ));
+        }
+        self.context
+            .0
+            .write(segments, 1, Tree::from(value))
+            .map_err(|error| error.to_string())
+    }
+
+    /// The value at dotted segments below the root.
+    pub(crate) fn get(&self, segments: &[String]) -> Option<&Tree> {
+        let (first, rest) = segments.split_first()?;
+        self.member(first)?.get(rest)
+    }
+
+    fn member(&self, name: &str) -> Option<&Tree> {
+        match name {
+            "input" => Some(&self.input),
+            "context" => Some(&self.context.0),
+            "nodes" => Some(&self.nodes),
+            "item" => self.item.as_ref().map(|(item, _)| item),
             _ => None,
-        })
+        }
+    }
+
+    /// The whole root as JSON: `{input, context, nodes, item?, index?}`.
+    pub(crate) fn to_value(&self) -> Value {
+        let mut root = Map::with_capacity(5);
+        root.insert("input".into(), self.input.to_value());
+        root.insert("context".into(), self.context.to_value());
+        root.insert("nodes".into(), self.nodes.to_value());
+        if let Some((item, index)) = &self.item {
+            root.insert("item".into(), item.to_value());
+            root.insert("index".into(), Value::from(*index));
+        }
+        Value::Object(root)
+    }
+}
+
+impl ContextRoot for Root {
+    fn select_plain(&self, segments: &[PathSegment]) -> Option<Cow<'_, Value>> {
+        let Some((first, rest)) = segments.split_first() else {
+            return Some(Cow::Owned(self.to_value()));
+        };
+        let PathSegment::Name(name) = first else {
+            return None;
+        };
+        if name == "index" {
+            let (_, index) = self.item.as_ref()?;
+            let index = Value::from(*index);
+            return index.select_plain(rest).map(|v| Cow::Owned(v.into_owned()));
+        }
+        self.member(name)?
+            .select(rest)
+            .map(|tree| Cow::Owned(tree.to_value()))
+    }
 }
 
 /// Every string inside `value` cut to `limit` characters.

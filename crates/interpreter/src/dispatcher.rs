@@ -7,6 +7,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::DispatchError;
+use crate::shared::ContextSnapshot;
 
 /// One dispatch of a step-like node (`step`, `agent`, `mcp`, `eval`, `containerStep`) or of a
 /// `shell` node.
@@ -26,8 +27,9 @@ pub struct StepDispatch {
     pub config: Value,
     /// The node's inputs, bound against the run context.
     pub inputs: Value,
-    /// The run's `context` object as the node sees it.
-    pub context: Value,
+    /// The run's `context` object as the node sees it: a shared, immutable version (cloning it
+    /// is O(1); [`ContextSnapshot::to_value`] copies it out, serialising writes it as JSON).
+    pub context: ContextSnapshot,
 }
 
 /// What a wait is for.

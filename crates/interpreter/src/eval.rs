@@ -2,7 +2,7 @@
 //! context paths and write paths. Everything returns its error as a message, which the caller
 //! wraps into the node's `WORKFLOW_SPEC_FAILED` failure.
 
-use auto_swe_spec::{Binding, Expr};
+use auto_swe_spec::{Binding, ContextRoot, Expr};
 use serde_json::Value;
 
 /// A parsed expression.
@@ -12,7 +12,7 @@ pub(crate) fn compile(text: &str) -> Result<CompiledExpr, String> {
     Expr::parse(text).map_err(|e| e.to_string())
 }
 
-pub(crate) fn evaluate(expr: &CompiledExpr, root: &Value) -> Result<Value, String> {
+pub(crate) fn evaluate(expr: &CompiledExpr, root: &dyn ContextRoot) -> Result<Value, String> {
     expr.evaluate(root).map_err(|e| e.to_string())
 }
 
@@ -20,7 +20,7 @@ pub(crate) fn truthy(value: &Value) -> bool {
     auto_swe_spec::truthy(value)
 }
 
-pub(crate) fn bind(binding: &Binding, root: &Value) -> Result<Value, String> {
+pub(crate) fn bind(binding: &Binding, root: &dyn ContextRoot) -> Result<Value, String> {
     auto_swe_spec::resolve_binding(binding, root).map_err(|e| e.to_string())
 }
 

@@ -10,11 +10,12 @@ use futures_util::stream::FuturesUnordered;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{context_of, get_at, new_root, type_name};
+use crate::context::{Root, type_name};
 use crate::dispatcher::StepStatus;
 use crate::error::{RunError, SpecFailure};
 use crate::eval;
 use crate::run::{Graph, Run};
+use crate::shared::{ContextSnapshot, Tree};
 use crate::walk::{At, Next, Stop, Walk, follow};
 
 /// How one branch ended.
@@ -100,14 +101,10 @@ impl<'a> Walk<'a> {
         let join_any = node.join == Some(Join::Any);
         let block = node.on_branch_fail != Some(OnBranchFail::Continue);
         let fan_token = self.token.child_token();
-        // A branch root copies the run input only when the subgraph may read it: copying a large
-        // input into every one of thousands of branches would make a fan-out quadratic.
-        let input = if reads_input(&node.subgraph) {
-            self.root.get("input").cloned().unwrap_or(Value::Null)
-        } else {
-            Value::Null
-        };
-        let context = context_of(&self.root);
+        // Branches share the parent's input and context version; a branch's writes make
+        // versions of its own.
+        let input = self.root.input().clone();
+        let context = self.root.context().clone();
         let run = self.run;
         let count = items.len();
 
@@ -203,8 +200,8 @@ struct Branches<'b> {
     run: &'b Run<'b>,
     graph: &'b Graph<'b>,
     export_paths: &'b [(&'b String, Vec<String>)],
-    input: &'b Value,
-    context: &'b Value,
+    input: &'b Tree,
+    context: &'b ContextSnapshot,
     token: &'b CancellationToken,
 }
 
@@ -215,10 +212,10 @@ impl<'b> Branches<'b> {
         index: usize,
         item: Value,
     ) -> BoxFuture<'b, (usize, BranchEnd)> {
-        let root = new_root(
+        let root = Root::new(
             self.input.clone(),
             self.context.clone(),
-            Some((item, index)),
+            Some((Tree::from(item), index)),
         );
         let token = self.token.child_token();
         let (run, graph, export_paths) = (self.run, self.graph, self.export_paths);
@@ -228,9 +225,9 @@ impl<'b> Branches<'b> {
             let root = walk.into_root();
             let mut exports = Value::Object(Map::new());
             for (_, segments) in export_paths {
-                if let Some(value) = get_at(&root, segments) {
+                if let Some(value) = root.get(segments) {
                     // Exports land under their path less the leading `context`.
-                    let _ = eval::write(&mut exports, &segments[1..], value.clone());
+                    let _ = eval::write(&mut exports, &segments[1..], value.to_value());
                 }
             }
             (index, branch_end(ended, exports))
@@ -278,29 +275,6 @@ fn branch_end(ended: Result<(TerminalStatus, Value), Stop>, exports: Value) -> B
         exports,
         run_cancelled,
     }
-}
-
-/// Whether any text in the subgraph could select `$.input`: a string mentioning `input`, or a
-/// `$` not followed by `.` (the whole root, `$..` descent, `$[…]`). Over-approximates.
-fn reads_input(subgraph: &auto_swe_spec::Subgraph) -> bool {
-    fn text_may_read(text: &str) -> bool {
-        if text.contains("input") {
-            return true;
-        }
-        let bytes = text.as_bytes();
-        bytes.iter().enumerate().any(|(i, b)| {
-            *b == b'$' && (bytes.get(i + 1) != Some(&b'.') || bytes.get(i + 2) == Some(&b'.'))
-        })
-    }
-    fn any_text(value: &Value) -> bool {
-        match value {
-            Value::String(text) => text_may_read(text),
-            Value::Array(items) => items.iter().any(any_text),
-            Value::Object(map) => map.values().any(any_text),
-            _ => false,
-        }
-    }
-    serde_json::to_value(subgraph).map_or(true, |value| any_text(&value))
 }
 
 /// The label of each branch in recording ids: its `itemKey` value, else its index.

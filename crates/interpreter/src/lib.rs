@@ -15,6 +15,7 @@ pub mod journal;
 pub mod patches;
 mod run;
 mod scripted;
+mod shared;
 mod simulate;
 mod waits;
 mod walk;
@@ -30,5 +31,6 @@ pub use scripted::{
     HumanAnswer, Script, ScriptError, ScriptedCall, ScriptedDispatcher, SignalAnswer, StepAnswer,
     StepFailureAnswer, WaitWord,
 };
+pub use shared::ContextSnapshot;
 pub use simulate::{Simulation, simulate};
 pub use tokio_util::sync::CancellationToken;

@@ -7,10 +7,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{context_of, new_root};
+use crate::context::Root;
 use crate::dispatcher::Dispatcher;
 use crate::error::RunError;
 use crate::eval::{self, CompiledExpr};
+use crate::shared::{ContextSnapshot, Tree};
 use crate::walk::{Stop, Walk};
 
 /// Transitions a run may make when neither the spec nor the options set a cap.
@@ -168,18 +169,13 @@ pub async fn run_spec(
     let context = options
         .context
         .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
-    let mut walk = Walk::new(
-        &run,
-        &graph,
-        String::new(),
-        new_root(input, context, None),
-        run.token.clone(),
-    );
+    let root = Root::new(Tree::from(input), ContextSnapshot::from(context), None);
+    let mut walk = Walk::new(&run, &graph, String::new(), root, run.token.clone());
     let ended = walk.walk().await;
     let transitions = walk.transitions;
     let root = walk.into_root();
-    let context = context_of(&root);
-    let nodes = root.get("nodes").cloned().unwrap_or(Value::Null);
+    let context = root.context().to_value();
+    let nodes = root.nodes_value();
     let (status, result, error) = match ended {
         Ok((status, result)) => (RunStatus::from(status), result, None),
         Err(Stop::Error(error @ RunError::TimedOut { .. })) => {

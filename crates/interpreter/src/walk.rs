@@ -9,9 +9,7 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{
-    RECORD_STRING_LIMIT, context_of, cut, cut_strings, is_reserved, set_node_field,
-};
+use crate::context::{RECORD_STRING_LIMIT, Root, cut, cut_strings, is_reserved};
 use crate::dispatcher::{RecordedError, StepDispatch, StepRecord, StepStatus};
 use crate::error::{DispatchError, RunError, SpecFailure};
 use crate::eval;
@@ -81,7 +79,7 @@ pub(crate) struct Walk<'a> {
     pub(crate) graph: &'a Graph<'a>,
     /// Recording-id prefix: empty at the top level, `fan[2]/` inside a branch.
     pub(crate) prefix: String,
-    pub(crate) root: Value,
+    pub(crate) root: Root,
     visits: HashMap<&'a str, u32>,
     pub(crate) transitions: u32,
     /// Fires when the run, or this walk's branch, is cancelled.
@@ -93,7 +91,7 @@ impl<'a> Walk<'a> {
         run: &'a Run<'a>,
         graph: &'a Graph<'a>,
         prefix: String,
-        root: Value,
+        root: Root,
         token: CancellationToken,
     ) -> Self {
         Self {
@@ -107,7 +105,7 @@ impl<'a> Walk<'a> {
         }
     }
 
-    pub(crate) fn into_root(self) -> Value {
+    pub(crate) fn into_root(self) -> Root {
         self.root
     }
 
@@ -339,7 +337,7 @@ impl<'a> Walk<'a> {
                 step: call.step.clone(),
                 config: call.config.clone(),
                 inputs: inputs.clone(),
-                context: context_of(&self.root),
+                context: self.root.context().clone(),
             };
             let dispatcher = self.run.dispatcher;
             let result = if call.shell {
@@ -495,8 +493,7 @@ impl<'a> Walk<'a> {
 
     /// Writes `value` at a `context.` path; a bad or reserved path fails the run.
     pub(crate) async fn write(&mut self, at: At<'a>, path: &str, value: Value) -> Result<(), Stop> {
-        let written = eval::write_path(path)
-            .and_then(|segments| eval::write(&mut self.root, &segments, value));
+        let written = eval::write_path(path).and_then(|segments| self.root.write(&segments, value));
         match written {
             Ok(()) => Ok(()),
             Err(message) => {
@@ -527,7 +524,7 @@ impl<'a> Walk<'a> {
             };
             return Err(self.spec_fail(at, &node, failure).await);
         }
-        set_node_field(&mut self.root, &at.node.id, field, value);
+        self.root.set_node_field(&at.node.id, field, value);
         Ok(())
     }
 

@@ -34,6 +34,7 @@ pub use model::{
     ShellNode, Sidecar, SignalNode, StepNode, Subgraph, TerminalStatus, TerminateNode, Transport,
     WorkflowSpec, WritePath,
 };
+pub use path::{ContextRoot, PathSegment};
 pub use presentation::{
     GROUP_MAX_CHARS, HUMAN_TITLE_MAX_CHARS, PresentationError, TITLE_MAX_CHARS,
     normalise_presentation,

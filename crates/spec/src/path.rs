@@ -5,6 +5,8 @@
 //! descendants, escaped names) goes to `serde_json_path`. Both agree on every path the fast
 //! parser accepts, and the fast parser hands over anything it is not certain of.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 use serde_json_path::JsonPath;
 
@@ -18,21 +20,55 @@ pub(crate) struct PathError {
     pub(crate) message: String,
 }
 
-/// One step of a plain path.
+/// One step of a plain context path: a member name, or an array index (a negative one counts
+/// from the end).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Segment {
+#[non_exhaustive]
+pub enum PathSegment {
     /// A member name.
     Name(String),
     /// An array index; negative counts from the end.
     Index(i64),
 }
 
+impl PathSegment {
+    /// The position an index segment selects in an array of `len` items, if there is one.
+    #[must_use]
+    pub fn position_in(&self, len: usize) -> Option<usize> {
+        let Self::Index(index) = self else {
+            return None;
+        };
+        let count = i64::try_from(len).ok()?;
+        let at = if *index < 0 { count + index } else { *index };
+        usize::try_from(at).ok().filter(|at| *at < len)
+    }
+}
+
+/// A run-context root as the evaluator reads it.
+///
+/// Implementor's contract: `select_plain` returns the value a chain of member names and indexes
+/// selects below the root (the whole root for an empty chain), or `None` when nothing is there;
+/// it agrees with reading the same chain in [`ContextRoot::to_value`]'s value. A `Value` is a
+/// root; the interpreter implements it over its shared run context so that reading a path never
+/// copies more than the value it selects.
+pub trait ContextRoot {
+    /// The value at `segments` below the root.
+    fn select_plain(&self, segments: &[PathSegment]) -> Option<Cow<'_, Value>>;
+}
+
+impl ContextRoot for Value {
+    fn select_plain(&self, segments: &[PathSegment]) -> Option<Cow<'_, Value>> {
+        select_plain(segments, self).map(Cow::Borrowed)
+    }
+}
+
 #[derive(Debug, Clone)]
 enum PathKind {
     /// A plain chain of names and indexes: selects at most one value.
     Plain,
-    /// Any other query.
-    Query(Box<JsonPath>),
+    /// Any other query: `query` runs on the value the first `from` prefix segments select
+    /// (all of them, unless the query refers to the root again inside a filter).
+    Query { query: Box<JsonPath>, from: usize },
 }
 
 /// A parsed context path.
@@ -40,7 +76,7 @@ enum PathKind {
 pub(crate) struct ContextPath {
     source: String,
     /// The leading plain segments (all of them for a plain path).
-    prefix: Vec<Segment>,
+    prefix: Vec<PathSegment>,
     kind: PathKind,
 }
 
@@ -53,7 +89,7 @@ impl ContextPath {
                 message: "a context path starts with `$`".into(),
             });
         }
-        let (prefix, complete) = plain_prefix(source);
+        let (prefix, end, complete) = plain_prefix(source);
         let kind = if complete {
             PathKind::Plain
         } else {
@@ -62,7 +98,23 @@ impl ContextPath {
                 offset: error.position().saturating_sub(1),
                 message: error.message().to_owned(),
             })?;
-            PathKind::Query(Box::new(query))
+            // The plain prefix selects at most one value, so the rest of the query can run on
+            // that value alone, unless a filter refers to the root (`$`) again.
+            let relative = if source[1..].contains('$') {
+                None
+            } else {
+                JsonPath::parse(&format!("${}", &source[end..])).ok()
+            };
+            match relative {
+                Some(rest) => PathKind::Query {
+                    query: Box::new(rest),
+                    from: prefix.len(),
+                },
+                None => PathKind::Query {
+                    query: Box::new(query),
+                    from: 0,
+                },
+            }
         };
         Ok(Self {
             source: source.to_owned(),
@@ -77,16 +129,17 @@ impl ContextPath {
     }
 
     /// The leading member names and indexes of the path, and whether they are the whole path.
-    pub(crate) fn prefix(&self) -> (&[Segment], bool) {
+    pub(crate) fn prefix(&self) -> (&[PathSegment], bool) {
         (&self.prefix, matches!(self.kind, PathKind::Plain))
     }
 
     /// Selects from `root`: nothing is `None`, one node is that value, several are an array.
-    pub(crate) fn select(&self, root: &Value) -> Option<Value> {
+    pub(crate) fn select(&self, root: &dyn ContextRoot) -> Option<Value> {
         match &self.kind {
-            PathKind::Plain => select_plain(&self.prefix, root).cloned(),
-            PathKind::Query(query) => {
-                let nodes = query.query(root).all();
+            PathKind::Plain => root.select_plain(&self.prefix).map(Cow::into_owned),
+            PathKind::Query { query, from } => {
+                let base = root.select_plain(&self.prefix[..*from])?;
+                let nodes = query.query(&base).all();
                 match nodes.len() {
                     0 => None,
                     1 => nodes.first().map(|value| (*value).clone()),
@@ -97,15 +150,13 @@ impl ContextPath {
     }
 }
 
-fn select_plain<'a>(segments: &[Segment], root: &'a Value) -> Option<&'a Value> {
+fn select_plain<'a>(segments: &[PathSegment], root: &'a Value) -> Option<&'a Value> {
     let mut current = root;
     for segment in segments {
         current = match (segment, current) {
-            (Segment::Name(name), Value::Object(map)) => map.get(name)?,
-            (Segment::Index(index), Value::Array(items)) => {
-                let len = i64::try_from(items.len()).ok()?;
-                let at = if *index < 0 { len + index } else { *index };
-                items.get(usize::try_from(at).ok()?)?
+            (PathSegment::Name(name), Value::Object(map)) => map.get(name)?,
+            (PathSegment::Index(_), Value::Array(items)) => {
+                items.get(segment.position_in(items.len())?)?
             }
             _ => return None,
         };
@@ -117,8 +168,9 @@ fn select_plain<'a>(segments: &[Segment], root: &'a Value) -> Option<&'a Value> 
 const MAX_INDEX: i64 = (1 << 53) - 1;
 
 /// Reads leading `.name`, `['name']` and `[index]` segments after `$`. Returns them and whether
-/// they cover the whole text. Stops (without judging) at anything it does not read exactly.
-fn plain_prefix(source: &str) -> (Vec<Segment>, bool) {
+/// they cover the whole text, with the byte offset where they end. Stops (without judging) at
+/// anything it does not read exactly.
+fn plain_prefix(source: &str) -> (Vec<PathSegment>, usize, bool) {
     let bytes = source.as_bytes();
     let mut segments = Vec::new();
     let mut at = 1;
@@ -129,19 +181,19 @@ fn plain_prefix(source: &str) -> (Vec<Segment>, bool) {
             _ => None,
         };
         let Some((segment, next)) = read else {
-            return (segments, false);
+            return (segments, at, false);
         };
         segments.push(segment);
         at = next;
     }
-    (segments, true)
+    (segments, at, true)
 }
 
 fn is_name_first(ch: char) -> bool {
     ch.is_ascii_alphabetic() || ch == '_' || !ch.is_ascii()
 }
 
-fn read_shorthand(source: &str, start: usize) -> Option<(Segment, usize)> {
+fn read_shorthand(source: &str, start: usize) -> Option<(PathSegment, usize)> {
     let rest = source.get(start..)?;
     let mut chars = rest.char_indices();
     let (_, first) = chars.next()?;
@@ -151,10 +203,10 @@ fn read_shorthand(source: &str, start: usize) -> Option<(Segment, usize)> {
     let end = chars
         .find(|(_, ch)| !(is_name_first(*ch) || ch.is_ascii_digit()))
         .map_or(rest.len(), |(index, _)| index);
-    Some((Segment::Name(rest[..end].to_owned()), start + end))
+    Some((PathSegment::Name(rest[..end].to_owned()), start + end))
 }
 
-fn read_bracket(source: &str, start: usize) -> Option<(Segment, usize)> {
+fn read_bracket(source: &str, start: usize) -> Option<(PathSegment, usize)> {
     let rest = source.get(start..)?;
     let first = *rest.as_bytes().first()?;
     if first == b'\'' || first == b'"' {
@@ -167,7 +219,7 @@ fn read_bracket(source: &str, start: usize) -> Option<(Segment, usize)> {
         if body.as_bytes().get(close + 1) != Some(&b']') {
             return None;
         }
-        return Some((Segment::Name(name.to_owned()), start + 1 + close + 2));
+        return Some((PathSegment::Name(name.to_owned()), start + 1 + close + 2));
     }
     let close = rest.find(']')?;
     let text = &rest[..close];
@@ -183,7 +235,7 @@ fn read_bracket(source: &str, start: usize) -> Option<(Segment, usize)> {
     if index.abs() > MAX_INDEX {
         return None;
     }
-    Some((Segment::Index(index), start + close + 1))
+    Some((PathSegment::Index(index), start + close + 1))
 }
 
 /// Refuses paths nested deeper than [`MAX_PATH_NESTING`] before a recursive parser sees them.
@@ -271,10 +323,10 @@ mod tests {
         assert_eq!(
             prefix,
             [
-                Segment::Name("nodes".into()),
-                Segment::Name("fan".into()),
-                Segment::Name("output".into()),
-                Segment::Name("results".into()),
+                PathSegment::Name("nodes".into()),
+                PathSegment::Name("fan".into()),
+                PathSegment::Name("output".into()),
+                PathSegment::Name("results".into()),
             ]
         );
     }

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::binding::Binding;
 use crate::expr::{EvalError, Expr, ExprError, MAX_EXPR_BYTES};
-use crate::path::ContextPath;
+use crate::path::{ContextPath, ContextRoot};
 
 /// Resolves a binding against the run context root.
 ///
@@ -14,7 +14,7 @@ use crate::path::ContextPath;
 /// - a template replaces each `{{ … }}` placeholder (a path or any expression) with its value:
 ///   strings as they are, anything else as compact JSON;
 /// - a literal is itself; objects and arrays resolve member by member.
-pub fn resolve_binding(binding: &Binding, root: &Value) -> Result<Value, EvalError> {
+pub fn resolve_binding(binding: &Binding, root: &dyn ContextRoot) -> Result<Value, EvalError> {
     match binding {
         Binding::Path { path, default } => {
             let selected = select_path(path, root)?.filter(|value| !value.is_null());
@@ -38,7 +38,7 @@ pub fn resolve_binding(binding: &Binding, root: &Value) -> Result<Value, EvalErr
 
 /// Selects a `$` path from the run context root: `None` when it selects nothing, the value when
 /// it selects one node, an array when it selects several.
-pub fn select_path(path: &str, root: &Value) -> Result<Option<Value>, EvalError> {
+pub fn select_path(path: &str, root: &dyn ContextRoot) -> Result<Option<Value>, EvalError> {
     Ok(parse_path(path)?.select(root))
 }
 
@@ -90,7 +90,7 @@ pub(crate) fn template_parts(template: &str) -> Result<Vec<TemplatePart<'_>>, Ev
     Ok(parts)
 }
 
-fn render_template(template: &str, root: &Value) -> Result<String, EvalError> {
+fn render_template(template: &str, root: &dyn ContextRoot) -> Result<String, EvalError> {
     let mut out = String::with_capacity(template.len());
     for part in template_parts(template)? {
         match part {

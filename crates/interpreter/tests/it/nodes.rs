@@ -40,7 +40,7 @@ fn step_dispatches_with_bound_inputs_and_stores_output() {
             step: "planDecomposition".into(),
             config: json!({"depth": 2}),
             inputs: json!({"ticket": "T-1", "n": 3}),
-            context: json!({}),
+            context: json!({}).into(),
         }
     );
 }

@@ -7,6 +7,7 @@ use serde_json::{Number, Value};
 
 use super::EvalError;
 use super::ast::{Ast, AstKind, BinOp, Func};
+use crate::path::ContextRoot;
 
 /// Whether a value counts as true: `false`, `null`, `0`, `""`, `[]` and `{}` are false;
 /// everything else is true.
@@ -34,7 +35,7 @@ pub(super) fn type_name(value: &Value) -> &'static str {
     }
 }
 
-pub(super) fn eval(ast: &Ast, root: &Value) -> Result<Value, EvalError> {
+pub(super) fn eval(ast: &Ast, root: &dyn ContextRoot) -> Result<Value, EvalError> {
     match &ast.kind {
         AstKind::Literal(value) => Ok(value.clone()),
         AstKind::Path(path) => Ok(path.select(root).unwrap_or(Value::Null)),
@@ -63,7 +64,7 @@ fn binary(
     op: BinOp,
     left: &Ast,
     right: &Ast,
-    root: &Value,
+    root: &dyn ContextRoot,
     offset: usize,
 ) -> Result<Value, EvalError> {
     let lhs = eval(left, root)?;
@@ -222,7 +223,12 @@ fn contains(
     }
 }
 
-fn call(func: Func, args: &[Ast], root: &Value, offset: usize) -> Result<Value, EvalError> {
+fn call(
+    func: Func,
+    args: &[Ast],
+    root: &dyn ContextRoot,
+    offset: usize,
+) -> Result<Value, EvalError> {
     let values = args
         .iter()
         .map(|arg| eval(arg, root))

@@ -216,7 +216,7 @@ impl Expr {
 
     /// Evaluates against a run context root (`{input, context, nodes, item?, index?}`). A path
     /// that selects nothing evaluates to `null`.
-    pub fn evaluate(&self, root: &Value) -> Result<Value, EvalError> {
+    pub fn evaluate(&self, root: &dyn crate::path::ContextRoot) -> Result<Value, EvalError> {
         eval::eval(&self.ast, root)
     }
 

@@ -5,7 +5,7 @@
 use super::Code;
 use super::nodes::{Loc, Scope, Validator};
 use crate::model::Node;
-use crate::path::{ContextPath, Segment};
+use crate::path::{ContextPath, PathSegment};
 
 pub(super) fn check_reference(
     validator: &mut Validator<'_>,
@@ -18,8 +18,8 @@ pub(super) fn check_reference(
     let names: Vec<&str> = prefix
         .iter()
         .map_while(|segment| match segment {
-            Segment::Name(name) => Some(name.as_str()),
-            Segment::Index(_) => None,
+            PathSegment::Name(name) => Some(name.as_str()),
+            PathSegment::Index(_) => None,
         })
         .collect();
     let Some(root) = names.first() else { return };

@@ -1,0 +1,185 @@
+//! Peak heap of runs over a large run context: a fan-out and a chain of steps, each over a
+//! context of 10,000 objects, answered by the `ScriptedDispatcher` (which keeps every call).
+//!
+//! The baseline is the heap the context itself takes, measured in the same run. The target is a
+//! peak below three times that plus 1 KiB per dispatch. Sizes can be lowered with
+//! `--fan-out N`, `--chain N` and `--objects N`; the run exits non-zero when a target is missed.
+
+use std::process::ExitCode;
+
+use auto_swe_interpreter::{RunOptions, RunStatus, Script, simulate};
+use auto_swe_spec::WorkflowSpec;
+use peak_alloc::PeakAlloc;
+use serde_json::{Value, json};
+
+#[global_allocator]
+static HEAP: PeakAlloc = PeakAlloc;
+
+struct Sizes {
+    fan_out: usize,
+    chain: usize,
+    objects: usize,
+}
+
+fn sizes() -> Sizes {
+    let mut sizes = Sizes {
+        fan_out: 10_000,
+        chain: 1_000,
+        objects: 10_000,
+    };
+    let args: Vec<String> = std::env::args().collect();
+    for pair in args.windows(2) {
+        let value = pair[1].parse().ok();
+        match (pair[0].as_str(), value) {
+            ("--fan-out", Some(n)) => sizes.fan_out = n,
+            ("--chain", Some(n)) => sizes.chain = n,
+            ("--objects", Some(n)) => sizes.objects = n,
+            _ => {}
+        }
+    }
+    sizes
+}
+
+/// A context of `count` ticket-like objects.
+fn context(count: usize) -> Value {
+    let tickets: Vec<Value> = (0..count)
+        .map(|i| {
+            json!({
+                "id": format!("T-{i}"),
+                "title": format!("Ticket number {i} needs attention"),
+                "body": "x".repeat(120),
+                "labels": ["bug", "backend"],
+                "priority": i % 5,
+            })
+        })
+        .collect();
+    json!({ "tickets": tickets })
+}
+
+#[expect(clippy::expect_used, reason = "a benchmark fixture")]
+fn spec(value: Value) -> WorkflowSpec {
+    serde_json::from_value(value).expect("bench spec parses")
+}
+
+#[expect(clippy::expect_used, reason = "a benchmark fixture")]
+fn script() -> Script {
+    Script::from_value(json!({"default": {"output": {"ok": true}}})).expect("bench script")
+}
+
+struct Measured {
+    name: String,
+    dispatches: usize,
+    context_bytes: usize,
+    peak_bytes: usize,
+}
+
+impl Measured {
+    fn target(&self) -> usize {
+        3 * self.context_bytes + 1024 * self.dispatches
+    }
+}
+
+/// Builds the context, then runs `spec` over it; returns the heap the context took and the
+/// peak above the heap in use before the context was built.
+fn measure(name: String, spec: &WorkflowSpec, input: Value, objects: usize) -> Measured {
+    let before = HEAP.current_usage();
+    let context = context(objects);
+    let context_bytes = HEAP.current_usage().saturating_sub(before);
+    HEAP.reset_peak_usage();
+    let run = simulate(
+        spec,
+        input,
+        script(),
+        RunOptions::default()
+            .with_transition_cap(u32::MAX)
+            .with_context(context),
+    );
+    let peak_bytes = HEAP.peak_usage().saturating_sub(before);
+    assert_eq!(run.outcome.status, RunStatus::Success, "{name}");
+    let dispatches = run.calls.len();
+    drop(run);
+    Measured {
+        name,
+        dispatches,
+        context_bytes,
+        peak_bytes,
+    }
+}
+
+fn fan_out(items: usize, objects: usize) -> Measured {
+    let spec = spec(json!({
+        "entry": "fan",
+        "nodes": [
+            {"id": "fan", "type": "fanOut", "over": "$.input.items", "concurrency": 64,
+             "subgraph": {"entry": "work", "nodes": [
+                 {"id": "work", "type": "step", "step": "implement",
+                  "inputs": {"item": "$.item"}, "storeAs": "context.result"}
+             ]}}
+        ]
+    }));
+    let input = json!({ "items": (0..items).collect::<Vec<_>>() });
+    measure(
+        format!("fan-out of {items} over {objects} objects"),
+        &spec,
+        input,
+        objects,
+    )
+}
+
+fn chain(steps: usize, objects: usize) -> Measured {
+    let nodes: Vec<Value> = (0..steps)
+        .map(|i| {
+            let mut node = json!({
+                "id": format!("s{i}"), "type": "step", "step": "implement",
+                "inputs": {"ticket": "$.context.tickets[0].id"}, "storeAs": "context.last"
+            });
+            if i + 1 < steps {
+                node["next"] = json!(format!("s{}", i + 1));
+            }
+            node
+        })
+        .collect();
+    let spec = spec(json!({ "entry": "s0", "nodes": nodes }));
+    measure(
+        format!("chain of {steps} steps over {objects} objects"),
+        &spec,
+        json!({}),
+        objects,
+    )
+}
+
+#[expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+fn main() -> ExitCode {
+    let sizes = sizes();
+    let mut missed = false;
+    println!("| run | dispatches | context | peak | peak / context | target | met |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | --- |");
+    for measured in [
+        fan_out(sizes.fan_out, sizes.objects),
+        chain(sizes.chain, sizes.objects),
+    ] {
+        let met = measured.peak_bytes <= measured.target();
+        missed |= !met;
+        #[expect(clippy::cast_precision_loss, reason = "a ratio for people to read")]
+        let ratio = measured.peak_bytes as f64 / measured.context_bytes.max(1) as f64;
+        println!(
+            "| {} | {} | {:.1} MiB | {:.1} MiB | {ratio:.2} | {:.1} MiB | {} |",
+            measured.name,
+            measured.dispatches,
+            mib(measured.context_bytes),
+            mib(measured.peak_bytes),
+            mib(measured.target()),
+            if met { "yes" } else { "no" },
+        );
+    }
+    if missed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+#[expect(clippy::cast_precision_loss, reason = "sizes for people to read")]
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
