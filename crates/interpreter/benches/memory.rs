@@ -1,5 +1,7 @@
 //! Peak heap of runs over a large run context: a fan-out and a chain of steps, each over a
-//! context of 10,000 objects, answered by the `ScriptedDispatcher` (which keeps every call).
+//! context of 10,000 objects. Each is run twice: answered by a dispatcher that keeps nothing
+//! (what the interpreter itself holds), and through `simulate` (the `ScriptedDispatcher` keeps
+//! every call and step record, and the simulation returns them).
 //!
 //! The baseline is the heap the context itself takes, measured in the same run. The target is a
 //! peak below three times that plus 1 KiB per dispatch. Sizes can be lowered with
@@ -7,7 +9,13 @@
 
 use std::process::ExitCode;
 
-use auto_swe_interpreter::{RunOptions, RunStatus, Script, simulate};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use auto_swe_interpreter::{
+    CancellationToken, DispatchError, Dispatcher, RunOptions, RunStatus, Script, SignalWait,
+    SignalWake, StepDispatch, StepRecord, run_spec, simulate,
+};
 use auto_swe_spec::WorkflowSpec;
 use peak_alloc::PeakAlloc;
 use serde_json::{Value, json};
@@ -66,6 +74,56 @@ fn script() -> Script {
     Script::from_value(json!({"default": {"output": {"ok": true}}})).expect("bench script")
 }
 
+/// Answers every dispatch with `{"ok": true}` and keeps nothing but a count.
+#[derive(Default)]
+struct Counting(AtomicUsize);
+
+#[async_trait]
+impl Dispatcher for Counting {
+    async fn dispatch_step(
+        &self,
+        _request: &StepDispatch,
+        _cancellation: &CancellationToken,
+    ) -> Result<Value, DispatchError> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Ok(json!({"ok": true}))
+    }
+
+    async fn wait_signal(
+        &self,
+        _wait: &SignalWait,
+        _abandoned: &CancellationToken,
+    ) -> Result<SignalWake, DispatchError> {
+        Ok(SignalWake::TimedOut)
+    }
+
+    async fn record_step(&self, _record: &StepRecord) -> Result<(), DispatchError> {
+        Ok(())
+    }
+
+    async fn now_ms(&self, _recording_id: &str) -> Result<u64, DispatchError> {
+        Ok(0)
+    }
+}
+
+/// Which dispatcher answers the run.
+#[derive(Clone, Copy)]
+enum Answered {
+    /// [`Counting`], through `run_spec`.
+    KeepingNothing,
+    /// The `ScriptedDispatcher`, through `simulate`.
+    Simulated,
+}
+
+impl Answered {
+    fn name(self) -> &'static str {
+        match self {
+            Self::KeepingNothing => "run_spec, nothing kept",
+            Self::Simulated => "simulate, calls and records kept",
+        }
+    }
+}
+
 struct Measured {
     name: String,
     dispatches: usize,
@@ -81,32 +139,46 @@ impl Measured {
 
 /// Builds the context, then runs `spec` over it; returns the heap the context took and the
 /// peak above the heap in use before the context was built.
-fn measure(name: String, spec: &WorkflowSpec, input: Value, objects: usize) -> Measured {
+#[expect(clippy::expect_used, reason = "a benchmark fixture")]
+fn measure(
+    name: &str,
+    answered: Answered,
+    spec: &WorkflowSpec,
+    input: Value,
+    objects: usize,
+) -> Measured {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
     let before = HEAP.current_usage();
     let context = context(objects);
     let context_bytes = HEAP.current_usage().saturating_sub(before);
     HEAP.reset_peak_usage();
-    let run = simulate(
-        spec,
-        input,
-        script(),
-        RunOptions::default()
-            .with_transition_cap(u32::MAX)
-            .with_context(context),
-    );
+    let options = RunOptions::default()
+        .with_transition_cap(u32::MAX)
+        .with_context(context);
+    let (status, dispatches) = match answered {
+        Answered::KeepingNothing => {
+            let dispatcher = Counting::default();
+            let outcome = runtime.block_on(run_spec(spec, input, &dispatcher, options));
+            (outcome.status, dispatcher.0.load(Ordering::Relaxed))
+        }
+        Answered::Simulated => {
+            let run = simulate(spec, input, script(), options);
+            (run.outcome.status, run.calls.len())
+        }
+    };
     let peak_bytes = HEAP.peak_usage().saturating_sub(before);
-    assert_eq!(run.outcome.status, RunStatus::Success, "{name}");
-    let dispatches = run.calls.len();
-    drop(run);
+    assert_eq!(status, RunStatus::Success, "{name}");
     Measured {
-        name,
+        name: format!("{name} ({})", answered.name()),
         dispatches,
         context_bytes,
         peak_bytes,
     }
 }
 
-fn fan_out(items: usize, objects: usize) -> Measured {
+fn fan_out(items: usize, objects: usize, answered: Answered) -> Measured {
     let spec = spec(json!({
         "entry": "fan",
         "nodes": [
@@ -119,14 +191,15 @@ fn fan_out(items: usize, objects: usize) -> Measured {
     }));
     let input = json!({ "items": (0..items).collect::<Vec<_>>() });
     measure(
-        format!("fan-out of {items} over {objects} objects"),
+        &format!("fan-out of {items} over {objects} objects"),
+        answered,
         &spec,
         input,
         objects,
     )
 }
 
-fn chain(steps: usize, objects: usize) -> Measured {
+fn chain(steps: usize, objects: usize, answered: Answered) -> Measured {
     let nodes: Vec<Value> = (0..steps)
         .map(|i| {
             let mut node = json!({
@@ -141,7 +214,8 @@ fn chain(steps: usize, objects: usize) -> Measured {
         .collect();
     let spec = spec(json!({ "entry": "s0", "nodes": nodes }));
     measure(
-        format!("chain of {steps} steps over {objects} objects"),
+        &format!("chain of {steps} steps over {objects} objects"),
+        answered,
         &spec,
         json!({}),
         objects,
@@ -154,23 +228,25 @@ fn main() -> ExitCode {
     let mut missed = false;
     println!("| run | dispatches | context | peak | peak / context | target | met |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | --- |");
-    for measured in [
-        fan_out(sizes.fan_out, sizes.objects),
-        chain(sizes.chain, sizes.objects),
-    ] {
-        let met = measured.peak_bytes <= measured.target();
-        missed |= !met;
-        #[expect(clippy::cast_precision_loss, reason = "a ratio for people to read")]
-        let ratio = measured.peak_bytes as f64 / measured.context_bytes.max(1) as f64;
-        println!(
-            "| {} | {} | {:.1} MiB | {:.1} MiB | {ratio:.2} | {:.1} MiB | {} |",
-            measured.name,
-            measured.dispatches,
-            mib(measured.context_bytes),
-            mib(measured.peak_bytes),
-            mib(measured.target()),
-            if met { "yes" } else { "no" },
-        );
+    for answered in [Answered::KeepingNothing, Answered::Simulated] {
+        for measured in [
+            fan_out(sizes.fan_out, sizes.objects, answered),
+            chain(sizes.chain, sizes.objects, answered),
+        ] {
+            let met = measured.peak_bytes <= measured.target();
+            missed |= !met;
+            #[expect(clippy::cast_precision_loss, reason = "a ratio for people to read")]
+            let ratio = measured.peak_bytes as f64 / measured.context_bytes.max(1) as f64;
+            println!(
+                "| {} | {} | {:.1} MiB | {:.1} MiB | {ratio:.2} | {:.1} MiB | {} |",
+                measured.name,
+                measured.dispatches,
+                mib(measured.context_bytes),
+                mib(measured.peak_bytes),
+                mib(measured.target()),
+                if met { "yes" } else { "no" },
+            );
+        }
     }
     if missed {
         ExitCode::FAILURE

@@ -51,20 +51,20 @@ impl Root {
         &self.context
     }
 
-    /// The `nodes` object as JSON.
-    pub(crate) fn nodes_value(&self) -> Value {
-        self.nodes.to_value()
+    /// The `context` and `nodes` objects as JSON, moving out of what no other version shares.
+    pub(crate) fn into_values(self) -> (Value, Value) {
+        (self.context.0.into_value(), self.nodes.into_value())
     }
 
     /// Sets `nodes.<id>.<field>` (the caller has checked the id).
-    pub(crate) fn set_node_field(&mut self, id: &str, field: &str, value: Value) {
+    pub(crate) fn set_node_field(&mut self, id: &str, field: &str, value: Tree) {
         let segments = [id.to_owned(), field.to_owned()];
         // Ids and fields are checked against the reserved segments before this is called.
-        let _ = self.nodes.write(&segments, 0, Tree::from(value));
+        let _ = self.nodes.write(&segments, 0, value);
     }
 
     /// Writes at a write path (`["context", …]`); the first segment must be `context`.
-    pub(crate) fn write(&mut self, segments: &[String], value: Value) -> Result<(), String> {
+    pub(crate) fn write(&mut self, segments: &[String], value: Tree) -> Result<(), String> {
         if segments.first().map(String::as_str) != Some("context") {
             return Err(format!(
                 "write path {} is not under context",
@@ -73,14 +73,14 @@ impl Root {
         }
         self.context
             .0
-            .write(segments, 1, Tree::from(value))
+            .write(segments, 1, value)
             .map_err(|error| error.to_string())
     }
 
-    /// The value at dotted segments below the root.
-    pub(crate) fn get(&self, segments: &[String]) -> Option<&Tree> {
+    /// The value at dotted segments below the root, as JSON.
+    pub(crate) fn get_value(&self, segments: &[String]) -> Option<Value> {
         let (first, rest) = segments.split_first()?;
-        self.member(first)?.get(rest)
+        self.member(first)?.get_value(rest)
     }
 
     fn member(&self, name: &str) -> Option<&Tree> {
@@ -120,9 +120,7 @@ impl ContextRoot for Root {
             let index = Value::from(*index);
             return index.select_plain(rest).map(|v| Cow::Owned(v.into_owned()));
         }
-        self.member(name)?
-            .select(rest)
-            .map(|tree| Cow::Owned(tree.to_value()))
+        self.member(name)?.select_value(rest).map(Cow::Owned)
     }
 }
 

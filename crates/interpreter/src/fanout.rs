@@ -2,6 +2,7 @@
 //! (no spawning), with `join`, `onBranchFail`, `exports` and `pluck`.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use auto_swe_spec::{FanOutNode, Join, OnBranchFail, TerminalStatus};
 use futures_util::StreamExt;
@@ -16,7 +17,7 @@ use crate::error::{RunError, SpecFailure};
 use crate::eval;
 use crate::run::{Graph, Run};
 use crate::shared::{ContextSnapshot, Tree};
-use crate::walk::{At, Next, Stop, Walk, follow};
+use crate::walk::{At, Next, Stop, Walk, follow_shared};
 
 /// How one branch ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,8 +166,9 @@ impl<'a> Walk<'a> {
         if self.token.is_cancelled() {
             return Err(self.cancelled(&rid));
         }
-        let output = fan_output(&ends, &labels, node.pluck.as_deref());
-        self.set_node(at, "output", output.clone()).await?;
+        let output = Arc::new(fan_output(ends, &labels, node.pluck.as_deref()));
+        let stored = Tree::Frozen(Arc::clone(&output));
+        self.set_node(at, "output", stored.clone()).await?;
         if let Some((index, message)) = blocked {
             let failure = SpecFailure::BranchBlocked {
                 branch: format!("{rid}[{}]", labels[index]),
@@ -179,7 +181,7 @@ impl<'a> Walk<'a> {
             return Err(self.spec_fail(at, &rid, failure).await);
         }
         if let Some(path) = &node.flow.store_as {
-            self.write(at, path, output.clone()).await?;
+            self.write(at, path, stored).await?;
         }
         self.record(
             at,
@@ -191,7 +193,7 @@ impl<'a> Walk<'a> {
             None,
         )
         .await?;
-        Ok(follow(node.flow.next.as_deref(), output))
+        Ok(follow_shared(node.flow.next.as_deref(), output))
     }
 }
 
@@ -225,9 +227,9 @@ impl<'b> Branches<'b> {
             let root = walk.into_root();
             let mut exports = Value::Object(Map::new());
             for (_, segments) in export_paths {
-                if let Some(value) = root.get(segments) {
+                if let Some(value) = root.get_value(segments) {
                     // Exports land under their path less the leading `context`.
-                    let _ = eval::write(&mut exports, &segments[1..], value.to_value());
+                    let _ = eval::write(&mut exports, &segments[1..], value);
                 }
             }
             (index, branch_end(ended, exports))
@@ -322,12 +324,12 @@ fn escape_label(label: &str) -> String {
     out
 }
 
-fn fan_output(ends: &[Option<BranchEnd>], labels: &[String], pluck: Option<&str>) -> Value {
+fn fan_output(ends: Vec<Option<BranchEnd>>, labels: &[String], pluck: Option<&str>) -> Value {
     let mut branches = Vec::with_capacity(ends.len());
     let mut results = Vec::with_capacity(ends.len());
     let (mut succeeded, mut failed, mut cancelled) = (0_usize, 0_usize, 0_usize);
-    for (index, end) in ends.iter().enumerate() {
-        let mut entry = Map::new();
+    for (index, end) in ends.into_iter().enumerate() {
+        let mut entry = Map::with_capacity(7);
         entry.insert("index".into(), json!(index));
         entry.insert("key".into(), json!(labels[index]));
         let Some(end) = end else {
@@ -345,12 +347,6 @@ fn fan_output(ends: &[Option<BranchEnd>], labels: &[String], pluck: Option<&str>
         }
         entry.insert("status".into(), json!(end.status.name()));
         entry.insert("started".into(), json!(true));
-        entry.insert("output".into(), end.output.clone());
-        if let Some((code, message)) = &end.error {
-            entry.insert("error".into(), json!({ "code": code, "message": message }));
-        }
-        entry.insert("exports".into(), end.exports.clone());
-        branches.push(Value::Object(entry));
         let result = if end.status == BranchStatus::Success {
             match pluck {
                 Some(path) => eval::select(path, &end.output)
@@ -362,6 +358,12 @@ fn fan_output(ends: &[Option<BranchEnd>], labels: &[String], pluck: Option<&str>
         } else {
             Value::Null
         };
+        entry.insert("output".into(), end.output);
+        if let Some((code, message)) = end.error {
+            entry.insert("error".into(), json!({ "code": code, "message": message }));
+        }
+        entry.insert("exports".into(), end.exports);
+        branches.push(Value::Object(entry));
         results.push(result);
     }
     json!({

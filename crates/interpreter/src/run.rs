@@ -174,8 +174,7 @@ pub async fn run_spec(
     let ended = walk.walk().await;
     let transitions = walk.transitions;
     let root = walk.into_root();
-    let context = root.context().to_value();
-    let nodes = root.nodes_value();
+    let (context, nodes) = root.into_values();
     let (status, result, error) = match ended {
         Ok((status, result)) => (RunStatus::from(status), result, None),
         Err(Stop::Error(error @ RunError::TimedOut { .. })) => {

@@ -237,6 +237,16 @@ impl ScriptedDispatcher {
         self.lock().calls.clone()
     }
 
+    /// The calls and the step records received, taken out without copying them.
+    #[must_use]
+    pub fn into_calls_and_records(self) -> (Vec<ScriptedCall>, Vec<StepRecord>) {
+        let state = self
+            .state
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        (state.calls, state.records)
+    }
+
     /// The simulated clock.
     #[must_use]
     pub fn now(&self) -> u64 {

@@ -6,10 +6,11 @@
 //! journal entry holds a [`ContextSnapshot`] (one such version) instead of a deep copy, so the
 //! memory of a run grows with what it writes, not with dispatches × context size.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use auto_swe_spec::{PathSegment, RESERVED_SEGMENTS, WritePathError};
+use auto_swe_spec::{ContextRoot, PathSegment, RESERVED_SEGMENTS, WritePathError};
 use indexmap::IndexMap;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -28,6 +29,9 @@ pub(crate) enum Tree {
     String(Arc<str>),
     Array(Arc<Vec<Tree>>),
     Object(Arc<Members>),
+    /// A value written whole (a node output, a stored value), kept as plain JSON until a write
+    /// reaches inside it: storing it is O(1) and it is shared by every place it was written.
+    Frozen(Arc<Value>),
 }
 
 impl From<Value> for Tree {
@@ -50,6 +54,14 @@ impl From<Value> for Tree {
 }
 
 impl Tree {
+    /// A value written whole: scalars as they are, containers frozen (shared, not converted).
+    pub(crate) fn frozen(value: Value) -> Self {
+        match value {
+            Value::Array(_) | Value::Object(_) => Self::Frozen(Arc::new(value)),
+            scalar => Self::from(scalar),
+        }
+    }
+
     /// An empty object.
     pub(crate) fn object() -> Self {
         Self::Object(Arc::default())
@@ -68,6 +80,27 @@ impl Tree {
                     .map(|(key, value)| (key.as_ref().to_owned(), value.to_value()))
                     .collect::<Map<_, _>>(),
             ),
+            Self::Frozen(value) => value.as_ref().clone(),
+        }
+    }
+
+    /// The value as plain JSON, moving out of every container no other version shares.
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            Self::Array(items) => match Arc::try_unwrap(items) {
+                Ok(items) => Value::Array(items.into_iter().map(Self::into_value).collect()),
+                Err(items) => Value::Array(items.iter().map(Self::to_value).collect()),
+            },
+            Self::Object(map) => match Arc::try_unwrap(map) {
+                Ok(map) => Value::Object(
+                    map.into_iter()
+                        .map(|(key, value)| (key.as_ref().to_owned(), value.into_value()))
+                        .collect::<Map<_, _>>(),
+                ),
+                Err(map) => Self::Object(map).to_value(),
+            },
+            Self::Frozen(value) => Arc::try_unwrap(value).unwrap_or_else(|value| (*value).clone()),
+            scalar => scalar.to_value(),
         }
     }
 
@@ -77,6 +110,7 @@ impl Tree {
         match (self, other) {
             (Self::Array(a), Self::Array(b)) => Arc::ptr_eq(a, b),
             (Self::Object(a), Self::Object(b)) => Arc::ptr_eq(a, b),
+            (Self::Frozen(a), Self::Frozen(b)) => Arc::ptr_eq(a, b),
             (Self::String(a), Self::String(b)) => Arc::ptr_eq(a, b) || a == b,
             (Self::Null, Self::Null) => true,
             (Self::Bool(a), Self::Bool(b)) => a == b,
@@ -85,28 +119,38 @@ impl Tree {
         }
     }
 
-    /// The value a plain path selects.
-    pub(crate) fn select(&self, segments: &[PathSegment]) -> Option<&Self> {
-        segments
-            .iter()
-            .try_fold(self, |current, segment| match (segment, current) {
-                (PathSegment::Name(name), Self::Object(map)) => map.get(name.as_str()),
+    /// The value a plain path selects, as JSON.
+    pub(crate) fn select_value(&self, segments: &[PathSegment]) -> Option<Value> {
+        let mut current = self;
+        for (depth, segment) in segments.iter().enumerate() {
+            current = match (segment, current) {
+                (PathSegment::Name(name), Self::Object(map)) => map.get(name.as_str())?,
                 (PathSegment::Index(_), Self::Array(items)) => {
-                    items.get(segment.position_in(items.len())?)
+                    items.get(segment.position_in(items.len())?)?
                 }
-                _ => None,
-            })
+                (_, Self::Frozen(value)) => {
+                    return value.select_plain(&segments[depth..]).map(Cow::into_owned);
+                }
+                _ => return None,
+            };
+        }
+        Some(current.to_value())
     }
 
-    /// The value at dotted segments (member names, or decimal indexes into arrays).
-    pub(crate) fn get(&self, segments: &[String]) -> Option<&Self> {
-        segments
-            .iter()
-            .try_fold(self, |current, segment| match current {
-                Self::Object(map) => map.get(segment.as_str()),
-                Self::Array(items) => segment.parse::<usize>().ok().and_then(|i| items.get(i)),
-                _ => None,
-            })
+    /// The value at dotted segments (member names, or decimal indexes into arrays), as JSON.
+    pub(crate) fn get_value(&self, segments: &[String]) -> Option<Value> {
+        let mut current = self;
+        for (depth, segment) in segments.iter().enumerate() {
+            current = match current {
+                Self::Object(map) => map.get(segment.as_str())?,
+                Self::Array(items) => items.get(segment.parse::<usize>().ok()?)?,
+                Self::Frozen(value) => {
+                    return frozen_get(value, &segments[depth..]).cloned();
+                }
+                _ => return None,
+            };
+        }
+        Some(current.to_value())
     }
 
     /// Writes `value` at `segments[start..]` below `self`, creating missing intermediate
@@ -156,6 +200,10 @@ impl Tree {
 
     /// This object's members, copied first when another version shares them.
     fn members_mut(&mut self, at: &[String]) -> Result<&mut Members, WritePathError> {
+        if let Self::Frozen(value) = self {
+            // A write reaches inside a value written whole: from here on it is a tree.
+            *self = Self::from(value.as_ref().clone());
+        }
         let found = match self {
             Self::Object(map) => return Ok(Arc::make_mut(map)),
             Self::Null => "null",
@@ -163,6 +211,7 @@ impl Tree {
             Self::Number(_) => "number",
             Self::String(_) => "string",
             Self::Array(_) => "array",
+            Self::Frozen(_) => "frozen value",
         };
         Err(WritePathError::NotAnObject {
             at: at.join("."),
@@ -171,12 +220,25 @@ impl Tree {
     }
 }
 
+/// The value at dotted segments inside plain JSON.
+fn frozen_get<'v>(value: &'v Value, segments: &[String]) -> Option<&'v Value> {
+    segments
+        .iter()
+        .try_fold(value, |current, segment| match current {
+            Value::Object(map) => map.get(segment),
+            Value::Array(items) => segment.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => None,
+        })
+}
+
 impl PartialEq for Tree {
     fn eq(&self, other: &Self) -> bool {
         if self.same(other) {
             return true;
         }
         match (self, other) {
+            (Self::Frozen(a), Self::Frozen(b)) => a == b,
+            (Self::Frozen(a), b) | (b, Self::Frozen(a)) => b.to_value() == **a,
             (Self::Array(a), Self::Array(b)) => a == b,
             // Like JSON objects, member order does not make two objects differ.
             (Self::Object(a), Self::Object(b)) => {
@@ -210,6 +272,7 @@ impl Serialize for Tree {
                 }
                 out.end()
             }
+            Self::Frozen(value) => value.serialize(serializer),
         }
     }
 }
@@ -245,7 +308,7 @@ impl ContextSnapshot {
         } else {
             path.split('.').map(str::to_owned).collect()
         };
-        self.0.get(&segments).map(Tree::to_value)
+        self.0.get_value(&segments)
     }
 }
 

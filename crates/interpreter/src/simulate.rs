@@ -59,36 +59,39 @@ pub fn simulate(
     let flag = Arc::new(Flag(AtomicBool::new(false)));
     let waker = Waker::from(Arc::clone(&flag));
     let mut cx = Context::from_waker(&waker);
-    let mut run = pin!(run_spec(spec, input, &dispatcher, options));
     let mut stalled = false;
-    let outcome = loop {
-        flag.0.store(false, Ordering::SeqCst);
-        if let Poll::Ready(outcome) = run.as_mut().poll(&mut cx) {
-            break outcome;
+    let outcome = {
+        let mut run = pin!(run_spec(spec, input, &dispatcher, options));
+        loop {
+            flag.0.store(false, Ordering::SeqCst);
+            if let Poll::Ready(outcome) = run.as_mut().poll(&mut cx) {
+                break outcome;
+            }
+            if flag.0.load(Ordering::SeqCst) {
+                continue;
+            }
+            if stalled {
+                // Cancelling did not wake anything: a dispatcher contract was broken.
+                break RunOutcome {
+                    status: RunStatus::Cancelled,
+                    result: Value::Null,
+                    error: Some(RunError::Cancelled {
+                        message: "simulation stalled".into(),
+                    }),
+                    context: Value::Null,
+                    nodes: Value::Null,
+                    transitions: 0,
+                };
+            }
+            stalled = true;
+            token.cancel();
         }
-        if flag.0.load(Ordering::SeqCst) {
-            continue;
-        }
-        if stalled {
-            // Cancelling did not wake anything: a dispatcher contract was broken.
-            break RunOutcome {
-                status: RunStatus::Cancelled,
-                result: Value::Null,
-                error: Some(RunError::Cancelled {
-                    message: "simulation stalled".into(),
-                }),
-                context: Value::Null,
-                nodes: Value::Null,
-                transitions: 0,
-            };
-        }
-        stalled = true;
-        token.cancel();
     };
+    let (calls, records) = dispatcher.into_calls_and_records();
     Simulation {
         outcome,
-        records: dispatcher.records(),
-        calls: dispatcher.calls(),
+        records,
+        calls,
         stalled,
     }
 }

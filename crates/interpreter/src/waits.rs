@@ -11,6 +11,7 @@ use crate::dispatcher::{
 };
 use crate::error::{RunError, SpecFailure};
 use crate::patches;
+use crate::shared::Tree;
 use crate::walk::{At, Next, Stop, Walk, follow};
 
 /// How a wait ended, once empty-slot wake-ups are dealt with.
@@ -33,9 +34,10 @@ impl<'a> Walk<'a> {
             .await?
         {
             Waited::Payload(payload) => {
-                self.set_node(at, "output", payload.clone()).await?;
+                let stored = Tree::frozen(payload.clone());
+                self.set_node(at, "output", stored.clone()).await?;
                 if let Some(path) = &node.store_as {
-                    self.write(at, path, payload.clone()).await?;
+                    self.write(at, path, stored).await?;
                 }
                 self.record(
                     at,
@@ -145,9 +147,10 @@ impl<'a> Walk<'a> {
             Ok(routed) => routed,
             Err(message) => return Err(self.bad_value(at, &rid, message).await),
         };
-        self.set_node(at, "output", answer.clone()).await?;
+        self.set_node(at, "output", Tree::frozen(answer.clone()))
+            .await?;
         if let Some(path) = at.node.kind.store_as() {
-            self.write(at, path, stored.clone()).await?;
+            self.write(at, path, Tree::frozen(stored.clone())).await?;
         }
         self.record(
             at,

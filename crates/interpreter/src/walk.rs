@@ -2,6 +2,7 @@
 //! retries and failure routing, and the internal nodes (`set`, `cond`, `terminate`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use auto_swe_spec::{Binding, Flow, Node, NodeKind, OnError, OnFail, RetryPolicy, TerminalStatus};
 use futures_util::future::BoxFuture;
@@ -15,6 +16,7 @@ use crate::error::{DispatchError, RunError, SpecFailure};
 use crate::eval;
 use crate::patches;
 use crate::run::{Graph, Run};
+use crate::shared::Tree;
 
 /// Why a walk stopped before reaching the end of a path.
 #[derive(Debug)]
@@ -222,7 +224,7 @@ impl<'a> Walk<'a> {
             NodeKind::Set(n) => {
                 for (path, binding) in &n.values {
                     let value = self.bind(at, binding).await?;
-                    self.write(at, path, value).await?;
+                    self.write(at, path, Tree::frozen(value)).await?;
                 }
                 Ok(follow(n.next.as_deref(), Value::Null))
             }
@@ -383,7 +385,8 @@ impl<'a> Walk<'a> {
                 attempt += 1;
                 continue;
             }
-            self.set_node(at, "error", error_value(&error)).await?;
+            self.set_node(at, "error", Tree::frozen(error_value(&error)))
+                .await?;
             if let Some(
                 OnFail::Route(target)
                 | OnFail::Retry(RetryPolicy {
@@ -418,10 +421,14 @@ impl<'a> Walk<'a> {
         output: Value,
     ) -> Result<Next<'a>, Stop> {
         let passed_false = output.get("passed") == Some(&Value::Bool(false));
-        self.set_node(at, "output", output.clone()).await?;
-        self.set_node(at, "error", Value::Null).await?;
+        // One copy of the output, shared by `nodes`, `storeAs` and (at the end of a path) the
+        // result.
+        let output = Arc::new(output);
+        let stored = Tree::Frozen(Arc::clone(&output));
+        self.set_node(at, "output", stored.clone()).await?;
+        self.set_node(at, "error", Tree::Null).await?;
         if let Some(path) = &flow.store_as {
-            self.write(at, path, output.clone()).await?;
+            self.write(at, path, stored).await?;
         }
         let blocked = match gate {
             Gate::Blocking => passed_false,
@@ -473,7 +480,7 @@ impl<'a> Walk<'a> {
             None,
         )
         .await?;
-        Ok(follow(flow.next.as_deref(), output))
+        Ok(follow_shared(flow.next.as_deref(), output))
     }
 
     /// Binds a value against the run context; a failure fails the run.
@@ -492,7 +499,7 @@ impl<'a> Walk<'a> {
     }
 
     /// Writes `value` at a `context.` path; a bad or reserved path fails the run.
-    pub(crate) async fn write(&mut self, at: At<'a>, path: &str, value: Value) -> Result<(), Stop> {
+    pub(crate) async fn write(&mut self, at: At<'a>, path: &str, value: Tree) -> Result<(), Stop> {
         let written = eval::write_path(path).and_then(|segments| self.root.write(&segments, value));
         match written {
             Ok(()) => Ok(()),
@@ -513,7 +520,7 @@ impl<'a> Walk<'a> {
         &mut self,
         at: At<'a>,
         field: &str,
-        value: Value,
+        value: Tree,
     ) -> Result<(), Stop> {
         if is_reserved(&at.node.id) {
             let node = self.rid(at);
@@ -595,6 +602,14 @@ impl<'a> Walk<'a> {
         } else {
             Stop::Cancelled(format!("cancelled at {rid}"))
         }
+    }
+}
+
+/// [`follow`] for an output that is also stored: it is copied only when the path ends.
+pub(crate) fn follow_shared(next: Option<&str>, output: Arc<Value>) -> Next<'_> {
+    match next {
+        Some(target) => Next::Go(target),
+        None => Next::End(Arc::unwrap_or_clone(output)),
     }
 }
 

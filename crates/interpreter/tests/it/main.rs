@@ -7,6 +7,7 @@
     reason = "test helpers fail the test by panicking"
 )]
 
+mod context;
 mod failures;
 mod fanout;
 mod nodes;
