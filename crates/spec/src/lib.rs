@@ -29,10 +29,10 @@ pub use expr::{EvalError, Expr, ExprError, MAX_EXPR_BYTES, MAX_EXPR_NESTING, tru
 pub use model::{
     AgentNode, Command, CondNode, ContainerStepNode, DecisionOption, EvalNode, FanOutNode,
     FieldType, Flow, FormField, HumanApprovalNode, HumanCommon, HumanDecisionNode, HumanInputNode,
-    HumanReviewNode, InputDecl, InputType, Join, McpNode, NODE_TYPES, Node, NodeId, NodeKind,
-    OnBranchFail, OnError, OnFail, RetryPolicy, Scorer, ScorerKind, SetNode, ShellNetwork,
-    ShellNode, Sidecar, SignalNode, StepNode, Subgraph, TerminalStatus, TerminateNode, Transport,
-    WorkflowSpec, WritePath,
+    HumanReviewNode, InputDecl, InputType, Join, MAX_TIMEOUT_MS, McpNode, NODE_TYPES, Node, NodeId,
+    NodeKind, OnBranchFail, OnError, OnFail, RetryPolicy, Scorer, ScorerKind, SetNode,
+    ShellNetwork, ShellNode, Sidecar, SignalNode, StepNode, Subgraph, TerminalStatus,
+    TerminateNode, Transport, WorkflowSpec, WritePath,
 };
 pub use path::{ContextRoot, PathSegment};
 pub use presentation::{

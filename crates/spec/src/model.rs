@@ -13,6 +13,9 @@ use serde_json::Value;
 use crate::binding::Binding;
 use crate::duration::Timeout;
 
+/// The longest `timeoutMs` a `shell` or `containerStep` node may ask for when saved: one hour.
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
 /// Identifier of a node, unique within its graph (the spec's top level or one fan-out subgraph).
 pub type NodeId = String;
 
@@ -483,8 +486,10 @@ pub struct ShellNode {
     /// Network access.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<ShellNetwork>,
-    /// Wall-clock limit in milliseconds.
+    /// Wall-clock limit in milliseconds: 1 to [`MAX_TIMEOUT_MS`] (one hour) on save. A worker
+    /// may cap a command shorter at run time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
     /// Memory cap, such as `512m` or `2g`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -545,8 +550,10 @@ pub struct ContainerStepNode {
     /// The sidecar, required with the `sidecar` transport.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sidecar: Option<Sidecar>,
-    /// Wall-clock limit in milliseconds.
+    /// Wall-clock limit in milliseconds: 1 to [`MAX_TIMEOUT_MS`] (one hour) on save. A worker
+    /// may cap a command shorter at run time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS))]
     pub timeout_ms: Option<u64>,
     /// Routing and failure handling.
     #[serde(flatten)]

@@ -2,12 +2,13 @@
 //! dispatcher and prints how the run ended (see `docs/cli.md`).
 
 use std::fmt::Write as _;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use auto_swe_interpreter::{RunOptions, Script, Simulation, simulate};
 use auto_swe_spec::{
-    Diagnostic, SourceFormat, ValidateOptions, WorkflowSpec, parse_document, validate_value,
+    Code, Diagnostic, SourceFormat, ValidateOptions, WorkflowSpec, parse_document, validate_value,
 };
 use clap::Args;
 use serde::Serialize;
@@ -21,12 +22,18 @@ pub(crate) struct SimulateArgs {
     /// The spec (JSON or YAML).
     #[arg(value_name = "FILE")]
     file: PathBuf,
-    /// The script (JSON or YAML) answering every dispatch, signal and human step.
+    /// The script (JSON or YAML) answering every dispatch, signal and human step; `-` reads
+    /// it from standard input.
     #[arg(long, value_name = "SCRIPT")]
     script: PathBuf,
-    /// The run input, as JSON text (default `{}`).
-    #[arg(long, value_name = "JSON")]
+    /// The run input: JSON text, `@FILE` to read it from a file, or `-` for standard input
+    /// (default `{}`).
+    #[arg(long, value_name = "JSON|@FILE|-")]
     input: Option<String>,
+    /// Refuse a bad `group` or `title` as the save path does, instead of dropping it with a
+    /// warning as runs of stored specs do.
+    #[arg(long)]
+    strict: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
@@ -55,6 +62,8 @@ struct SimulateOut {
     error: Option<ErrorOut>,
     steps: Vec<StepOut>,
     context: Value,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<Diagnostic>,
 }
 
 #[derive(Debug, Serialize)]
@@ -74,23 +83,99 @@ fn format_of(path: &Path, text: &str) -> SourceFormat {
     })
 }
 
+/// The most a script or an input may hold: one argument is capped at 128 KiB by Linux, so large
+/// inputs come from files, and a bound keeps a runaway file from exhausting memory.
+const MAX_INPUT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Where a script or an input is read from.
+enum Source<'a> {
+    Stdin,
+    File(&'a Path),
+}
+
+impl Source<'_> {
+    fn describe(&self) -> String {
+        match self {
+            Self::Stdin => "standard input".to_owned(),
+            Self::File(path) => path.display().to_string(),
+        }
+    }
+
+    /// The text, refusing more than [`MAX_INPUT_BYTES`] and text that is not UTF-8.
+    fn read(&self, what: &str) -> anyhow::Result<String> {
+        let mut bytes = Vec::new();
+        let read = match self {
+            Self::Stdin => std::io::stdin()
+                .lock()
+                .take(MAX_INPUT_BYTES + 1)
+                .read_to_end(&mut bytes),
+            Self::File(path) => std::fs::File::open(path)
+                .and_then(|file| file.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes)),
+        };
+        read.with_context(|| format!("cannot read {what} from {}", self.describe()))?;
+        if bytes.len() as u64 > MAX_INPUT_BYTES {
+            anyhow::bail!(
+                "{what} from {} is larger than {} MiB",
+                self.describe(),
+                MAX_INPUT_BYTES / (1024 * 1024)
+            );
+        }
+        String::from_utf8(bytes)
+            .map_err(|_| anyhow::anyhow!("{what} from {} is not UTF-8", self.describe()))
+    }
+}
+
 fn read_document(path: &Path, what: &str) -> anyhow::Result<Value> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read {what} {}", path.display()))?;
+    let source = if path.as_os_str() == "-" {
+        Source::Stdin
+    } else {
+        Source::File(path)
+    };
+    let text = source.read(what)?;
     parse_document(&text, format_of(path, &text))
-        .with_context(|| format!("{what} {}", path.display()))
+        .with_context(|| format!("{what} from {}", source.describe()))
+}
+
+/// The run input: JSON text, `@FILE`, or `-` (standard input).
+fn read_input(input: Option<&str>, script_on_stdin: bool) -> anyhow::Result<Value> {
+    let (text, from) = match input {
+        None => return Ok(Value::Object(serde_json::Map::new())),
+        Some("-") if script_on_stdin => {
+            anyhow::bail!("--input - and --script - cannot both read standard input")
+        }
+        Some("-") => (Source::Stdin.read("--input")?, "standard input".to_owned()),
+        Some(text) => match text.strip_prefix('@') {
+            Some(path) => {
+                let source = Source::File(Path::new(path));
+                (source.read("--input")?, source.describe())
+            }
+            None => (text.to_owned(), "the argument".to_owned()),
+        },
+    };
+    serde_json::from_str(&text).with_context(|| format!("--input from {from} is not JSON"))
 }
 
 /// Runs `auto-swe spec simulate`.
 pub(crate) fn run(args: &SimulateArgs) -> anyhow::Result<Status> {
+    if args.file.as_os_str() == "-" {
+        anyhow::bail!("the spec is read from a file, not standard input");
+    }
     let document = read_document(&args.file, "spec")?;
+    let script_on_stdin = args.script.as_os_str() == "-";
     let script = Script::from_value(read_document(&args.script, "script")?)
         .with_context(|| format!("script {}", args.script.display()))?;
-    let input: Value = match &args.input {
-        Some(text) => serde_json::from_str(text).context("--input is not JSON")?,
-        None => Value::Object(serde_json::Map::new()),
-    };
-    let report = validate_value(&document, &ValidateOptions::default());
+    let input = read_input(args.input.as_deref(), script_on_stdin)?;
+    let mut report = validate_value(&document, &ValidateOptions::default());
+    // A run of a stored spec drops a bad `group` or `title` (the tolerant reader does) and goes
+    // on; only `--strict` refuses it, as the save path does.
+    let mut warnings = Vec::new();
+    if !args.strict {
+        let (presentation, errors) = std::mem::take(&mut report.errors)
+            .into_iter()
+            .partition(|error| error.code == Code::InvalidPresentationField);
+        report.errors = errors;
+        warnings = presentation;
+    }
     let spec = match WorkflowSpec::from_value_tolerant(document) {
         Ok(spec) if report.is_valid() => spec,
         _ => {
@@ -113,7 +198,8 @@ pub(crate) fn run(args: &SimulateArgs) -> anyhow::Result<Status> {
         }
     };
     let simulation = simulate(&spec, input, script, RunOptions::default());
-    let out = to_output(simulation);
+    let mut out = to_output(simulation);
+    out.warnings = warnings;
     match args.format {
         Format::Json => print_json(&out)?,
         Format::Text => print_text(&render_text(&out))?,
@@ -146,6 +232,7 @@ fn to_output(simulation: Simulation) -> SimulateOut {
             })
             .collect(),
         context: outcome.context,
+        warnings: Vec::new(),
     }
 }
 
@@ -174,5 +261,8 @@ fn render_text(out: &SimulateOut) -> String {
         );
     }
     let _ = writeln!(text, "context: {}", out.context);
+    for warning in &out.warnings {
+        let _ = writeln!(text, "warning {}: {}", warning.code, warning.message);
+    }
     text
 }

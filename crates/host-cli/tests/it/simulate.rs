@@ -228,3 +228,159 @@ fn bundled_specs_run_to_success_with_their_scripts() {
         insta::assert_json_snapshot!(name, out);
     }
 }
+
+#[expect(
+    clippy::expect_used,
+    reason = "a test helper: a failure to run is a test failure"
+)]
+fn auto_swe_with_stdin(args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write as _;
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "end-to-end tests run the CLI binary itself"
+    )]
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_auto-swe"));
+    let mut child = command
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut pipe = child.stdin.take().expect("stdin");
+    // The binary may refuse before reading everything; a closed pipe is not a test failure.
+    let _ = pipe.write_all(stdin);
+    drop(pipe);
+    child.wait_with_output().expect("the binary ends")
+}
+
+/// A spec whose one step echoes the size of its input.
+const ECHO_SPEC: &str = "tests/fixtures/simulate/echo-input.json";
+
+#[test]
+fn input_comes_from_a_file_or_standard_input_past_the_argument_limit() {
+    // Larger than the 128 KiB one argument may hold.
+    let big = serde_json::json!({"blob": "x".repeat(300 * 1024)});
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("input.json");
+    std::fs::write(&path, big.to_string()).unwrap();
+    let at_file = format!("@{}", path.display());
+    let script = fixture("generic.script.json");
+    let base = [
+        "spec",
+        "simulate",
+        ECHO_SPEC,
+        "--script",
+        script.as_str(),
+        "--format",
+        "json",
+    ];
+
+    let mut args = base.to_vec();
+    args.extend(["--input", at_file.as_str()]);
+    let from_file = auto_swe(&args);
+    assert_eq!(from_file.status.code(), Some(0), "{from_file:?}");
+    let out: serde_json::Value = serde_json::from_slice(&from_file.stdout).unwrap();
+    assert_eq!(out["result"], serde_json::json!(300 * 1024));
+
+    let mut args = base.to_vec();
+    args.extend(["--input", "-"]);
+    let from_stdin = auto_swe_with_stdin(&args, big.to_string().as_bytes());
+    assert_eq!(from_stdin.status.code(), Some(0), "{from_stdin:?}");
+    assert_eq!(from_stdin.stdout, from_file.stdout);
+
+    // The script can come from standard input too.
+    let script_text = std::fs::read(env!("CARGO_MANIFEST_DIR").to_owned() + "/" + &script).unwrap();
+    let args = [
+        "spec", "simulate", ECHO_SPEC, "--script", "-", "--input", &at_file, "--format", "json",
+    ];
+    let script_from_stdin = auto_swe_with_stdin(&args, &script_text);
+    assert_eq!(
+        script_from_stdin.status.code(),
+        Some(0),
+        "{script_from_stdin:?}"
+    );
+    assert_eq!(script_from_stdin.stdout, from_file.stdout);
+}
+
+#[test]
+fn a_bad_input_file_exits_two_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_json = dir.path().join("not.json");
+    std::fs::write(&not_json, "{\"a\": ").unwrap();
+    let deep = dir.path().join("deep.json");
+    std::fs::write(&deep, format!("{}{}", "[".repeat(200), "]".repeat(200))).unwrap();
+    let missing = dir.path().join("missing.json");
+    let script = fixture("generic.script.json");
+    for (input, stdin, reason) in [
+        (format!("@{}", not_json.display()), "", "is not JSON"),
+        (format!("@{}", deep.display()), "", "is not JSON"),
+        (format!("@{}", missing.display()), "", "cannot read --input"),
+        ("-".to_owned(), "nope", "is not JSON"),
+    ] {
+        let args = [
+            "spec", "simulate", ECHO_SPEC, "--script", &script, "--input", &input,
+        ];
+        let output = auto_swe_with_stdin(&args, stdin.as_bytes());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{input}: {stderr}");
+        assert!(output.stdout.is_empty(), "{input}");
+        assert!(stderr.contains(reason), "{input}: {stderr}");
+    }
+    let args = [
+        "spec", "simulate", ECHO_SPEC, "--script", "-", "--input", "-",
+    ];
+    let output = auto_swe_with_stdin(&args, b"{}");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot both read standard input"));
+}
+
+#[test]
+fn an_input_file_over_the_limit_is_refused_without_reading_it_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.json");
+    // Sparse: 65 MiB long, nothing written; the reader stops one byte past 64 MiB.
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_len(65 * 1024 * 1024).unwrap();
+    let input = format!("@{}", path.display());
+    let script = fixture("generic.script.json");
+    let args = [
+        "spec", "simulate", ECHO_SPEC, "--script", &script, "--input", &input,
+    ];
+    let output = auto_swe(&args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("larger than 64 MiB"), "{stderr}");
+}
+
+#[test]
+fn a_bad_group_or_title_is_dropped_with_a_warning_unless_strict() {
+    let spec = "tests/fixtures/simulate/bad-presentation.json";
+    let script = fixture("generic.script.json");
+    let args = [
+        "spec", "simulate", spec, "--script", &script, "--format", "json",
+    ];
+    let output = auto_swe(&args);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let out: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(out["status"], "SUCCESS");
+    let codes: Vec<&str> = out["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes,
+        ["INVALID_PRESENTATION_FIELD", "INVALID_PRESENTATION_FIELD"]
+    );
+
+    let mut strict = args.to_vec();
+    strict.push("--strict");
+    let output = auto_swe(&strict);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let out: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(out["valid"], false);
+    assert_eq!(out["errors"][0]["code"], "INVALID_PRESENTATION_FIELD");
+}

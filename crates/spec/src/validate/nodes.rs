@@ -10,7 +10,9 @@ use crate::binding::Binding;
 use crate::catalog::StepCatalog;
 use crate::duration::Timeout;
 use crate::expr::Expr;
-use crate::model::{Command, Flow, HumanCommon, Node, NodeKind, OnFail, Transport, WorkflowSpec};
+use crate::model::{
+    Command, Flow, HumanCommon, MAX_TIMEOUT_MS, Node, NodeKind, OnFail, Transport, WorkflowSpec,
+};
 use crate::presentation::HUMAN_TITLE_MAX_CHARS;
 use crate::resolve::{TemplatePart, parse_path, template_parts};
 use crate::write_path::{RESERVED_SEGMENTS, WritePathError, parse_write_path};
@@ -523,14 +525,19 @@ impl<'a> Validator<'a> {
     }
 
     fn timeout_ms(&mut self, timeout: Option<u64>, node: &Node, path: &Loc<'_>) {
-        if timeout == Some(0) {
-            self.at(
-                Code::InvalidResource,
-                node,
-                &Loc::Field(path, "timeoutMs"),
-                "`timeoutMs` must be at least 1".into(),
-            );
-        }
+        let message = match timeout {
+            Some(0) => "`timeoutMs` must be at least 1".to_owned(),
+            Some(ms) if ms > MAX_TIMEOUT_MS => {
+                format!("`timeoutMs` must be at most {MAX_TIMEOUT_MS} (one hour), found {ms}")
+            }
+            _ => return,
+        };
+        self.at(
+            Code::InvalidResource,
+            node,
+            &Loc::Field(path, "timeoutMs"),
+            message,
+        );
     }
 
     fn duration(&mut self, timeout: &Timeout, node: &Node, path: &Loc<'_>) {

@@ -93,6 +93,12 @@ fn schema_describes_nodes() {
     );
     let kinds = schema["$defs"]["NodeKind"]["oneOf"].as_array().unwrap();
     assert_eq!(kinds.len(), 15);
+    // `timeoutMs` of `shell` and `containerStep`: 1 ms to one hour, as the save path checks.
+    for kind in ["ShellNode", "ContainerStepNode"] {
+        let timeout = &schema["$defs"][kind]["properties"]["timeoutMs"];
+        assert_eq!(timeout["minimum"], json!(1), "{kind}: {timeout}");
+        assert_eq!(timeout["maximum"], json!(3_600_000), "{kind}: {timeout}");
+    }
 }
 
 #[test]
