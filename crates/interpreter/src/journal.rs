@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::delta::{ContextLog, LoggedContext};
 use crate::dispatcher::{
     Dispatcher, HumanStepNotice, HumanStepResolution, SignalWait, SignalWake, StepDispatch,
     StepRecord,
@@ -90,10 +91,75 @@ pub struct Entry {
 }
 
 /// Every call of a run with its result, in completion order.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+///
+/// Serialised, a journal holds the run context once: the first dispatch's `context` is
+/// `{"full": …}` and every later one `{"delta": {"changes": […]}}` against the dispatch before it
+/// (see [`ContextLog`](crate::ContextLog), which reads them back).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Journal {
     /// The entries.
     pub entries: Vec<Entry>,
+}
+
+/// A dispatch as a journal writes it: the context as a logged context.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireDispatch<'a> {
+    recording_id: &'a str,
+    spec_node_id: &'a str,
+    attempt: u32,
+    step: &'a str,
+    config: &'a Value,
+    inputs: &'a Value,
+    context: LoggedContext,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "call", rename_all = "camelCase")]
+enum WireEffect<'a> {
+    Step(WireDispatch<'a>),
+    Shell(WireDispatch<'a>),
+    #[serde(untagged)]
+    Other(&'a Effect),
+}
+
+fn wire<'a>(request: &'a StepDispatch, log: &mut ContextLog) -> WireDispatch<'a> {
+    WireDispatch {
+        recording_id: &request.recording_id,
+        spec_node_id: &request.spec_node_id,
+        attempt: request.attempt,
+        step: &request.step,
+        config: &request.config,
+        inputs: &request.inputs,
+        context: log.log(&request.context),
+    }
+}
+
+#[derive(Serialize)]
+struct WireEntry<'a> {
+    effect: WireEffect<'a>,
+    result: &'a EffectResult,
+}
+
+impl Serialize for Journal {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut log = ContextLog::default();
+        let entries: Vec<WireEntry<'_>> = self
+            .entries
+            .iter()
+            .map(|entry| WireEntry {
+                effect: match &entry.effect {
+                    Effect::Step(request) => WireEffect::Step(wire(request, &mut log)),
+                    Effect::Shell(request) => WireEffect::Shell(wire(request, &mut log)),
+                    other => WireEffect::Other(other),
+                },
+                result: &entry.result,
+            })
+            .collect();
+        let mut out = serde::Serializer::serialize_struct(serializer, "Journal", 1)?;
+        serde::ser::SerializeStruct::serialize_field(&mut out, "entries", &entries)?;
+        serde::ser::SerializeStruct::end(out)
+    }
 }
 
 impl Journal {

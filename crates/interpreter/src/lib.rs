@@ -7,6 +7,7 @@
 //! `auto-swe spec simulate`); [`journal`] records and replays any dispatcher's answers.
 
 mod context;
+mod delta;
 mod dispatcher;
 mod error;
 mod eval;
@@ -21,6 +22,9 @@ mod waits;
 mod walk;
 
 pub use context::RECORD_STRING_LIMIT;
+pub use delta::{
+    ContextChange, ContextDelta, ContextDeltaError, ContextLog, LoggedContext, PathKey,
+};
 pub use dispatcher::{
     Dispatcher, HumanStepNotice, HumanStepResolution, HumanStepStatus, RecordedError, SignalWait,
     SignalWake, StepDispatch, StepRecord, StepStatus, WaitKind,

@@ -4,7 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use auto_swe_interpreter::{ContextSnapshot, RunOptions, RunStatus, ScriptedCall, simulate};
+use auto_swe_interpreter::journal::{Effect, Recorder};
+use auto_swe_interpreter::{
+    ContextDelta, ContextLog, ContextSnapshot, LoggedContext, RunOptions, RunStatus, ScriptedCall,
+    ScriptedDispatcher, run_spec, simulate,
+};
 use auto_swe_spec::{parse_write_path, write_at};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -191,4 +195,134 @@ fn a_snapshot_does_not_change_when_the_run_writes_after_it() {
         serde_json::to_string(contexts[1]).unwrap(),
         r#"{"a":{"keep":true,"b":{"n":1},"c":2},"big":[1,2,3],"z":[1]}"#
     );
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i8>().prop_map(Value::from),
+        "[a-c]{0,2}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 32, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec(("[a-d0]", inner), 0..5)
+                .prop_map(|members| Value::Object(members.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn a_delta_rebuilds_the_later_version_keys_in_order(before in json_value(), after in json_value()) {
+        let (before, after) = (ContextSnapshot::from(before), ContextSnapshot::from(after));
+        let delta = after.delta_from(&before);
+        let through_json: ContextDelta =
+            serde_json::from_str(&serde_json::to_string(&delta).unwrap()).unwrap();
+        let rebuilt = before.apply(&through_json).unwrap();
+        prop_assert_eq!(
+            serde_json::to_string(&rebuilt).unwrap(),
+            serde_json::to_string(&after).unwrap()
+        );
+        prop_assert!(after.delta_from(&after).is_empty());
+    }
+}
+
+#[test]
+fn a_delta_that_does_not_fit_is_a_typed_error() {
+    let base = ContextSnapshot::from(json!({"a": 1}));
+    let delta: ContextDelta = serde_json::from_value(json!({"changes": [
+        {"op": "set", "path": ["a", "b"], "value": 2}
+    ]}))
+    .unwrap();
+    let error = base.apply(&delta).unwrap_err();
+    assert_eq!(error.code(), "CONTEXT_DELTA_MISMATCH");
+    assert_eq!(error.path, "a.b");
+    let remove: ContextDelta = serde_json::from_value(json!({"changes": [
+        {"op": "remove", "path": ["zz"]}
+    ]}))
+    .unwrap();
+    assert_eq!(
+        base.apply(&remove).unwrap_err().code(),
+        "CONTEXT_DELTA_MISMATCH"
+    );
+}
+
+#[test]
+fn a_serialised_journal_holds_the_context_once_and_then_deltas() {
+    let tickets: Vec<Value> = (0..2_000)
+        .map(|i| json!({"id": format!("T-{i}"), "body": "x".repeat(64)}))
+        .collect();
+    let context = json!({"tickets": tickets});
+    let nodes: Vec<Value> = (0..50)
+        .map(|i| {
+            let mut node = json!({"id": format!("s{i}"), "type": "step", "step": "work",
+                                  "storeAs": format!("context.out.s{}", i % 7)});
+            if i + 1 < 50 {
+                node["next"] = json!(format!("s{}", i + 1));
+            }
+            node
+        })
+        .collect();
+    let spec = spec(json!({"entry": "s0", "nodes": nodes}));
+    let recorder = Recorder::new(ScriptedDispatcher::new(script(
+        json!({"default": {"output": {"n": 7}}}),
+    )));
+    let outcome = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(run_spec(
+            &spec,
+            json!({}),
+            &recorder,
+            RunOptions::default().with_context(context.clone()),
+        ));
+    assert_eq!(outcome.status, RunStatus::Success);
+    let journal = recorder.journal();
+    let text = serde_json::to_string(&journal).unwrap();
+    let context_len = context.to_string().len();
+    // 50 dispatches; the context is written once, each delta is one small change.
+    assert!(
+        text.len() < context_len + 50 * 1_000,
+        "{} bytes for a {context_len}-byte context",
+        text.len()
+    );
+
+    // Reading the contexts back gives every dispatch's context exactly.
+    let wire: Value = serde_json::from_str(&text).unwrap();
+    let mut log = ContextLog::default();
+    let mut read = Vec::new();
+    for entry in wire["entries"].as_array().unwrap() {
+        if entry["effect"]["call"] == "step" {
+            let logged: LoggedContext =
+                serde_json::from_value(entry["effect"]["context"].clone()).unwrap();
+            read.push(log.replay(&logged).unwrap());
+        }
+    }
+    let journaled: Vec<&ContextSnapshot> = journal
+        .entries
+        .iter()
+        .filter_map(|entry| match &entry.effect {
+            Effect::Step(request) => Some(&request.context),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(read.len(), 50);
+    assert!(
+        wire["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|entry| entry["effect"]["call"] == "record"),
+        "other calls keep their own form"
+    );
+    for (read, journaled) in read.iter().zip(journaled) {
+        assert_eq!(
+            serde_json::to_string(read).unwrap(),
+            serde_json::to_string(journaled).unwrap()
+        );
+    }
 }
