@@ -8,6 +8,7 @@ mod nodes;
 pub(crate) use nodes::MAX_NODE_ID_CHARS;
 mod refs;
 
+use std::collections::BTreeSet;
 use std::fmt;
 
 use schemars::JsonSchema;
@@ -117,6 +118,9 @@ codes! {
     EmptyRequiredField = "EMPTY_REQUIRED_FIELD", Error;
     /// An `agentRef` is not `<key>` or `<key>@<version>`.
     InvalidAgentRef = "INVALID_AGENT_REF", Error;
+    /// An `mcp` node's `connectionRef` is not among the connections the caller says the
+    /// template may use (checked only when the caller supplies them; the run refuses it).
+    McpRefNotReachable = "MCP_REF_NOT_REACHABLE", Warning;
     /// A resource limit (`cpus`, `memory`, `timeoutMs`) is not usable.
     InvalidResource = "INVALID_RESOURCE", Error;
     /// `maxTransitions` is 0.
@@ -198,6 +202,9 @@ impl Report {
 pub struct ValidateOptions<'a> {
     /// Registered steps; without a catalog, step names and inputs are not checked.
     pub step_catalog: Option<&'a StepCatalog>,
+    /// Ids of the connections the template may use; without them, `mcp` connection references
+    /// are not checked.
+    pub reachable_connections: Option<&'a BTreeSet<String>>,
 }
 
 impl<'a> ValidateOptions<'a> {
@@ -206,7 +213,16 @@ impl<'a> ValidateOptions<'a> {
     pub fn with_step_catalog(catalog: &'a StepCatalog) -> Self {
         Self {
             step_catalog: Some(catalog),
+            reachable_connections: None,
         }
+    }
+
+    /// These options, also warning (`MCP_REF_NOT_REACHABLE`) about an `mcp` node whose
+    /// `connectionRef` is not in `connections`.
+    #[must_use]
+    pub fn with_reachable_connections(mut self, connections: &'a BTreeSet<String>) -> Self {
+        self.reachable_connections = Some(connections);
+        self
     }
 }
 

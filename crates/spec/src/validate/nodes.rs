@@ -75,6 +75,7 @@ impl Scope<'_> {
 pub(super) struct Validator<'a> {
     spec: &'a WorkflowSpec,
     catalog: Option<&'a StepCatalog>,
+    connections: Option<&'a std::collections::BTreeSet<String>>,
     pub(super) report: Report,
     /// Segments after `context` of every well-formed write path in the spec.
     pub(super) writes: Vec<Vec<&'a str>>,
@@ -96,6 +97,7 @@ impl<'a> Validator<'a> {
         Self {
             spec,
             catalog: options.step_catalog,
+            connections: options.reachable_connections,
             report: Report::default(),
             writes: Vec::new(),
             inputs: None,
@@ -230,6 +232,20 @@ impl<'a> Validator<'a> {
             }
             NodeKind::Mcp(mcp) => {
                 self.required_text(&mcp.connection_ref, "connectionRef", node, path);
+                if let Some(connections) = self.connections
+                    && !mcp.connection_ref.trim().is_empty()
+                    && !connections.contains(&mcp.connection_ref)
+                {
+                    self.at(
+                        Code::McpRefNotReachable,
+                        node,
+                        &Loc::Field(path, "connectionRef"),
+                        format!(
+                            "connection {:?} is not one this template may use; a run will refuse it",
+                            mcp.connection_ref
+                        ),
+                    );
+                }
                 self.required_text(&mcp.tool, "tool", node, path);
                 self.bindings(mcp.inputs.iter(), node, &Loc::Field(path, "inputs"), scope);
             }

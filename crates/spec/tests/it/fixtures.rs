@@ -1,6 +1,7 @@
 //! The fixture corpus: every valid fixture validates clean; every invalid fixture reports the
 //! code it is named after. Reports are snapshotted.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use auto_swe_spec::{
@@ -19,11 +20,22 @@ fn fixture_report(path: &Path) -> Report {
     let options = catalog
         .as_ref()
         .map_or_else(ValidateOptions::default, ValidateOptions::with_step_catalog);
+    // `<CODE>.connections.json`: the connection ids the template may use.
+    let connections_path = path.with_extension("connections.json");
+    let connections: Option<BTreeSet<String>> = connections_path.exists().then(|| {
+        serde_json::from_str(&std::fs::read_to_string(&connections_path).unwrap()).unwrap()
+    });
+    let options = match &connections {
+        Some(connections) => options.with_reachable_connections(connections),
+        None => options,
+    };
     validate_value(&value, &options)
 }
 
+/// A catalog or connection list beside a fixture, not a fixture itself.
 fn is_catalog(path: &Path) -> bool {
-    path.to_string_lossy().ends_with(".catalog.json")
+    let name = path.to_string_lossy();
+    name.ends_with(".catalog.json") || name.ends_with(".connections.json")
 }
 
 #[test]
