@@ -326,3 +326,44 @@ fn a_serialised_journal_holds_the_context_once_and_then_deltas() {
         );
     }
 }
+
+#[test]
+fn a_context_nested_128_levels_is_read_written_and_kept_per_version() {
+    let mut deep = json!({"leaf": 0});
+    for _ in 0..127 {
+        deep = json!({"a": deep});
+    }
+    let path = format!("context.{}leaf", "a.".repeat(127));
+    let read = format!("$.context.{}leaf", "a.".repeat(127));
+    let run = simulate(
+        &spec(json!({"entry": "s", "nodes": [
+            {"id": "s", "type": "step", "step": "work", "next": "t"},
+            {"id": "t", "type": "set", "values": {path.as_str(): {"expr": format!("{read} + 1")}}, "next": "u"},
+            {"id": "u", "type": "step", "step": "work"}
+        ]})),
+        json!({}),
+        script(json!({"default": {"output": {}}})),
+        RunOptions::default().with_context(deep.clone()),
+    );
+    assert_eq!(
+        run.outcome.status,
+        RunStatus::Success,
+        "{:?}",
+        run.outcome.error
+    );
+    let contexts: Vec<Value> = run
+        .calls
+        .iter()
+        .filter_map(|call| match call {
+            ScriptedCall::Step(request) => Some(request.context.to_value()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(contexts[0], deep);
+    let mut expected = json!({"leaf": 1});
+    for _ in 0..127 {
+        expected = json!({"a": expected});
+    }
+    assert_eq!(contexts[1], expected);
+    assert_eq!(run.outcome.context, expected);
+}
