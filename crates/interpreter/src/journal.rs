@@ -94,7 +94,7 @@ pub struct Entry {
 ///
 /// Serialised, a journal holds the run context once: the first dispatch's `context` is
 /// `{"full": …}` and every later one `{"delta": {"changes": […]}}` against the dispatch before it
-/// (see [`ContextLog`](crate::ContextLog), which reads them back).
+/// (see [`ContextLog`], which reads them back).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Journal {
     /// The entries.

@@ -47,10 +47,11 @@ impl PathSegment {
 /// A run-context root as the evaluator reads it.
 ///
 /// Implementor's contract: `select_plain` returns the value a chain of member names and indexes
-/// selects below the root (the whole root for an empty chain), or `None` when nothing is there;
-/// it agrees with reading the same chain in [`ContextRoot::to_value`]'s value. A `Value` is a
-/// root; the interpreter implements it over its shared run context so that reading a path never
-/// copies more than the value it selects.
+/// selects below the root (the whole root, as one JSON value, for an empty chain), or `None`
+/// when nothing is there, exactly as reading the same chain in that whole root would. Queries
+/// other than plain chains run on the value their plain prefix selects. A `Value` is a root;
+/// the interpreter implements it over its shared run context so that reading a path never copies
+/// more than the value it selects.
 pub trait ContextRoot {
     /// The value at `segments` below the root.
     fn select_plain(&self, segments: &[PathSegment]) -> Option<Cow<'_, Value>>;
