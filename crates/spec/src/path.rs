@@ -317,6 +317,35 @@ mod tests {
     }
 
     #[test]
+    fn queries_run_on_their_prefix_as_on_the_whole_root() {
+        let root = json!({
+            "items": [{"n": 1, "b": 5}, {"n": 2}],
+            "one": [{"n": 2}],
+            "a": {"x": {"b": 1}, "b": [2, {"b": 3}]}
+        });
+        for path in [
+            "$.items[*].n",
+            "$.a..b",
+            "$.items[0:1]",
+            "$.items[?@.n > 1].n",
+            "$['items'][*]",
+            "$.items[?@.n == $.one[0].n]",
+            "$.missing[*]",
+            "$.a.x[*]",
+            "$..n",
+        ] {
+            let full = JsonPath::parse(path).unwrap();
+            let nodes = full.query(&root).all();
+            let expected = match nodes.len() {
+                0 => None,
+                1 => Some(nodes[0].clone()),
+                _ => Some(Value::Array(nodes.into_iter().cloned().collect())),
+            };
+            assert_eq!(select(path, &root), expected, "{path}");
+        }
+    }
+
+    #[test]
     fn prefixes_of_queries_are_kept() {
         let parsed = ContextPath::parse("$.nodes.fan.output.results[*].ok").unwrap();
         let (prefix, complete) = parsed.prefix();
