@@ -1,5 +1,6 @@
 //! `auto-swe spec …`: work with workflow specs.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -33,6 +34,10 @@ enum SpecCommand {
         /// Step catalog (JSON or YAML) to check `step` names and inputs against.
         #[arg(long, value_name = "FILE")]
         step_catalog: Option<PathBuf>,
+        /// The connection ids the spec's template may use (a JSON or YAML list); an `mcp` node
+        /// naming another one is warned about (`MCP_REF_NOT_REACHABLE`).
+        #[arg(long, value_name = "FILE")]
+        connections: Option<PathBuf>,
     },
     /// Print the JSON Schema of the spec document.
     Schema,
@@ -53,7 +58,13 @@ pub(crate) fn run(args: &SpecArgs) -> anyhow::Result<Status> {
             files,
             format,
             step_catalog,
-        } => validate(files, *format, step_catalog.as_deref()),
+            connections,
+        } => validate(
+            files,
+            *format,
+            step_catalog.as_deref(),
+            connections.as_deref(),
+        ),
         SpecCommand::Simulate(simulate) => super::simulate::run(simulate),
         SpecCommand::Schema => {
             print_json(&auto_swe_spec::spec_schema())?;
@@ -108,11 +119,34 @@ fn read_report(path: &Path, options: ValidateOptions<'_>) -> anyhow::Result<Repo
     Ok(validate_value(&value, &options))
 }
 
-fn validate(files: &[PathBuf], format: Format, catalog: Option<&Path>) -> anyhow::Result<Status> {
+fn read_connections(path: &Path) -> anyhow::Result<BTreeSet<String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read connections {}", path.display()))?;
+    let value = parse_document(&text, format_of(path, &text))
+        .with_context(|| format!("connections {}", path.display()))?;
+    serde_json::from_value(value).with_context(|| {
+        format!(
+            "connections {} is not a list of connection ids",
+            path.display()
+        )
+    })
+}
+
+fn validate(
+    files: &[PathBuf],
+    format: Format,
+    catalog: Option<&Path>,
+    connections: Option<&Path>,
+) -> anyhow::Result<Status> {
     let catalog = catalog.map(read_catalog).transpose()?;
+    let connections = connections.map(read_connections).transpose()?;
     let options = match &catalog {
         Some(catalog) => ValidateOptions::with_step_catalog(catalog),
         None => ValidateOptions::default(),
+    };
+    let options = match &connections {
+        Some(connections) => options.with_reachable_connections(connections),
+        None => options,
     };
     let mut reports = Vec::new();
     let mut unreadable = false;

@@ -101,7 +101,7 @@ fn text_output_is_readable() {
 fn every_fixture_code_comes_through_the_cli() {
     for entry in std::fs::read_dir(root().join(INVALID)).unwrap() {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        if name.ends_with(".catalog.json") {
+        if name.ends_with(".catalog.json") || name.ends_with(".connections.json") {
             continue;
         }
         let code = name.trim_end_matches(".json");
@@ -110,6 +110,10 @@ fn every_fixture_code_comes_through_the_cli() {
         let mut args = vec!["spec", "validate", "--format", "json", file.as_str()];
         if root().join(&catalog).exists() {
             args.extend(["--step-catalog", catalog.as_str()]);
+        }
+        let connections = format!("{INVALID}/{code}.connections.json");
+        if root().join(&connections).exists() {
+            args.extend(["--connections", connections.as_str()]);
         }
         let run = auto_swe(&args);
         let output: Value = serde_json::from_str(&run.stdout).unwrap();
