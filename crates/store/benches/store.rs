@@ -18,8 +18,8 @@
 use std::time::{Duration, Instant};
 
 use auto_swe_store::{
-    ClaimRequest, EMBEDDING_DIMENSIONS, JournalAppend, Keyring, MemoryQuery, NewMemoryItem, NewRun,
-    Release, SearchMode, Store, StoreConfig, cosine_distance,
+    ClaimRequest, EMBEDDING_DIMENSIONS, JournalAppend, Keyring, LeaseToken, MemoryQuery,
+    NewMemoryItem, NewRun, Release, SearchMode, Store, StoreConfig, cosine_distance,
 };
 use sqlx::Connection;
 
@@ -43,45 +43,67 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
-async fn journal_appends(store: &Store) {
+/// A new run, claimed: appends are fenced by its lease. Only used while the queue is empty.
+async fn leased_run(store: &Store) -> LeaseToken {
     let run = store
         .create_run(NewRun::new(serde_json::json!({})))
         .await
         .unwrap();
+    store.enqueue(&run.id).await.unwrap();
+    let claims = store
+        .claim(&ClaimRequest {
+            worker: "journal".to_owned(),
+            limit: 1,
+            lease: Duration::from_secs(3600),
+        })
+        .await
+        .unwrap();
+    assert_eq!(claims[0].run_id, run.id);
+    claims[0].token()
+}
+
+async fn journal_appends(store: &Store) {
+    let token = leased_run(store).await;
     let n = 2_000;
     let started = Instant::now();
     for i in 0..n {
         store
-            .append_journal(JournalAppend {
-                run_id: run.id.clone(),
-                recording_id: format!("node-{i}"),
-                attempt: 1,
-                kind: "step".to_owned(),
-                result: serde_json::json!({"output": i, "status": "SUCCESS"}),
-            })
+            .append_journal(
+                &token,
+                JournalAppend {
+                    run_id: token.run_id.clone(),
+                    recording_id: format!("node-{i}"),
+                    attempt: 1,
+                    kind: "step".to_owned(),
+                    result: serde_json::json!({"output": i, "status": "SUCCESS"}),
+                },
+            )
             .await
             .unwrap();
     }
     let sequential = f64::from(n) / started.elapsed().as_secs_f64();
     // Eight writers on eight runs at once.
+    let mut tokens = Vec::new();
+    for _ in 0..8 {
+        tokens.push(leased_run(store).await);
+    }
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..8 {
+    for token in tokens {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
-            let run = store
-                .create_run(NewRun::new(serde_json::json!({})))
-                .await
-                .unwrap();
             for i in 0..500 {
                 store
-                    .append_journal(JournalAppend {
-                        run_id: run.id.clone(),
-                        recording_id: format!("node-{i}"),
-                        attempt: 1,
-                        kind: "step".to_owned(),
-                        result: serde_json::json!({"output": i}),
-                    })
+                    .append_journal(
+                        &token,
+                        JournalAppend {
+                            run_id: token.run_id.clone(),
+                            recording_id: format!("node-{i}"),
+                            attempt: 1,
+                            kind: "step".to_owned(),
+                            result: serde_json::json!({"output": i}),
+                        },
+                    )
                     .await
                     .unwrap();
             }

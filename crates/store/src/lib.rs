@@ -52,8 +52,8 @@ pub use records::memory::{
     NewMemoryItem, SearchMode, cosine_distance,
 };
 pub use records::queue::{
-    Claim, ClaimRequest, MAX_CLAIM_BATCH, MAX_LEASE, QueueState, QueueStore, Release, WORK_CHANNEL,
-    WakeOn, WorkWaiter,
+    Claim, ClaimRequest, DEFAULT_MAX_ATTEMPTS, Enqueue, LeaseToken, MAX_CLAIM_BATCH, MAX_DELAY,
+    MAX_LEASE, QueueState, QueueStore, Release, WORK_CHANNEL, WakeOn, WorkWaiter,
 };
 pub use records::runs::{
     FinalizeOutcome, FinalizeRun, MonthlyUsage, NewRun, NewRunInput, Run, RunInput, RunInputStore,

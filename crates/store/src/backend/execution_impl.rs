@@ -3,6 +3,41 @@
 macro_rules! impl_execution_stores {
     ($store:ty, $row:ty) => {
         impl $store {
+            async fn insert_traces(
+                &self,
+                mut tx: sqlx::Transaction<'_, DbKind>,
+                traces: &[NewAgentTrace],
+                payloads: &[String],
+            ) -> StoreResult<()> {
+                let now = self.clock.now().as_millis();
+                for (trace, payload) in traces.iter().zip(payloads) {
+                    sqlx::query(
+                        "INSERT INTO agent_traces (run_id, workflow_id, node_id, recording_id, \
+                         activity, kind, payload, spend_owner_org_id, model, cost_micros, \
+                         input_tokens, output_tokens, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                    )
+                    .bind(&trace.run_id)
+                    .bind(&trace.workflow_id)
+                    .bind(&trace.node_id)
+                    .bind(&trace.recording_id)
+                    .bind(&trace.activity)
+                    .bind(&trace.kind)
+                    .bind(payload)
+                    .bind(&trace.spend_owner_org_id)
+                    .bind(&trace.model)
+                    .bind(trace.usage.cost_micros)
+                    .bind(trace.usage.input_tokens)
+                    .bind(trace.usage.output_tokens)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| map_write("trace", &trace.workflow_id, e))?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
+
             fn step_from_row(row: &$row) -> StoreResult<WorkflowStep> {
                 let status: String = row.try_get("status")?;
                 let ended_at: Option<i64> = row.try_get("ended_at")?;
@@ -84,7 +119,7 @@ macro_rules! impl_execution_stores {
         impl StepStore for $store {
             async fn start_step(
                 &self,
-                run_id: &str,
+                token: &LeaseToken,
                 recording_id: &str,
                 node_id: &str,
                 attempt: i64,
@@ -93,25 +128,28 @@ macro_rules! impl_execution_stores {
                 limits::short_text("node id", node_id)?;
                 limits::non_negative("attempt", attempt)?;
                 let id = new_id();
+                let mut tx = self.fenced(token).await?;
                 let row = sqlx::query(
                     "INSERT INTO workflow_steps (id, run_id, recording_id, node_id, attempt, \
                      status, output, started_at) VALUES ($1, $2, $3, $4, $5, 'RUNNING', 'null', $6) \
                      RETURNING *",
                 )
                 .bind(&id)
-                .bind(run_id)
+                .bind(&token.run_id)
                 .bind(recording_id)
                 .bind(node_id)
                 .bind(attempt)
                 .bind(self.clock.now().as_millis())
-                .fetch_one(&self.pool)
+                .fetch_one(&mut *tx)
                 .await
                 .map_err(|e| map_write("step", recording_id, e))?;
+                tx.commit().await?;
                 Self::step_from_row(&row)
             }
 
             async fn finish_step(
                 &self,
+                token: &LeaseToken,
                 id: &str,
                 status: StepStatus,
                 output: &serde_json::Value,
@@ -120,24 +158,32 @@ macro_rules! impl_execution_stores {
                     return Err(StoreError::invalid("step status", "finish needs a final status"));
                 }
                 let output = limits::json_text("step output", output)?;
+                let mut tx = self.fenced(token).await?;
+                // The step must belong to the token's run: a lease on one run finishes nothing
+                // of another.
                 let row = sqlx::query(
                     "UPDATE workflow_steps SET status = $1, output = $2, ended_at = $3 \
-                     WHERE id = $4 AND ended_at IS NULL RETURNING *",
+                     WHERE id = $4 AND run_id = $5 AND ended_at IS NULL RETURNING *",
                 )
                 .bind(status.as_str())
                 .bind(&output)
                 .bind(self.clock.now().as_millis())
                 .bind(id)
-                .fetch_optional(&self.pool)
+                .bind(&token.run_id)
+                .fetch_optional(&mut *tx)
                 .await?;
                 if let Some(row) = row {
+                    tx.commit().await?;
                     return Self::step_from_row(&row);
                 }
-                let exists: Option<String> =
-                    sqlx::query_scalar("SELECT id FROM workflow_steps WHERE id = $1")
-                        .bind(id)
-                        .fetch_optional(&self.pool)
-                        .await?;
+                let exists: Option<String> = sqlx::query_scalar(
+                    "SELECT id FROM workflow_steps WHERE id = $1 AND run_id = $2",
+                )
+                .bind(id)
+                .bind(&token.run_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                tx.rollback().await?;
                 match exists {
                     Some(_) => Err(StoreError::Conflict {
                         entity: "step",
@@ -162,7 +208,7 @@ macro_rules! impl_execution_stores {
         impl InteractionStore for $store {
             async fn create_human_step(
                 &self,
-                run_id: &str,
+                token: &LeaseToken,
                 node_id: &str,
                 kind: HumanStepKind,
                 prompt: &serde_json::Value,
@@ -170,19 +216,21 @@ macro_rules! impl_execution_stores {
                 limits::short_text("node id", node_id)?;
                 let prompt = limits::json_text("prompt", prompt)?;
                 let id = new_id();
+                let mut tx = self.fenced(token).await?;
                 let row = sqlx::query(
                     "INSERT INTO human_steps (id, run_id, node_id, kind, prompt, status, \
                      created_at) VALUES ($1, $2, $3, $4, $5, 'PENDING', $6) RETURNING *",
                 )
                 .bind(&id)
-                .bind(run_id)
+                .bind(&token.run_id)
                 .bind(node_id)
                 .bind(kind.as_str())
                 .bind(&prompt)
                 .bind(self.clock.now().as_millis())
-                .fetch_one(&self.pool)
+                .fetch_one(&mut *tx)
                 .await
                 .map_err(|e| map_write("human step", node_id, e))?;
+                tx.commit().await?;
                 Self::human_step_from_row(&row)
             }
 
@@ -197,7 +245,9 @@ macro_rules! impl_execution_stores {
                 let mut tx = self.pool.begin().await?;
                 let row = sqlx::query(
                     "UPDATE human_steps SET status = 'ANSWERED', answer = $1, answered_by = $2, \
-                     answered_at = $3 WHERE id = $4 AND status = 'PENDING' RETURNING *",
+                     answered_at = $3 WHERE id = $4 AND status = 'PENDING' AND EXISTS (\
+                     SELECT 1 FROM workflow_runs r WHERE r.id = human_steps.run_id \
+                     AND r.ended_at IS NULL) RETURNING *",
                 )
                 .bind(&answer)
                 .bind(answered_by)
@@ -207,7 +257,12 @@ macro_rules! impl_execution_stores {
                 .await?;
                 let Some(row) = row else {
                     tx.rollback().await?;
-                    self.get_human_step(id).await?;
+                    let step = self.get_human_step(id).await?;
+                    if let RunStanding::Ended { .. } = self.run_standing(&step.run_id).await? {
+                        return Err(StoreError::RunEnded {
+                            run_id: step.run_id,
+                        });
+                    }
                     return Err(StoreError::Conflict {
                         entity: "human step",
                         detail: format!("human step {id} is no longer pending"),
@@ -241,15 +296,27 @@ macro_rules! impl_execution_stores {
                 let mut tx = self.pool.begin().await?;
                 let row = sqlx::query(
                     "INSERT INTO signals (run_id, name, payload, received_at) \
-                     VALUES ($1, $2, $3, $4) RETURNING *",
+                     SELECT id, $2, $3, $4 FROM workflow_runs WHERE id = $1 AND ended_at IS NULL \
+                     RETURNING *",
                 )
                 .bind(run_id)
                 .bind(name)
                 .bind(&payload)
                 .bind(self.clock.now().as_millis())
-                .fetch_one(&mut *tx)
+                .fetch_optional(&mut *tx)
                 .await
                 .map_err(|e| map_write("signal", name, e))?;
+                let Some(row) = row else {
+                    tx.rollback().await?;
+                    return Err(match self.run_standing(run_id).await? {
+                        RunStanding::Missing => StoreError::not_found("run", run_id),
+                        RunStanding::Ended { .. } | RunStanding::Live { .. } => {
+                            StoreError::RunEnded {
+                                run_id: run_id.to_owned(),
+                            }
+                        }
+                    });
+                };
                 let signal = Self::signal_from_row(&row)?;
                 self.wake_parked(&mut tx, run_id, &WakeOn::Signal { name: name.to_owned() })
                     .await?;
@@ -274,7 +341,7 @@ macro_rules! impl_execution_stores {
         impl ArtifactStore for $store {
             async fn put_artifact(
                 &self,
-                run_id: &str,
+                token: &LeaseToken,
                 name: &str,
                 content_type: &str,
                 body: &[u8],
@@ -291,22 +358,24 @@ macro_rules! impl_execution_stores {
                 let id = new_id();
                 let size = i64::try_from(body.len())
                     .map_err(|_| StoreError::invalid("artifact body", "too large"))?;
+                let mut tx = self.fenced(token).await?;
                 let row = sqlx::query(
                     "INSERT INTO artifacts (id, run_id, name, content_type, size, sha256, body, \
                      created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
                      RETURNING id, run_id, name, content_type, size, sha256, created_at",
                 )
                 .bind(&id)
-                .bind(run_id)
+                .bind(&token.run_id)
                 .bind(name)
                 .bind(content_type)
                 .bind(size)
                 .bind(sha256_hex(body))
                 .bind(body)
                 .bind(self.clock.now().as_millis())
-                .fetch_one(&self.pool)
+                .fetch_one(&mut *tx)
                 .await
                 .map_err(|e| map_write("artifact", name, e))?;
+                tx.commit().await?;
                 Self::artifact_from_row(&row)
             }
 
@@ -338,51 +407,32 @@ macro_rules! impl_execution_stores {
 
         #[async_trait::async_trait]
         impl TraceStore for $store {
-            async fn append_traces(&self, traces: Vec<NewAgentTrace>) -> StoreResult<()> {
-                const MAX_BATCH: usize = 10_000;
-                if traces.len() > MAX_BATCH {
-                    return Err(StoreError::TooLarge {
-                        field: "trace batch",
-                        limit: MAX_BATCH,
-                        actual: traces.len(),
-                    });
-                }
-                let mut rows = Vec::with_capacity(traces.len());
+            async fn append_traces(
+                &self,
+                token: &LeaseToken,
+                traces: Vec<NewAgentTrace>,
+            ) -> StoreResult<()> {
+                let rows = crate::records::execution::validate_traces(&traces)?;
                 for trace in &traces {
-                    limits::short_text("workflow id", &trace.workflow_id)?;
-                    limits::short_text("activity", &trace.activity)?;
-                    limits::short_text("trace kind", &trace.kind)?;
-                    limits::non_negative("cost", trace.usage.cost_micros)?;
-                    rows.push(limits::json_text("trace payload", &trace.payload)?);
+                    crate::records::queue::same_run(
+                        token,
+                        trace.run_id.as_deref().unwrap_or_default(),
+                    )?;
                 }
-                let now = self.clock.now().as_millis();
-                let mut tx = self.pool.begin().await?;
-                for (trace, payload) in traces.iter().zip(&rows) {
-                    sqlx::query(
-                        "INSERT INTO agent_traces (run_id, workflow_id, node_id, recording_id, \
-                         activity, kind, payload, spend_owner_org_id, model, cost_micros, \
-                         input_tokens, output_tokens, created_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                    )
-                    .bind(&trace.run_id)
-                    .bind(&trace.workflow_id)
-                    .bind(&trace.node_id)
-                    .bind(&trace.recording_id)
-                    .bind(&trace.activity)
-                    .bind(&trace.kind)
-                    .bind(payload)
-                    .bind(&trace.spend_owner_org_id)
-                    .bind(&trace.model)
-                    .bind(trace.usage.cost_micros)
-                    .bind(trace.usage.input_tokens)
-                    .bind(trace.usage.output_tokens)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| map_write("trace", &trace.workflow_id, e))?;
+                let tx = self.fenced(token).await?;
+                self.insert_traces(tx, &traces, &rows).await
+            }
+
+            async fn append_runless_traces(&self, traces: Vec<NewAgentTrace>) -> StoreResult<()> {
+                let rows = crate::records::execution::validate_traces(&traces)?;
+                if traces.iter().any(|trace| trace.run_id.is_some()) {
+                    return Err(StoreError::invalid(
+                        "trace run id",
+                        "a run's traces are written under its lease (append_traces)",
+                    ));
                 }
-                tx.commit().await?;
-                Ok(())
+                let tx = self.pool.begin().await?;
+                self.insert_traces(tx, &traces, &rows).await
             }
 
             async fn list_traces(&self, run_id: &str, limit: u32) -> StoreResult<Vec<AgentTrace>> {

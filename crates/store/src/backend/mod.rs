@@ -26,7 +26,7 @@ pub(crate) mod prelude {
     pub(crate) use sqlx::Row;
 
     pub(crate) use super::shared::{
-        from_json_text, new_id, parse_stored, scope_key, sha256_hex, to_json_text,
+        RunStanding, from_json_text, new_id, parse_stored, scope_key, sha256_hex, to_json_text,
     };
     pub(crate) use crate::clock::{Clock, Timestamp};
     pub(crate) use crate::error::{StoreError, StoreResult, map_write};
@@ -54,7 +54,8 @@ pub(crate) mod prelude {
         MemoryHit, MemoryItem, MemoryQuery, MemoryStore, NewMemoryItem,
     };
     pub(crate) use crate::records::queue::{
-        Claim, ClaimRequest, QueueState, QueueStore, Release, WakeOn, WorkWaiter,
+        Claim, ClaimRequest, Enqueue, LeaseToken, QueueState, QueueStore, Release, WakeOn,
+        WorkWaiter,
     };
     pub(crate) use crate::records::runs::{
         FinalizeOutcome, FinalizeRun, MonthlyUsage, NewRun, NewRunInput, Run, RunInput,

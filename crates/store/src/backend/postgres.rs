@@ -24,16 +24,22 @@ pub(crate) struct PgStore {
 }
 
 impl PgStore {
-    const CLAIM_SQL: &'static str = "WITH picked AS ( \
-           SELECT run_id FROM run_queue \
-           WHERE (state = 'RUNNABLE' AND available_at <= $3) \
-              OR (state = 'LEASED' AND lease_until <= $3) \
-           ORDER BY available_at, run_id LIMIT $4 \
-           FOR UPDATE SKIP LOCKED) \
-         UPDATE run_queue AS q SET state = 'LEASED', worker = $1, lease_until = $2, \
-           claim_count = q.claim_count + 1, wake_pending = FALSE \
-         FROM picked WHERE q.run_id = picked.run_id \
-         RETURNING q.run_id, q.claim_count";
+    /// The database's clock in milliseconds since the epoch (the transaction's start time).
+    const NOW_MS: &'static str = "(EXTRACT(EPOCH FROM now()) * 1000)::BIGINT";
+
+    /// Holds the run's queue row until commit: a claim skips it and a concurrent re-claim waits,
+    /// then finds the epoch moved on only after the fenced write committed or rolled back.
+    const FENCE_SQL: &'static str = "SELECT run_id FROM run_queue \
+         WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' FOR SHARE";
+
+    const CLAIM_SQL: &'static str = concat!(
+        "WITH picked AS (",
+        claim_candidates_sql!("(EXTRACT(EPOCH FROM now()) * 1000)::BIGINT"),
+        " FOR UPDATE SKIP LOCKED) UPDATE run_queue AS q SET ",
+        claim_set_sql!("(EXTRACT(EPOCH FROM now()) * 1000)::BIGINT"),
+        " FROM picked WHERE q.run_id = picked.run_id \
+         RETURNING q.run_id, q.state, q.claim_count, q.lease_until"
+    );
 
     pub(crate) async fn open(
         url: &str,
@@ -115,7 +121,7 @@ impl WorkWaiter for PgWaiter {
 }
 
 impl_run_stores!(PgStore, PgRow);
-impl_queue_store!(PgStore);
+impl_queue_store!(PgStore, PgRow);
 impl_identity_stores!(PgStore, PgRow);
 impl_execution_stores!(PgStore, PgRow);
 impl_library_stores!(PgStore, PgRow);

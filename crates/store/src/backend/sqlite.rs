@@ -26,13 +26,21 @@ pub(crate) struct SqliteStore {
 }
 
 impl SqliteStore {
-    const CLAIM_SQL: &'static str = "UPDATE run_queue SET state = 'LEASED', worker = $1, \
-         lease_until = $2, claim_count = claim_count + 1, wake_pending = FALSE \
-         WHERE run_id IN (SELECT run_id FROM run_queue \
-           WHERE (state = 'RUNNABLE' AND available_at <= $3) \
-              OR (state = 'LEASED' AND lease_until <= $3) \
-           ORDER BY available_at, run_id LIMIT $4) \
-         RETURNING run_id, claim_count";
+    /// The database's clock in milliseconds since the epoch (constant within a statement).
+    const NOW_MS: &'static str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
+
+    /// A no-op write: it takes the database's write lock first, so nothing can re-claim the run
+    /// before the fenced write commits.
+    const FENCE_SQL: &'static str = "UPDATE run_queue SET state = state \
+         WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' RETURNING run_id";
+
+    const CLAIM_SQL: &'static str = concat!(
+        "UPDATE run_queue SET ",
+        claim_set_sql!("CAST(unixepoch('subsec') * 1000 AS INTEGER)"),
+        " WHERE run_id IN (",
+        claim_candidates_sql!("CAST(unixepoch('subsec') * 1000 AS INTEGER)"),
+        ") RETURNING run_id, state, claim_count, lease_until"
+    );
 
     pub(crate) async fn open(
         url: &str,
@@ -142,7 +150,7 @@ impl WorkWaiter for SqliteWaiter {
 }
 
 impl_run_stores!(SqliteStore, SqliteRow);
-impl_queue_store!(SqliteStore);
+impl_queue_store!(SqliteStore, SqliteRow);
 impl_identity_stores!(SqliteStore, SqliteRow);
 impl_execution_stores!(SqliteStore, SqliteRow);
 impl_library_stores!(SqliteStore, SqliteRow);

@@ -4,7 +4,8 @@ use async_trait::async_trait;
 
 use crate::clock::Timestamp;
 use crate::enums::string_enum;
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
+use crate::records::queue::LeaseToken;
 
 string_enum! {
     /// A step's state.
@@ -111,12 +112,15 @@ pub struct Signal {
 }
 
 /// Steps of runs.
+///
+/// Implementors guarantee: start and finish are fenced by the run's lease (`LEASE_LOST`,
+/// `RUN_ENDED`, nothing written); a step is finished once, and only under its own run's lease.
 #[async_trait]
 pub trait StepStore: Send + Sync {
-    /// Records a step start.
+    /// Records a step start of the leased run.
     async fn start_step(
         &self,
-        run_id: &str,
+        token: &LeaseToken,
         recording_id: &str,
         node_id: &str,
         attempt: i64,
@@ -124,6 +128,7 @@ pub trait StepStore: Send + Sync {
     /// Records a step end (once).
     async fn finish_step(
         &self,
+        token: &LeaseToken,
         id: &str,
         status: StepStatus,
         output: &serde_json::Value,
@@ -134,14 +139,15 @@ pub trait StepStore: Send + Sync {
 
 /// Human steps and signals: writing one wakes the run parked on it.
 ///
-/// Implementors guarantee: an answer is written once; answering a human step or sending a signal
-/// makes the run parked on it claimable in the same transaction.
+/// Implementors guarantee: opening a human step is fenced by the run's lease; an answer is written
+/// once; answering a human step or sending a signal makes the run parked on it claimable in the
+/// same transaction; neither is accepted once the run has ended (`RUN_ENDED`).
 #[async_trait]
 pub trait InteractionStore: Send + Sync {
-    /// Opens a human step.
+    /// Opens a human step of the leased run.
     async fn create_human_step(
         &self,
-        run_id: &str,
+        token: &LeaseToken,
         node_id: &str,
         kind: HumanStepKind,
         prompt: &serde_json::Value,
@@ -187,12 +193,14 @@ pub struct Artifact {
 }
 
 /// Large values spilled out of run context.
+///
+/// Implementors guarantee: a put is fenced by the run's lease.
 #[async_trait]
 pub trait ArtifactStore: Send + Sync {
-    /// Stores an artifact.
+    /// Stores an artifact of the leased run.
     async fn put_artifact(
         &self,
-        run_id: &str,
+        token: &LeaseToken,
         name: &str,
         content_type: &str,
         body: &[u8],
@@ -259,10 +267,42 @@ pub struct NewAgentTrace {
 }
 
 /// Agent traces.
+///
+/// Implementors guarantee: a run's traces are written under its lease, all or none; runless
+/// traces (authoring, evals) take their own call and never name a run.
 #[async_trait]
 pub trait TraceStore: Send + Sync {
-    /// Writes trace rows in one transaction.
-    async fn append_traces(&self, traces: Vec<NewAgentTrace>) -> StoreResult<()>;
+    /// Writes the leased run's trace rows in one transaction (every row names the token's run).
+    async fn append_traces(
+        &self,
+        token: &LeaseToken,
+        traces: Vec<NewAgentTrace>,
+    ) -> StoreResult<()>;
+    /// Writes runless trace rows (no `run_id`) in one transaction.
+    async fn append_runless_traces(&self, traces: Vec<NewAgentTrace>) -> StoreResult<()>;
     /// A run's newest `limit` traces, oldest first.
     async fn list_traces(&self, run_id: &str, limit: u32) -> StoreResult<Vec<AgentTrace>>;
+}
+
+/// The most trace rows one call may write.
+pub(crate) const MAX_TRACE_BATCH: usize = 10_000;
+
+/// Checks a trace batch and serialises its payloads.
+pub(crate) fn validate_traces(traces: &[NewAgentTrace]) -> StoreResult<Vec<String>> {
+    if traces.len() > MAX_TRACE_BATCH {
+        return Err(StoreError::TooLarge {
+            field: "trace batch",
+            limit: MAX_TRACE_BATCH,
+            actual: traces.len(),
+        });
+    }
+    let mut rows = Vec::with_capacity(traces.len());
+    for trace in traces {
+        crate::limits::short_text("workflow id", &trace.workflow_id)?;
+        crate::limits::short_text("activity", &trace.activity)?;
+        crate::limits::short_text("trace kind", &trace.kind)?;
+        crate::records::runs::validate_usage(&trace.usage)?;
+        rows.push(crate::limits::json_text("trace payload", &trace.payload)?);
+    }
+    Ok(rows)
 }
