@@ -9,6 +9,7 @@ mod support;
 
 mod errors;
 mod execution;
+mod fencing;
 mod identity;
 mod journal;
 mod library;

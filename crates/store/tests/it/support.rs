@@ -145,6 +145,26 @@ impl TestDb {
         .unwrap()
     }
 
+    /// Another store on the same database whose own clock is `skew` milliseconds off the
+    /// system clock (a worker on a machine with a wrong clock).
+    pub(crate) async fn reopen_with_skew(&self, skew: i64) -> Store {
+        let now = i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
+        )
+        .unwrap();
+        let clock = ManualClock::new(Timestamp::from_millis(now + skew));
+        Store::open(
+            StoreConfig::new(&self.url, keyring())
+                .with_clock(Arc::new(clock))
+                .with_max_connections(4),
+        )
+        .await
+        .unwrap()
+    }
+
     /// Runs raw SQL against the database, for tests that play an attacker with database access.
     pub(crate) async fn raw_execute(&self, sql: &str) {
         match self.kind {
