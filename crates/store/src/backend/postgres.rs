@@ -32,6 +32,9 @@ impl PgStore {
     const FENCE_SQL: &'static str = "SELECT run_id FROM run_queue \
          WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' FOR SHARE";
 
+    const EXPLAIN: &'static str = "EXPLAIN ";
+    const EXPLAIN_COLUMN: &'static str = "QUERY PLAN";
+
     const CLAIM_SQL: &'static str = concat!(
         "WITH picked AS (",
         claim_candidates_sql!("(EXTRACT(EPOCH FROM now()) * 1000)::BIGINT"),

@@ -255,6 +255,18 @@ macro_rules! impl_queue_store {
                 Ok(Timestamp::from_millis(now))
             }
 
+            async fn claim_plan(&self) -> StoreResult<Vec<String>> {
+                let rows = sqlx::query(&format!("{}{}", Self::EXPLAIN, Self::CLAIM_SQL))
+                    .bind("plan")
+                    .bind(1_i64)
+                    .bind(60_000_i64)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter()
+                    .map(|row| Ok(row.try_get::<String, _>(Self::EXPLAIN_COLUMN)?))
+                    .collect()
+            }
+
             async fn subscribe(&self) -> StoreResult<Box<dyn WorkWaiter>> {
                 self.work_waiter().await
             }

@@ -34,6 +34,9 @@ impl SqliteStore {
     const FENCE_SQL: &'static str = "UPDATE run_queue SET state = state \
          WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' RETURNING run_id";
 
+    const EXPLAIN: &'static str = "EXPLAIN QUERY PLAN ";
+    const EXPLAIN_COLUMN: &'static str = "detail";
+
     const CLAIM_SQL: &'static str = concat!(
         "UPDATE run_queue SET ",
         claim_set_sql!("CAST(unixepoch('subsec') * 1000 AS INTEGER)"),

@@ -178,6 +178,10 @@ pub trait QueueStore: Send + Sync {
     async fn queue_state(&self, run_id: &str) -> StoreResult<Option<QueueState>>;
     /// The database's clock, which every lease, wake time and timer is compared against.
     async fn database_time(&self) -> StoreResult<Timestamp>;
+    /// The database's plan for the claim statement, one line per plan node (`EXPLAIN` on
+    /// `PostgreSQL`, `EXPLAIN QUERY PLAN` on `SQLite`), for checking that it is served by the
+    /// queue's index. Nothing is claimed.
+    async fn claim_plan(&self) -> StoreResult<Vec<String>>;
     /// A waiter that wakes when new work may be claimable. Subscribe *before* claiming, then
     /// wait when a claim came back empty.
     async fn subscribe(&self) -> StoreResult<Box<dyn WorkWaiter>>;

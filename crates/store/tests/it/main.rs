@@ -16,4 +16,5 @@ mod library;
 mod memory;
 mod queue;
 mod runs;
+mod scale;
 mod secrets;
