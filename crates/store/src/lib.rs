@@ -40,7 +40,8 @@ pub use records::connections::{
 };
 pub use records::execution::{
     AgentTrace, Artifact, ArtifactStore, HumanStep, HumanStepKind, HumanStepStatus,
-    InteractionStore, NewAgentTrace, Signal, StepStatus, StepStore, TraceStore, WorkflowStep,
+    InteractionStore, NewAgentTrace, NewHumanStep, Signal, StepStatus, StepStore, TraceStore,
+    WorkflowStep,
 };
 pub use records::journal::{AppendOutcome, JournalAppend, JournalEntry, JournalStore};
 pub use records::library::{
@@ -50,6 +51,10 @@ pub use records::library::{
 pub use records::memory::{
     EMBEDDING_DIMENSIONS, MAX_SEARCH_LIMIT, MemoryHit, MemoryItem, MemoryQuery, MemoryStore,
     NewMemoryItem, SearchMode, cosine_distance,
+};
+pub use records::queries::{
+    AuditPage, AuditQuery, InboxQuery, MAX_PAGE, OrgSpend, ReapQuery, RunListQuery, RunPage,
+    RunQueryStore, RunVisibility, TracePage,
 };
 pub use records::queue::{
     Claim, ClaimRequest, DEFAULT_MAX_ATTEMPTS, Enqueue, LeaseToken, MAX_CLAIM_BATCH, MAX_DELAY,
@@ -84,6 +89,7 @@ pub enum BackendKind {
 #[async_trait::async_trait]
 pub trait StoreBackend:
     RunStore
+    + RunQueryStore
     + RunInputStore
     + JournalStore
     + QueueStore

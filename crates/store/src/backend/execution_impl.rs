@@ -67,6 +67,9 @@ macro_rules! impl_execution_stores {
                     status: parse_stored("human_steps", &status)?,
                     answer: answer.map(|a| from_json_text("human_steps", &a)).transpose()?,
                     answered_by: row.try_get("answered_by")?,
+                    expires_at: row
+                        .try_get::<Option<i64>, _>("expires_at")?
+                        .map(Timestamp::from_millis),
                     created_at: Timestamp::from_millis(row.try_get("created_at")?),
                 })
             }
@@ -78,6 +81,7 @@ macro_rules! impl_execution_stores {
                     name: row.try_get("name")?,
                     payload: from_json_text("signals", &row.try_get::<String, _>("payload")?)?,
                     received_at: Timestamp::from_millis(row.try_get("received_at")?),
+                    consumed_epoch: row.try_get("consumed_epoch")?,
                 })
             }
 
@@ -209,29 +213,59 @@ macro_rules! impl_execution_stores {
             async fn create_human_step(
                 &self,
                 token: &LeaseToken,
-                node_id: &str,
-                kind: HumanStepKind,
-                prompt: &serde_json::Value,
+                step: &NewHumanStep,
             ) -> StoreResult<HumanStep> {
-                limits::short_text("node id", node_id)?;
-                let prompt = limits::json_text("prompt", prompt)?;
+                limits::short_text("node id", &step.node_id)?;
+                let prompt = limits::json_text("prompt", &step.prompt)?;
+                let expires_in = step
+                    .expires_in
+                    .map(|d| {
+                        crate::records::queue::validate_delay(d)
+                            .map(|()| crate::records::queue::millis(d))
+                    })
+                    .transpose()?;
                 let id = new_id();
                 let mut tx = self.fenced(token).await?;
-                let row = sqlx::query(
+                let row = sqlx::query(&format!(
                     "INSERT INTO human_steps (id, run_id, node_id, kind, prompt, status, \
-                     created_at) VALUES ($1, $2, $3, $4, $5, 'PENDING', $6) RETURNING *",
-                )
+                     created_at, expires_at) VALUES ($1, $2, $3, $4, $5, 'PENDING', $6, \
+                     {now} + CAST($7 AS BIGINT)) RETURNING *",
+                    now = Self::NOW_MS
+                ))
                 .bind(&id)
                 .bind(&token.run_id)
-                .bind(node_id)
-                .bind(kind.as_str())
+                .bind(&step.node_id)
+                .bind(step.kind.as_str())
                 .bind(&prompt)
                 .bind(self.clock.now().as_millis())
+                .bind(expires_in)
                 .fetch_one(&mut *tx)
                 .await
-                .map_err(|e| map_write("human step", node_id, e))?;
+                .map_err(|e| map_write("human step", &step.node_id, e))?;
                 tx.commit().await?;
                 Self::human_step_from_row(&row)
+            }
+
+            async fn time_out_human_steps(
+                &self,
+                token: &LeaseToken,
+            ) -> StoreResult<Vec<HumanStep>> {
+                let mut tx = self.fenced(token).await?;
+                let rows = sqlx::query(&format!(
+                    "UPDATE human_steps SET status = 'TIMED_OUT' WHERE run_id = $1 \
+                     AND status = 'PENDING' AND expires_at <= {now} RETURNING *",
+                    now = Self::NOW_MS
+                ))
+                .bind(&token.run_id)
+                .fetch_all(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                let mut steps = rows
+                    .iter()
+                    .map(Self::human_step_from_row)
+                    .collect::<StoreResult<Vec<_>>>()?;
+                steps.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+                Ok(steps)
             }
 
             async fn answer_human_step(
@@ -243,12 +277,14 @@ macro_rules! impl_execution_stores {
                 limits::short_text("answered by", answered_by)?;
                 let answer = limits::json_text("answer", answer)?;
                 let mut tx = self.pool.begin().await?;
-                let row = sqlx::query(
+                let row = sqlx::query(&format!(
                     "UPDATE human_steps SET status = 'ANSWERED', answer = $1, answered_by = $2, \
-                     answered_at = $3 WHERE id = $4 AND status = 'PENDING' AND EXISTS (\
+                     answered_at = $3 WHERE id = $4 AND status = 'PENDING' \
+                     AND (expires_at IS NULL OR expires_at > {now}) AND EXISTS (\
                      SELECT 1 FROM workflow_runs r WHERE r.id = human_steps.run_id \
                      AND r.ended_at IS NULL) RETURNING *",
-                )
+                    now = Self::NOW_MS
+                ))
                 .bind(&answer)
                 .bind(answered_by)
                 .bind(self.clock.now().as_millis())
@@ -334,6 +370,48 @@ macro_rules! impl_execution_stores {
                 .fetch_all(&self.pool)
                 .await?;
                 rows.iter().map(Self::signal_from_row).collect()
+            }
+
+            async fn consume_signal(
+                &self,
+                token: &LeaseToken,
+                name: &str,
+            ) -> StoreResult<Option<Signal>> {
+                limits::short_text("signal name", name)?;
+                let mut tx = self.fenced(token).await?;
+                // Two consumers may pick the same oldest row; the loser's update then finds it
+                // consumed and goes again for the next one.
+                for _ in 0..64 {
+                    let taken = sqlx::query(
+                        "UPDATE signals SET consumed_at = $1, consumed_epoch = $2 \
+                         WHERE seq = (SELECT seq FROM signals WHERE run_id = $3 AND name = $4 \
+                           AND consumed_at IS NULL ORDER BY seq LIMIT 1) \
+                         AND consumed_at IS NULL RETURNING *",
+                    )
+                    .bind(self.clock.now().as_millis())
+                    .bind(token.epoch)
+                    .bind(&token.run_id)
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if let Some(row) = taken {
+                        tx.commit().await?;
+                        return Self::signal_from_row(&row).map(Some);
+                    }
+                    let left: i64 = sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM signals WHERE run_id = $1 AND name = $2 \
+                         AND consumed_at IS NULL",
+                    )
+                    .bind(&token.run_id)
+                    .bind(name)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    if left == 0 {
+                        break;
+                    }
+                }
+                tx.commit().await?;
+                Ok(None)
             }
         }
 

@@ -9,6 +9,8 @@ mod library_impl;
 #[macro_use]
 mod memory_impl;
 #[macro_use]
+mod queries_impl;
+#[macro_use]
 mod queue_impl;
 #[macro_use]
 mod runs_impl;
@@ -40,8 +42,8 @@ pub(crate) mod prelude {
         Connection, ConnectionStore, ConnectionType, NewConnection, RepoCoordinates,
     };
     pub(crate) use crate::records::execution::{
-        AgentTrace, Artifact, ArtifactStore, HumanStep, HumanStepKind, InteractionStore,
-        NewAgentTrace, Signal, StepStatus, StepStore, TraceStore, WorkflowStep,
+        AgentTrace, Artifact, ArtifactStore, HumanStep, InteractionStore, NewAgentTrace,
+        NewHumanStep, Signal, StepStatus, StepStore, TraceStore, WorkflowStep,
     };
     pub(crate) use crate::records::journal::{
         AppendOutcome, JournalAppend, JournalEntry, JournalStore,
@@ -52,6 +54,10 @@ pub(crate) mod prelude {
     };
     pub(crate) use crate::records::memory::{
         MemoryHit, MemoryItem, MemoryQuery, MemoryStore, NewMemoryItem,
+    };
+    pub(crate) use crate::records::queries::{
+        AuditPage, AuditQuery, InboxQuery, OrgSpend, ReapQuery, RunListQuery, RunPage,
+        RunQueryStore, RunVisibility, TracePage, decode_cursor, encode_cursor, validate_page,
     };
     pub(crate) use crate::records::queue::{
         Claim, ClaimRequest, Enqueue, LeaseToken, QueueState, QueueStore, Release, WakeOn,

@@ -32,6 +32,9 @@ impl PgStore {
     const FENCE_SQL: &'static str = "SELECT run_id FROM run_queue \
          WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' FOR SHARE";
 
+    /// Appended to a row-picking subquery so concurrent pickers take different rows.
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+
     const EXPLAIN: &'static str = "EXPLAIN ";
     const EXPLAIN_COLUMN: &'static str = "QUERY PLAN";
 
@@ -125,6 +128,7 @@ impl WorkWaiter for PgWaiter {
 
 impl_run_stores!(PgStore, PgRow);
 impl_queue_store!(PgStore, PgRow);
+impl_run_queries!(PgStore, PgRow);
 impl_identity_stores!(PgStore, PgRow);
 impl_execution_stores!(PgStore, PgRow);
 impl_library_stores!(PgStore, PgRow);

@@ -34,6 +34,9 @@ impl SqliteStore {
     const FENCE_SQL: &'static str = "UPDATE run_queue SET state = state \
          WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' RETURNING run_id";
 
+    /// Appended to a row-picking subquery so concurrent pickers take different rows.
+    const SKIP_LOCKED: &'static str = "";
+
     const EXPLAIN: &'static str = "EXPLAIN QUERY PLAN ";
     const EXPLAIN_COLUMN: &'static str = "detail";
 
@@ -154,6 +157,7 @@ impl WorkWaiter for SqliteWaiter {
 
 impl_run_stores!(SqliteStore, SqliteRow);
 impl_queue_store!(SqliteStore, SqliteRow);
+impl_run_queries!(SqliteStore, SqliteRow);
 impl_identity_stores!(SqliteStore, SqliteRow);
 impl_execution_stores!(SqliteStore, SqliteRow);
 impl_library_stores!(SqliteStore, SqliteRow);

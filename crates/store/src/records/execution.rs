@@ -91,8 +91,44 @@ pub struct HumanStep {
     pub answer: Option<serde_json::Value>,
     /// Who answered.
     pub answered_by: Option<String>,
+    /// When it stops taking answers (database time), if ever.
+    pub expires_at: Option<Timestamp>,
     /// Creation time.
     pub created_at: Timestamp,
+}
+
+/// A human step to open.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct NewHumanStep {
+    /// The node that asks.
+    pub node_id: String,
+    /// Kind.
+    pub kind: HumanStepKind,
+    /// What the person is shown.
+    pub prompt: serde_json::Value,
+    /// How long it takes answers, counted on the database's clock; `None` for ever.
+    pub expires_in: Option<std::time::Duration>,
+}
+
+impl NewHumanStep {
+    /// A step that never expires.
+    #[must_use]
+    pub fn new(node_id: impl Into<String>, kind: HumanStepKind, prompt: serde_json::Value) -> Self {
+        Self {
+            node_id: node_id.into(),
+            kind,
+            prompt,
+            expires_in: None,
+        }
+    }
+
+    /// The step stops taking answers after `expires_in`.
+    #[must_use]
+    pub fn expiring(mut self, expires_in: std::time::Duration) -> Self {
+        self.expires_in = Some(expires_in);
+        self
+    }
 }
 
 /// A signal sent to a run.
@@ -109,6 +145,8 @@ pub struct Signal {
     pub payload: serde_json::Value,
     /// When it arrived.
     pub received_at: Timestamp,
+    /// The lease epoch that consumed it, once one did.
+    pub consumed_epoch: Option<i64>,
 }
 
 /// Steps of runs.
@@ -148,11 +186,12 @@ pub trait InteractionStore: Send + Sync {
     async fn create_human_step(
         &self,
         token: &LeaseToken,
-        node_id: &str,
-        kind: HumanStepKind,
-        prompt: &serde_json::Value,
+        step: &NewHumanStep,
     ) -> StoreResult<HumanStep>;
-    /// Answers a pending human step.
+    /// Marks the leased run's pending steps whose expiry has passed (database time) as
+    /// `TIMED_OUT`, and returns them.
+    async fn time_out_human_steps(&self, token: &LeaseToken) -> StoreResult<Vec<HumanStep>>;
+    /// Answers a pending, unexpired human step.
     async fn answer_human_step(
         &self,
         id: &str,
@@ -170,6 +209,9 @@ pub trait InteractionStore: Send + Sync {
     ) -> StoreResult<Signal>;
     /// A run's signals with this name, oldest first.
     async fn list_signals(&self, run_id: &str, name: &str) -> StoreResult<Vec<Signal>>;
+    /// Takes the leased run's oldest unconsumed signal with this name, if any. Each signal is
+    /// delivered to exactly one consumer, however many wait on the name at once.
+    async fn consume_signal(&self, token: &LeaseToken, name: &str) -> StoreResult<Option<Signal>>;
 }
 
 /// A stored artifact's metadata.

@@ -6,6 +6,7 @@ pub(crate) mod execution;
 pub(crate) mod journal;
 pub(crate) mod library;
 pub(crate) mod memory;
+pub(crate) mod queries;
 pub(crate) mod queue;
 pub(crate) mod runs;
 pub(crate) mod templates;

@@ -60,9 +60,11 @@ async fn steps_and_interactions(db: &TestDb) {
         .store
         .create_human_step(
             &token,
-            "approve",
-            HumanStepKind::Decision,
-            &json!({"options": ["a", "b"]}),
+            &NewHumanStep::new(
+                "approve",
+                HumanStepKind::Decision,
+                json!({"options": ["a", "b"]}),
+            ),
         )
         .await
         .unwrap();

@@ -155,14 +155,20 @@ async fn zombie_worker_writes_nothing(db: &TestDb) {
         .unwrap();
     lost(
         db.store
-            .create_human_step(&za, "approve", HumanStepKind::Approval, &json!("zombie"))
+            .create_human_step(
+                &za,
+                &NewHumanStep::new("approve", HumanStepKind::Approval, json!("zombie")),
+            )
             .await
             .map(drop),
         "human step",
     );
     let human = db
         .store
-        .create_human_step(&tb, "approve", HumanStepKind::Approval, &json!("b"))
+        .create_human_step(
+            &tb,
+            &NewHumanStep::new("approve", HumanStepKind::Approval, json!("b")),
+        )
         .await
         .unwrap();
     lost(
@@ -423,7 +429,10 @@ async fn ended_runs_are_closed(db: &TestDb) {
     let token = claim.token();
     let human = db
         .store
-        .create_human_step(&token, "approve", HumanStepKind::Approval, &json!({}))
+        .create_human_step(
+            &token,
+            &NewHumanStep::new("approve", HumanStepKind::Approval, json!({})),
+        )
         .await
         .unwrap();
     let step = db.store.start_step(&token, "s", "s", 1).await.unwrap();

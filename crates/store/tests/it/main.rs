@@ -14,6 +14,7 @@ mod identity;
 mod journal;
 mod library;
 mod memory;
+mod queries;
 mod queue;
 mod runs;
 mod scale;

@@ -191,9 +191,7 @@ async fn parked_runs_wait_for_their_wake_condition(db: &TestDb) {
         .store
         .create_human_step(
             &claim.token(),
-            "review",
-            HumanStepKind::Approval,
-            &json!({"q": "ship?"}),
+            &NewHumanStep::new("review", HumanStepKind::Approval, json!({"q": "ship?"})),
         )
         .await
         .unwrap();
