@@ -30,7 +30,8 @@ impl PgStore {
     /// Holds the run's queue row until commit: a claim skips it and a concurrent re-claim waits,
     /// then finds the epoch moved on only after the fenced write committed or rolled back.
     const FENCE_SQL: &'static str = "SELECT run_id FROM run_queue \
-         WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' FOR SHARE";
+         WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' \
+         AND lease_until > (EXTRACT(EPOCH FROM now()) * 1000)::BIGINT FOR SHARE";
 
     /// Appended to a row-picking subquery so concurrent pickers take different rows.
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";

@@ -198,11 +198,13 @@ macro_rules! impl_run_stores {
                 let mut tx = self.pool.begin().await?;
                 // The fence and the end of the lease in one write: only the holder of the
                 // current epoch gets past it, and it takes the run out of the queue for good.
-                let fenced = sqlx::query(
+                let fenced = sqlx::query(&format!(
                     "UPDATE run_queue SET state = 'DONE', worker = NULL, lease_until = NULL, \
                      attempts = 0, wake_pending = FALSE, wake_kind = NULL, wake_key = NULL \
-                     WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED'",
-                )
+                     WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' \
+                     AND lease_until > {now}",
+                    now = Self::NOW_MS
+                ))
                 .bind(&token.run_id)
                 .bind(token.epoch)
                 .execute(&mut *tx)

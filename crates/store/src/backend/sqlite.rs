@@ -32,7 +32,8 @@ impl SqliteStore {
     /// A no-op write: it takes the database's write lock first, so nothing can re-claim the run
     /// before the fenced write commits.
     const FENCE_SQL: &'static str = "UPDATE run_queue SET state = state \
-         WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' RETURNING run_id";
+         WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' \
+         AND lease_until > CAST(unixepoch('subsec') * 1000 AS INTEGER) RETURNING run_id";
 
     /// Appended to a row-picking subquery so concurrent pickers take different rows.
     const SKIP_LOCKED: &'static str = "";

@@ -12,6 +12,7 @@ conformance!(
     zombie_worker_writes_nothing,
     zombie_racing_a_reclaim_never_lands_after_it,
     clock_skew_changes_no_lease,
+    lapsed_leases_take_no_writes_until_revived,
     ended_runs_are_closed,
     crashing_runs_are_abandoned,
     tokens_for_another_run_are_refused,
@@ -421,6 +422,41 @@ async fn clock_skew_changes_no_lease(db: &TestDb) {
     );
     ahead.close().await;
     behind.close().await;
+}
+
+/// A lease past its end takes no writes, even before anyone re-claims the run; a heartbeat
+/// from the holder before any re-claim revives it.
+async fn lapsed_leases_take_no_writes_until_revived(db: &TestDb) {
+    let (run, claim) = db.leased_run(NewRun::new(json!({})), "w").await;
+    let token = claim.token();
+    db.age_queue_entry(&run.id, Duration::from_secs(61)).await;
+    let refused = db
+        .store
+        .append_journal(&token, append(&run.id, "a", json!(1)))
+        .await;
+    assert_eq!(refused.unwrap_err().code(), "LEASE_LOST");
+    let refused = db
+        .store
+        .finalize_run(
+            &token,
+            FinalizeRun {
+                status: RunStatus::Failed,
+                usage: Usage::default(),
+            },
+        )
+        .await;
+    assert_eq!(refused.unwrap_err().code(), "LEASE_LOST");
+    let revived = db
+        .store
+        .heartbeat(&claim, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(revived.epoch, claim.epoch);
+    db.store
+        .append_journal(&token, append(&run.id, "a", json!(1)))
+        .await
+        .unwrap();
+    assert_eq!(db.store.read_journal(&run.id).await.unwrap().len(), 1);
 }
 
 /// After finalize: no execution write, enqueue, claim, signal or answer is accepted.
