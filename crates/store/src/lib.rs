@@ -43,6 +43,10 @@ pub use records::execution::{
     InteractionStore, NewAgentTrace, NewHumanStep, Signal, StepStatus, StepStore, TraceStore,
     WorkflowStep,
 };
+pub use records::integrations::{
+    AttemptResult, CiStatus, DeliveryReceipt, IntegrationStore, NewOutboundWebhook, OutboundState,
+    OutboundWebhook, PullRequest, PullRequestState, PullRequestUpdate,
+};
 pub use records::journal::{AppendOutcome, JournalAppend, JournalEntry, JournalStore};
 pub use records::library::{
     AgentDefinition, AgentStore, AgentVersion, LibraryScope, ReasoningLevel, Skill, SkillRevision,
@@ -102,6 +106,7 @@ pub trait StoreBackend:
     + InteractionStore
     + ArtifactStore
     + TraceStore
+    + IntegrationStore
     + AgentStore
     + SkillStore
     + ProviderCredentialStore

@@ -5,6 +5,8 @@ mod execution_impl;
 #[macro_use]
 mod identity_impl;
 #[macro_use]
+mod integrations_impl;
+#[macro_use]
 mod library_impl;
 #[macro_use]
 mod memory_impl;
@@ -44,6 +46,10 @@ pub(crate) mod prelude {
     pub(crate) use crate::records::execution::{
         AgentTrace, Artifact, ArtifactStore, HumanStep, InteractionStore, NewAgentTrace,
         NewHumanStep, Signal, StepStatus, StepStore, TraceStore, WorkflowStep,
+    };
+    pub(crate) use crate::records::integrations::{
+        AttemptResult, CiStatus, DeliveryReceipt, IntegrationStore, NewOutboundWebhook,
+        OutboundWebhook, PullRequest, PullRequestUpdate,
     };
     pub(crate) use crate::records::journal::{
         AppendOutcome, JournalAppend, JournalEntry, JournalStore,

@@ -159,6 +159,7 @@ impl WorkWaiter for SqliteWaiter {
 impl_run_stores!(SqliteStore, SqliteRow);
 impl_queue_store!(SqliteStore, SqliteRow);
 impl_run_queries!(SqliteStore, SqliteRow);
+impl_integration_store!(SqliteStore, SqliteRow);
 impl_identity_stores!(SqliteStore, SqliteRow);
 impl_execution_stores!(SqliteStore, SqliteRow);
 impl_library_stores!(SqliteStore, SqliteRow);

@@ -3,6 +3,7 @@
 pub(crate) mod admin;
 pub(crate) mod connections;
 pub(crate) mod execution;
+pub(crate) mod integrations;
 pub(crate) mod journal;
 pub(crate) mod library;
 pub(crate) mod memory;

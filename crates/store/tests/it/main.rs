@@ -11,6 +11,7 @@ mod errors;
 mod execution;
 mod fencing;
 mod identity;
+mod integrations;
 mod journal;
 mod library;
 mod memory;
