@@ -281,7 +281,7 @@ async fn pull_requests_track_head_and_ci(db: &TestDb) {
         "STORE_INVALID_INPUT"
     );
     let mut orphan = update("ccccccc3", None);
-    orphan.connection_id = "no-such-connection".to_owned();
+    "no-such-connection".clone_into(&mut orphan.connection_id);
     assert_eq!(
         db.store
             .upsert_pull_request(orphan)
