@@ -72,7 +72,8 @@ pub use records::templates::{
     NewTemplate, NewTemplateVersion, TemplateStore, TemplateVersion, WorkflowTemplate,
 };
 pub use records::tenancy::{
-    OrgRole, Organization, OrganizationStore, Team, TeamRole, User, UserStore,
+    MembershipStore, OrgMember, OrgRole, Organization, OrganizationStore, PlatformRole, Team,
+    TeamMember, TeamRole, User, UserStore,
 };
 pub use records::tokens::{
     ApiToken, NewApiToken, ServicePrincipal, TOKEN_PREFIX, TokenOwner, TokenStore,
@@ -99,6 +100,7 @@ pub trait StoreBackend:
     + QueueStore
     + TemplateStore
     + OrganizationStore
+    + MembershipStore
     + UserStore
     + TokenStore
     + ConnectionStore

@@ -9,6 +9,8 @@ mod integrations_impl;
 #[macro_use]
 mod library_impl;
 #[macro_use]
+mod members_impl;
+#[macro_use]
 mod memory_impl;
 #[macro_use]
 mod queries_impl;
@@ -77,7 +79,8 @@ pub(crate) mod prelude {
         NewTemplate, NewTemplateVersion, TemplateStore, TemplateVersion, WorkflowTemplate,
     };
     pub(crate) use crate::records::tenancy::{
-        OrgRole, Organization, OrganizationStore, Team, TeamRole, User, UserStore,
+        MembershipStore, OrgMember, OrgRole, Organization, OrganizationStore, PlatformRole, Team,
+        TeamMember, TeamRole, User, UserStore,
     };
     pub(crate) use crate::records::tokens::{
         ApiToken, NewApiToken, ServicePrincipal, TokenOwner, TokenStore,

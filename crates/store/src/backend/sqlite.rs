@@ -160,6 +160,7 @@ impl_run_stores!(SqliteStore, SqliteRow);
 impl_queue_store!(SqliteStore, SqliteRow);
 impl_run_queries!(SqliteStore, SqliteRow);
 impl_integration_store!(SqliteStore, SqliteRow);
+impl_membership_store!(SqliteStore, SqliteRow);
 impl_identity_stores!(SqliteStore, SqliteRow);
 impl_execution_stores!(SqliteStore, SqliteRow);
 impl_library_stores!(SqliteStore, SqliteRow);

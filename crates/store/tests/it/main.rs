@@ -14,6 +14,7 @@ mod identity;
 mod integrations;
 mod journal;
 mod library;
+mod members;
 mod memory;
 mod queries;
 mod queue;
