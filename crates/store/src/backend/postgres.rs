@@ -68,6 +68,19 @@ impl PgStore {
         })
     }
 
+    /// A release statement that returns the run id when it matched, and when `notify`, queues
+    /// the wake-up in the same statement.
+    fn released_sql(update: &str, notify: bool) -> String {
+        if notify {
+            format!(
+                "WITH released AS ({update} RETURNING run_id) \
+                 SELECT run_id, pg_notify('{WORK_CHANNEL}', run_id) AS notified FROM released"
+            )
+        } else {
+            format!("{update} RETURNING run_id")
+        }
+    }
+
     async fn wake_in_tx(
         &self,
         tx: &mut sqlx::Transaction<'_, DbKind>,

@@ -163,19 +163,23 @@ macro_rules! impl_queue_store {
             }
 
             async fn release(&self, claim: &Claim, release: Release) -> StoreResult<()> {
+                // One statement, no transaction round trips: the release and (when the run
+                // becomes claimable) the wake-up commit together.
                 let guard = "WHERE run_id = $1 AND state = 'LEASED' AND worker = $2 \
                              AND claim_count = $3";
-                let mut tx = self.pool.begin().await?;
-                let done = match &release {
+                let released = match &release {
                     Release::Done => {
-                        sqlx::query(&format!(
-                            "UPDATE run_queue SET state = 'DONE', worker = NULL, \
-                             lease_until = NULL, attempts = 0, wake_pending = FALSE {guard}"
+                        sqlx::query(&Self::released_sql(
+                            &format!(
+                                "UPDATE run_queue SET state = 'DONE', worker = NULL, \
+                                 lease_until = NULL, attempts = 0, wake_pending = FALSE {guard}"
+                            ),
+                            false,
                         ))
                         .bind(&claim.run_id)
                         .bind(&claim.worker)
                         .bind(claim.epoch)
-                        .execute(&mut *tx)
+                        .fetch_optional(&self.pool)
                         .await?
                     }
                     Release::Park(wake) => {
@@ -183,47 +187,48 @@ macro_rules! impl_queue_store {
                         limits::short_text("wake key", key)?;
                         // A wake condition written while the run was leased makes it runnable
                         // at once instead of parking it.
-                        sqlx::query(&format!(
-                            "UPDATE run_queue SET \
-                             state = CASE WHEN wake_pending THEN 'RUNNABLE' ELSE 'PARKED' END, \
-                             wake_kind = CASE WHEN wake_pending THEN NULL ELSE $4 END, \
-                             wake_key = CASE WHEN wake_pending THEN NULL ELSE $5 END, \
-                             available_at = {now}, worker = NULL, lease_until = NULL, \
-                             attempts = 0, wake_pending = FALSE {guard}",
-                            now = Self::NOW_MS
+                        sqlx::query(&Self::released_sql(
+                            &format!(
+                                "UPDATE run_queue SET \
+                                 state = CASE WHEN wake_pending THEN 'RUNNABLE' ELSE 'PARKED' END, \
+                                 wake_kind = CASE WHEN wake_pending THEN NULL ELSE $4 END, \
+                                 wake_key = CASE WHEN wake_pending THEN NULL ELSE $5 END, \
+                                 available_at = {now}, worker = NULL, lease_until = NULL, \
+                                 attempts = 0, wake_pending = FALSE {guard}",
+                                now = Self::NOW_MS
+                            ),
+                            true,
                         ))
                         .bind(&claim.run_id)
                         .bind(&claim.worker)
                         .bind(claim.epoch)
                         .bind(kind)
                         .bind(key)
-                        .execute(&mut *tx)
+                        .fetch_optional(&self.pool)
                         .await?
                     }
                     Release::RunAfter(delay) => {
                         crate::records::queue::validate_delay(*delay)?;
-                        sqlx::query(&format!(
-                            "UPDATE run_queue SET state = 'RUNNABLE', available_at = {now} + $4, \
-                             worker = NULL, lease_until = NULL, attempts = 0, \
-                             wake_pending = FALSE {guard}",
-                            now = Self::NOW_MS
+                        sqlx::query(&Self::released_sql(
+                            &format!(
+                                "UPDATE run_queue SET state = 'RUNNABLE', \
+                                 available_at = {now} + $4, worker = NULL, lease_until = NULL, \
+                                 attempts = 0, wake_pending = FALSE {guard}",
+                                now = Self::NOW_MS
+                            ),
+                            true,
                         ))
                         .bind(&claim.run_id)
                         .bind(&claim.worker)
                         .bind(claim.epoch)
                         .bind(crate::records::queue::millis(*delay))
-                        .execute(&mut *tx)
+                        .fetch_optional(&self.pool)
                         .await?
                     }
                 };
-                if done.rows_affected() != 1 {
-                    tx.rollback().await?;
+                if released.is_none() {
                     return Err(self.fence_refusal(&claim.token()).await);
                 }
-                if !matches!(release, Release::Done) {
-                    self.wake_in_tx(&mut tx, &claim.run_id).await?;
-                }
-                tx.commit().await?;
                 self.woke();
                 Ok(())
             }

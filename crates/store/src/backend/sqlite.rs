@@ -78,6 +78,12 @@ impl SqliteStore {
         })
     }
 
+    /// A release statement that returns the run id when it matched (waiters in this process are
+    /// woken after it, by `woke`).
+    fn released_sql(update: &str, _notify: bool) -> String {
+        format!("{update} RETURNING run_id")
+    }
+
     #[expect(clippy::unused_async, reason = "same shape as the PostgreSQL hook")]
     async fn wake_in_tx(
         &self,
