@@ -11,10 +11,9 @@ use crate::support::TestDb;
 conformance!(
     zombie_worker_writes_nothing,
     zombie_racing_a_reclaim_never_lands_after_it,
-    clock_skew_changes_no_lease,
+    no_reclaim_while_a_fenced_write_is_in_flight,
     lapsed_leases_take_no_writes_until_revived,
     ended_runs_are_closed,
-    crashing_runs_are_abandoned,
     tokens_for_another_run_are_refused,
 );
 
@@ -361,67 +360,86 @@ async fn zombie_racing_a_reclaim_never_lands_after_it(db: &TestDb) {
     assert_eq!(after[..before], seen[..]);
 }
 
-/// Two workers whose clocks are 60 s ahead and 60 s behind: who holds a lease does not change.
-async fn clock_skew_changes_no_lease(db: &TestDb) {
-    let ahead = db.reopen_with_skew(60_000).await;
-    let behind = db.reopen_with_skew(-60_000).await;
-    let request = |worker: &str| ClaimRequest {
-        worker: worker.to_owned(),
-        limit: 10,
-        lease: Duration::from_secs(30),
+/// The fence holds the run for the whole write: while a holder's write is in flight (here
+/// stalled on a table lock after it passed the fence), nobody can re-claim the run, even with
+/// the lease past its end, so the write can never land after a re-claim. `SQLite` serialises the
+/// fence, the write and every claim under its one writer lock; this attack needs `PostgreSQL`.
+async fn no_reclaim_while_a_fenced_write_is_in_flight(db: &TestDb) {
+    use sqlx::Connection;
+    if db.kind == crate::support::Kind::Sqlite {
+        return;
+    }
+    let run = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    db.store.enqueue(&run.id).await.unwrap();
+    let a = db
+        .store
+        .claim(&ClaimRequest {
+            worker: "worker-a".to_owned(),
+            limit: 1,
+            lease: Duration::from_secs(1),
+        })
+        .await
+        .unwrap()
+        .remove(0);
+    let mut blocker = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let mut lock = blocker.begin().await.unwrap();
+    sqlx::query("LOCK TABLE run_journal IN EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let zombie = {
+        let store = db.store.clone();
+        let token = a.token();
+        let run_id = run.id.clone();
+        tokio::spawn(async move {
+            store
+                .append_journal(&token, append(&run_id, "in-flight", json!("a")))
+                .await
+        })
     };
-    let first = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
-    behind.enqueue(&first.id).await.unwrap();
-    // The run is runnable at once for a worker whose clock is behind (no future available_at).
-    let held = behind.claim(&request("behind")).await.unwrap();
-    assert_eq!(held.len(), 1);
-    let held = held.into_iter().next().unwrap();
-    // A clock 60 s ahead sees a 30 s lease as long expired; the database does not.
-    assert!(ahead.claim(&request("ahead")).await.unwrap().is_empty());
-    let db_now = db.store.database_time().await.unwrap();
-    assert!(held.lease_until > db_now);
-    assert!(held.lease_until <= db_now.plus(Duration::from_secs(30)));
-
-    let second = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
-    ahead.enqueue(&second.id).await.unwrap();
-    let taken = ahead.claim(&request("ahead")).await.unwrap();
-    assert_eq!(taken.len(), 1);
-    let taken = taken.into_iter().next().unwrap();
-    assert_eq!(taken.run_id, second.id);
-    // A clock 60 s behind cannot keep... or steal: both leases stand and both heartbeats work.
-    assert!(behind.claim(&request("behind")).await.unwrap().is_empty());
-    let held = behind
-        .heartbeat(&held, Duration::from_secs(30))
+    // Wait until the write has passed the fence and waits on the table lock.
+    let mut watcher = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let mut waiting = 0_i64;
+    for _ in 0..1_000 {
+        waiting = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO run_journal%'",
+        )
+        .fetch_one(&mut watcher)
         .await
         .unwrap();
-    let taken = ahead
-        .heartbeat(&taken, Duration::from_secs(30))
-        .await
-        .unwrap();
-    // Timers are counted on the database's clock too.
-    behind
-        .release(&held, Release::RunAfter(Duration::from_secs(30)))
-        .await
-        .unwrap();
-    assert!(ahead.claim(&request("ahead")).await.unwrap().is_empty());
-    // Only database time passing (here: the entry aged) hands a lease over.
-    db.age_queue_entry(&second.id, Duration::from_secs(31))
+        if waiting > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(waiting, 1, "the write never reached the journal insert");
+    // Let the 1 s lease run out on the database's clock.
+    while db.store.database_time().await.unwrap() <= a.lease_until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let request = ClaimRequest {
+        worker: "worker-b".to_owned(),
+        limit: 1,
+        lease: Duration::from_secs(60),
+    };
+    assert!(
+        db.store.claim(&request).await.unwrap().is_empty(),
+        "the run was re-claimed while a fenced write was in flight"
+    );
+    lock.rollback().await.unwrap();
+    let (entry, _) = zombie.await.unwrap().unwrap();
+    // The write landed before any re-claim; from here on the old holder is refused.
+    let b = db.store.claim(&request).await.unwrap().remove(0);
+    assert_eq!(b.epoch, 2);
+    assert_eq!(db.store.read_journal(&run.id).await.unwrap(), vec![entry]);
+    let late = db
+        .store
+        .append_journal(&a.token(), append(&run.id, "late", json!("a")))
         .await;
-    let stolen = behind.claim(&request("behind")).await.unwrap();
-    assert_eq!(
-        stolen.iter().map(|c| c.run_id.as_str()).collect::<Vec<_>>(),
-        vec![second.id.as_str()]
-    );
-    assert_eq!(
-        ahead
-            .heartbeat(&taken, Duration::from_secs(30))
-            .await
-            .unwrap_err()
-            .code(),
-        "LEASE_LOST"
-    );
-    ahead.close().await;
-    behind.close().await;
+    assert_eq!(late.unwrap_err().code(), "LEASE_LOST");
+    watcher.close().await.unwrap();
+    blocker.close().await.unwrap();
 }
 
 /// A lease past its end takes no writes, even before anyone re-claims the run; a heartbeat
@@ -593,74 +611,6 @@ async fn ended_runs_are_closed(db: &TestDb) {
         db.store.get_human_step(&human.id).await.unwrap().status,
         HumanStepStatus::Pending
     );
-}
-
-/// A run whose every holder crashes is dead-lettered after its attempt limit.
-async fn crashing_runs_are_abandoned(db: &TestDb) {
-    let run = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
-    db.store
-        .enqueue_with(&Enqueue::now(&run.id).with_max_attempts(2))
-        .await
-        .unwrap();
-    let first = db.claim_run(&run.id, "w1").await;
-    db.age_queue_entry(&run.id, Duration::from_secs(61)).await;
-    let second = db.claim_run(&run.id, "w2").await;
-    assert_eq!((first.epoch, second.epoch), (1, 2));
-    db.age_queue_entry(&run.id, Duration::from_secs(61)).await;
-    // Another run waits behind the dead one: a claim of one skips to it, not to nothing.
-    let other = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
-    db.store.enqueue(&other.id).await.unwrap();
-    let next = db
-        .store
-        .claim(&ClaimRequest {
-            worker: "w3".to_owned(),
-            limit: 1,
-            lease: Duration::from_secs(60),
-        })
-        .await
-        .unwrap();
-    assert_eq!(
-        next.iter().map(|c| c.run_id.as_str()).collect::<Vec<_>>(),
-        vec![other.id.as_str()]
-    );
-    assert_eq!(
-        db.store.queue_state(&run.id).await.unwrap(),
-        Some(QueueState::Abandoned)
-    );
-    let refused = db
-        .store
-        .append_journal(&second.token(), append(&run.id, "x", json!(1)))
-        .await;
-    assert_eq!(refused.unwrap_err().code(), "RUN_ABANDONED");
-    assert_eq!(
-        db.store.enqueue(&run.id).await.unwrap_err().code(),
-        "RUN_ABANDONED"
-    );
-    assert_eq!(
-        db.store
-            .heartbeat(&second, Duration::from_secs(30))
-            .await
-            .unwrap_err()
-            .code(),
-        "RUN_ABANDONED"
-    );
-
-    // Orderly releases reset the count: a run that parks and resumes is never abandoned.
-    let steady = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
-    db.store
-        .enqueue_with(&Enqueue::now(&steady.id).with_max_attempts(1))
-        .await
-        .unwrap();
-    db.store.release(&next[0], Release::Done).await.unwrap();
-    for _ in 0..3 {
-        let claim = db.claim_run(&steady.id, "w").await;
-        db.store
-            .release(&claim, Release::RunAfter(Duration::ZERO))
-            .await
-            .unwrap();
-    }
-    let last = db.claim_run(&steady.id, "w").await;
-    assert_eq!(last.epoch, 4);
 }
 
 /// A token is good for its own run only.

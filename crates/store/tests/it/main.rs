@@ -13,6 +13,7 @@ mod fencing;
 mod identity;
 mod integrations;
 mod journal;
+mod leases;
 mod library;
 mod members;
 mod memory;
