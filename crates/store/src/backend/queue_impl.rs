@@ -233,6 +233,37 @@ macro_rules! impl_queue_store {
                 Ok(())
             }
 
+            async fn requeue_abandoned(&self, run_id: &str) -> StoreResult<()> {
+                let mut tx = self.pool.begin().await?;
+                let done = sqlx::query(&format!(
+                    "UPDATE run_queue SET state = 'RUNNABLE', attempts = 0, \
+                     available_at = {now} WHERE run_id = $1 AND state = 'ABANDONED' \
+                     AND EXISTS (SELECT 1 FROM workflow_runs r WHERE r.id = $1 \
+                     AND r.ended_at IS NULL)",
+                    now = Self::NOW_MS
+                ))
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
+                if done.rows_affected() != 1 {
+                    tx.rollback().await?;
+                    return Err(match self.run_standing(run_id).await? {
+                        RunStanding::Missing => StoreError::not_found("run", run_id),
+                        RunStanding::Ended { .. } => StoreError::RunEnded {
+                            run_id: run_id.to_owned(),
+                        },
+                        RunStanding::Live { .. } => StoreError::Conflict {
+                            entity: "queue entry",
+                            detail: format!("run {run_id} is not abandoned"),
+                        },
+                    });
+                }
+                self.wake_in_tx(&mut tx, run_id).await?;
+                tx.commit().await?;
+                self.woke();
+                Ok(())
+            }
+
             async fn queue_state(&self, run_id: &str) -> StoreResult<Option<QueueState>> {
                 let row = sqlx::query("SELECT * FROM run_queue WHERE run_id = $1")
                     .bind(run_id)

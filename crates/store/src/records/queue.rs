@@ -174,6 +174,9 @@ pub trait QueueStore: Send + Sync {
     async fn heartbeat(&self, claim: &Claim, lease: Duration) -> StoreResult<Claim>;
     /// Gives a held run back.
     async fn release(&self, claim: &Claim, release: Release) -> StoreResult<()>;
+    /// Puts a dead-lettered run back in the queue with its attempt count reset (an operator's
+    /// decision); its epoch keeps counting. `STORE_CONFLICT` unless the run is abandoned.
+    async fn requeue_abandoned(&self, run_id: &str) -> StoreResult<()>;
     /// Where a run stands, if it was ever queued.
     async fn queue_state(&self, run_id: &str) -> StoreResult<Option<QueueState>>;
     /// The database's clock, which every lease, wake time and timer is compared against.

@@ -133,6 +133,38 @@ async fn crashing_runs_are_abandoned(db: &TestDb) {
         "RUN_ABANDONED"
     );
 
+    // An operator puts it back: claimable again, with a fresh attempt count and a new epoch.
+    assert_eq!(
+        db.store
+            .requeue_abandoned(&other.id)
+            .await
+            .unwrap_err()
+            .code(),
+        "STORE_CONFLICT"
+    );
+    assert_eq!(
+        db.store.requeue_abandoned("nope").await.unwrap_err().code(),
+        "STORE_NOT_FOUND"
+    );
+    db.store.requeue_abandoned(&run.id).await.unwrap();
+    let revived = db
+        .store
+        .claim(&ClaimRequest {
+            worker: "w4".to_owned(),
+            limit: 1,
+            lease: Duration::from_secs(60),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        revived
+            .iter()
+            .map(|c| (c.run_id.as_str(), c.epoch))
+            .collect::<Vec<_>>(),
+        vec![(run.id.as_str(), 3)]
+    );
+    db.store.release(&revived[0], Release::Done).await.unwrap();
+
     // Orderly releases reset the count: a run that parks and resumes is never abandoned.
     let steady = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
     db.store
