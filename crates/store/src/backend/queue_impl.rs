@@ -233,6 +233,57 @@ macro_rules! impl_queue_store {
                 Ok(())
             }
 
+            async fn claim_run(
+                &self,
+                run_id: &str,
+                worker: &str,
+                lease: Duration,
+            ) -> StoreResult<Claim> {
+                limits::short_text("run id", run_id)?;
+                limits::short_text("worker", worker)?;
+                crate::records::queue::validate_lease(lease)?;
+                let row = sqlx::query(&format!(
+                    "INSERT INTO run_queue (run_id, state, available_at, enqueued_at, worker, \
+                     lease_until, claim_count, attempts) \
+                     SELECT id, 'LEASED', {now} + $3, $4, $2, {now} + $3, 1, 1 \
+                     FROM workflow_runs WHERE id = $1 AND ended_at IS NULL \
+                     ON CONFLICT (run_id) DO UPDATE SET state = 'LEASED', \
+                     worker = excluded.worker, lease_until = excluded.lease_until, \
+                     available_at = excluded.available_at, \
+                     claim_count = run_queue.claim_count + 1, \
+                     attempts = run_queue.attempts + 1, wake_pending = FALSE, \
+                     wake_kind = NULL, wake_key = NULL \
+                     WHERE run_queue.state <> 'LEASED' OR run_queue.lease_until <= {now} \
+                     RETURNING claim_count, lease_until",
+                    now = Self::NOW_MS
+                ))
+                .bind(run_id)
+                .bind(worker)
+                .bind(crate::records::queue::millis(lease))
+                .bind(self.clock.now().as_millis())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| map_write("queue entry", run_id, e))?;
+                let Some(row) = row else {
+                    return Err(match self.run_standing(run_id).await? {
+                        RunStanding::Missing => StoreError::not_found("run", run_id),
+                        RunStanding::Ended { .. } => StoreError::RunEnded {
+                            run_id: run_id.to_owned(),
+                        },
+                        RunStanding::Live { .. } => StoreError::LeaseLost {
+                            run_id: run_id.to_owned(),
+                        },
+                    });
+                };
+                let lease_until: Option<i64> = row.try_get("lease_until")?;
+                Ok(Claim {
+                    run_id: run_id.to_owned(),
+                    worker: worker.to_owned(),
+                    lease_until: Timestamp::from_millis(lease_until.unwrap_or_default()),
+                    epoch: row.try_get("claim_count")?,
+                })
+            }
+
             async fn requeue_abandoned(&self, run_id: &str) -> StoreResult<()> {
                 let mut tx = self.pool.begin().await?;
                 let done = sqlx::query(&format!(

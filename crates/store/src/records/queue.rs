@@ -174,6 +174,12 @@ pub trait QueueStore: Send + Sync {
     async fn heartbeat(&self, claim: &Claim, lease: Duration) -> StoreResult<Claim>;
     /// Gives a held run back.
     async fn release(&self, claim: &Claim, release: Release) -> StoreResult<()>;
+    /// Takes a lease on one named run that no live lease holds (queued, parked, released,
+    /// abandoned, never enqueued, or leased past its end), with the next epoch: how a reaper or
+    /// an operator gets the token to finalize a stranded run through the same fenced
+    /// `finalize_run` as its own worker. `LEASE_LOST` while another lease is live, `RUN_ENDED`
+    /// once finalized.
+    async fn claim_run(&self, run_id: &str, worker: &str, lease: Duration) -> StoreResult<Claim>;
     /// Puts a dead-lettered run back in the queue with its attempt count reset (an operator's
     /// decision); its epoch keeps counting. `STORE_CONFLICT` unless the run is abandoned.
     async fn requeue_abandoned(&self, run_id: &str) -> StoreResult<()>;

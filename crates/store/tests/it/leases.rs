@@ -8,7 +8,11 @@ use serde_json::json;
 use crate::conformance;
 use crate::support::TestDb;
 
-conformance!(clock_skew_changes_no_lease, crashing_runs_are_abandoned);
+conformance!(
+    clock_skew_changes_no_lease,
+    crashing_runs_are_abandoned,
+    reapers_lease_stranded_runs_to_finalize_them
+);
 
 fn append(run_id: &str, recording_id: &str, result: serde_json::Value) -> JournalAppend {
     JournalAppend {
@@ -181,4 +185,112 @@ async fn crashing_runs_are_abandoned(db: &TestDb) {
     }
     let last = db.claim_run(&steady.id, "w").await;
     assert_eq!(last.epoch, 4);
+}
+
+/// A reaper takes a lease on a stranded run by id and finalizes it through the same fenced call;
+/// it can never take a run whose lease is live, and the stranded run's old holder is fenced off.
+async fn reapers_lease_stranded_runs_to_finalize_them(db: &TestDb) {
+    let org = db.store.create_org("acme", "Acme").await.unwrap();
+    let lease = Duration::from_secs(60);
+    // Never enqueued: the reaper's lease is its first.
+    let never = db
+        .store
+        .create_run(NewRun::new(json!({})).with_org(&org.id))
+        .await
+        .unwrap();
+    let reaped = db
+        .store
+        .claim_run(&never.id, "reaper", lease)
+        .await
+        .unwrap();
+    assert_eq!(reaped.epoch, 1);
+    let outcome = db
+        .store
+        .finalize_run(
+            &reaped.token(),
+            FinalizeRun {
+                status: RunStatus::Failed,
+                usage: Usage::default(),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(matches!(outcome, FinalizeOutcome::Billed { .. }));
+    assert_eq!(
+        db.store
+            .claim_run(&never.id, "reaper", lease)
+            .await
+            .unwrap_err()
+            .code(),
+        "RUN_ENDED"
+    );
+
+    // Held by a live lease: refused, the holder untouched.
+    let (live, holder) = db
+        .leased_run(NewRun::new(json!({})).with_org(&org.id), "w")
+        .await;
+    assert_eq!(
+        db.store
+            .claim_run(&live.id, "reaper", lease)
+            .await
+            .unwrap_err()
+            .code(),
+        "LEASE_LOST"
+    );
+    db.store
+        .append_journal(&holder.token(), append(&live.id, "ok", json!(1)))
+        .await
+        .unwrap();
+
+    // The holder went silent: the reaper takes the next epoch and the old holder is fenced off.
+    db.age_queue_entry(&live.id, Duration::from_secs(61)).await;
+    let reaped = db.store.claim_run(&live.id, "reaper", lease).await.unwrap();
+    assert_eq!(reaped.epoch, holder.epoch + 1);
+    assert_eq!(
+        db.store
+            .append_journal(&holder.token(), append(&live.id, "late", json!(1)))
+            .await
+            .unwrap_err()
+            .code(),
+        "LEASE_LOST"
+    );
+    db.store
+        .finalize_run(
+            &reaped.token(),
+            FinalizeRun {
+                status: RunStatus::TimedOut,
+                usage: Usage::default(),
+            },
+        )
+        .await
+        .unwrap();
+    let month = db.clock.now().year_month();
+    assert_eq!(
+        db.store
+            .monthly_usage(&org.id, &month)
+            .await
+            .unwrap()
+            .runs_finalized,
+        2
+    );
+    for bad in ["", "nope"] {
+        let code = db
+            .store
+            .claim_run(bad, "reaper", lease)
+            .await
+            .unwrap_err()
+            .code();
+        assert!(
+            matches!(code, "STORE_INVALID_INPUT" | "STORE_NOT_FOUND"),
+            "{code}"
+        );
+    }
+    assert_eq!(
+        db.store
+            .claim_run(&live.id, "reaper", Duration::ZERO)
+            .await
+            .unwrap_err()
+            .code(),
+        "STORE_INVALID_INPUT"
+    );
 }
