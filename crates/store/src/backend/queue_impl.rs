@@ -52,6 +52,7 @@ macro_rules! impl_queue_store {
     ($store:ty, $row:ty) => {
         #[async_trait::async_trait]
         impl QueueStore for $store {
+            #[tracing::instrument(level = "debug", skip_all, fields(run_id = %enqueue.run_id))]
             async fn enqueue_with(&self, enqueue: &Enqueue) -> StoreResult<()> {
                 crate::records::queue::validate_enqueue(enqueue)?;
                 let run_id = enqueue.run_id.as_str();
@@ -138,6 +139,7 @@ macro_rules! impl_queue_store {
                 Ok(Vec::new())
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(run_id = %claim.run_id, epoch = claim.epoch))]
             async fn heartbeat(&self, claim: &Claim, lease: Duration) -> StoreResult<Claim> {
                 crate::records::queue::validate_lease(lease)?;
                 let row = sqlx::query(&format!(
@@ -162,6 +164,7 @@ macro_rules! impl_queue_store {
                 })
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(run_id = %claim.run_id, epoch = claim.epoch))]
             async fn release(&self, claim: &Claim, release: Release) -> StoreResult<()> {
                 // One statement, no transaction round trips: the release and (when the run
                 // becomes claimable) the wake-up commit together.
@@ -233,6 +236,7 @@ macro_rules! impl_queue_store {
                 Ok(())
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(run_id = %run_id, worker = %worker))]
             async fn claim_run(
                 &self,
                 run_id: &str,
@@ -385,6 +389,17 @@ macro_rules! impl_queue_store {
 
             /// Why a token does not hold its run, read after the refused write.
             async fn fence_refusal(&self, token: &LeaseToken) -> StoreError {
+                let refusal = self.explain_refusal(token).await;
+                tracing::debug!(
+                    run_id = %token.run_id,
+                    epoch = token.epoch,
+                    code = refusal.code(),
+                    "fenced write refused"
+                );
+                refusal
+            }
+
+            async fn explain_refusal(&self, token: &LeaseToken) -> StoreError {
                 let run_id = token.run_id.clone();
                 match self.run_standing(&token.run_id).await {
                     Err(error) => error,
