@@ -14,6 +14,7 @@ macro_rules! impl_run_queries {
                     &query.team_id,
                     &query.launched_by,
                     &query.template_version_id,
+                    &query.id_prefix,
                 ] {
                     limits::optional_short_text("run filter", value.as_deref())?;
                 }
@@ -35,6 +36,7 @@ macro_rules! impl_run_queries {
                      AND (CAST($5 AS TEXT) IS NULL OR template_version_id = $5) \
                      AND (CAST($6 AS BIGINT) IS NULL OR created_at < $6 \
                           OR (created_at = $6 AND id < $7)) \
+                     AND (CAST($9 AS TEXT) IS NULL OR id LIKE $9 ESCAPE '\\') \
                      ORDER BY created_at DESC, id DESC LIMIT $8",
                 )
                 .bind(&query.org_id)
@@ -45,6 +47,7 @@ macro_rules! impl_run_queries {
                 .bind(after_at)
                 .bind(after_id)
                 .bind(limit + 1)
+                .bind(query.id_prefix.as_deref().map(crate::records::queries::like_prefix))
                 .fetch_all(&self.pool)
                 .await?;
                 let mut runs = rows

@@ -28,6 +28,9 @@ pub struct RunListQuery {
     pub launched_by: Option<String>,
     /// Only runs of this template version.
     pub template_version_id: Option<String>,
+    /// Only runs whose id starts with this text (a pasted, shortened run id); `%` and `_` are
+    /// matched literally.
+    pub id_prefix: Option<String>,
     /// Page size (1..=500).
     pub limit: u32,
     /// Where the previous page ended ([`RunPage::next`]); `None` for the first page.
@@ -214,6 +217,19 @@ pub(crate) fn decode_cursor(kind: &str, cursor: &str) -> StoreResult<(i64, Strin
 
 fn cursor_check(payload: &str) -> String {
     crate::backend::shared::sha256_hex(format!("auto-swe cursor v1\n{payload}").as_bytes())
+}
+
+/// A `LIKE` pattern matching `prefix` literally at the start (escape character `\`).
+pub(crate) fn like_prefix(prefix: &str) -> String {
+    let mut pattern = String::with_capacity(prefix.len() + 1);
+    for c in prefix.chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
 }
 
 #[cfg(test)]

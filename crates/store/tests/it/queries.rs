@@ -82,6 +82,24 @@ async fn runs_page_by_keyset_with_filters(db: &TestDb) {
     );
     assert_eq!(page.next, None);
 
+    // Searching by a pasted id prefix; LIKE's wildcards are matched literally.
+    let target = &acme_runs[3];
+    let mut by_id = RunListQuery::first(100);
+    by_id.id_prefix = Some(target.id.clone());
+    let page = db.store.list_runs(&by_id).await.unwrap();
+    assert_eq!(
+        page.runs.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+        vec![target.id.clone()]
+    );
+    by_id.id_prefix = Some(target.id[..8].to_owned());
+    let page = db.store.list_runs(&by_id).await.unwrap();
+    assert!(page.runs.iter().any(|r| r.id == target.id));
+    assert!(page.runs.iter().all(|r| r.id.starts_with(&target.id[..8])));
+    for wildcard in ["%", "_", "\\"] {
+        by_id.id_prefix = Some(wildcard.to_owned());
+        assert!(db.store.list_runs(&by_id).await.unwrap().runs.is_empty());
+    }
+
     // A status filter sees status changes made under the lease.
     let (running, claim) = db
         .leased_run(NewRun::new(json!({})).with_org(&other.id), "w")
