@@ -1,6 +1,7 @@
 //! Store benchmark, run against both backends: journal appends/s, claims/s with 8 concurrent
-//! claimers, and memory top-10 search latency over 1536-dimension vectors with and without the
-//! `HNSW` index.
+//! claimers at backlogs of 1,000 and 50,000 runs (with a one-round-trip baseline from the same
+//! run), and memory top-10 search latency and recall over clustered 1536-dimension vectors with
+//! and without the `HNSW` index.
 //!
 //! `cargo bench -p auto-swe-store --bench store`. `PostgreSQL` is measured when
 //! `AUTO_SWE_POSTGRES_URL` names an admin URL (a fresh database is created and dropped).
@@ -18,8 +19,8 @@
 use std::time::{Duration, Instant};
 
 use auto_swe_store::{
-    ClaimRequest, EMBEDDING_DIMENSIONS, JournalAppend, Keyring, MemoryQuery, NewMemoryItem, NewRun,
-    Release, SearchMode, Store, StoreConfig, cosine_distance,
+    ClaimRequest, EMBEDDING_DIMENSIONS, JournalAppend, Keyring, LeaseToken, MemoryQuery,
+    NewMemoryItem, NewRun, Release, SearchMode, Store, StoreConfig, cosine_distance,
 };
 use sqlx::Connection;
 
@@ -32,9 +33,58 @@ impl Rng {
         self.0 ^= self.0 << 17;
         f32::from(u16::try_from(self.0 >> 48).unwrap()) / 32_768.0 - 1.0
     }
+}
+
+/// Vectors with the structure real embeddings have: a low intrinsic dimension and clusters. A
+/// point is a 16-dimension latent (one of 100 cluster centres plus Gaussian-like noise) mapped
+/// into 1536 dimensions by one fixed random matrix, plus a little noise of its own. Uniform
+/// noise in 1536 dimensions, by contrast, puts every point at nearly the same distance from
+/// every other, which no approximate index can rank.
+struct Clustered {
+    rng: Rng,
+    centres: Vec<[f32; 16]>,
+    basis: Vec<[f32; 16]>,
+}
+
+impl Clustered {
+    fn new(seed: u64) -> Self {
+        let mut rng = Rng(seed);
+        let point = |rng: &mut Rng, scale: f32| {
+            let mut p = [0.0_f32; 16];
+            for x in &mut p {
+                *x = rng.next_f32() * scale;
+            }
+            p
+        };
+        let centres = (0..100).map(|_| point(&mut rng, 1.0)).collect();
+        let basis = (0..EMBEDDING_DIMENSIONS)
+            .map(|_| point(&mut rng, 1.0))
+            .collect();
+        Self {
+            rng,
+            centres,
+            basis,
+        }
+    }
+
+    fn gaussian(&mut self) -> f32 {
+        (self.rng.next_f32() + self.rng.next_f32() + self.rng.next_f32()) / 3.0
+    }
 
     fn vector(&mut self) -> Vec<f32> {
-        (0..EMBEDDING_DIMENSIONS).map(|_| self.next_f32()).collect()
+        self.rng.next_f32();
+        let pick = usize::from(u16::try_from(self.rng.0 >> 48).unwrap()) % self.centres.len();
+        let mut latent = self.centres[pick];
+        for x in &mut latent {
+            *x += 0.35 * self.gaussian();
+        }
+        (0..EMBEDDING_DIMENSIONS)
+            .map(|d| {
+                let row = self.basis[d];
+                let dot: f32 = row.iter().zip(&latent).map(|(a, b)| a * b).sum();
+                dot + 0.05 * self.gaussian()
+            })
+            .collect()
     }
 }
 
@@ -43,45 +93,67 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
-async fn journal_appends(store: &Store) {
+/// A new run, claimed: appends are fenced by its lease. Only used while the queue is empty.
+async fn leased_run(store: &Store) -> LeaseToken {
     let run = store
         .create_run(NewRun::new(serde_json::json!({})))
         .await
         .unwrap();
+    store.enqueue(&run.id).await.unwrap();
+    let claims = store
+        .claim(&ClaimRequest {
+            worker: "journal".to_owned(),
+            limit: 1,
+            lease: Duration::from_secs(3600),
+        })
+        .await
+        .unwrap();
+    assert_eq!(claims[0].run_id, run.id);
+    claims[0].token()
+}
+
+async fn journal_appends(store: &Store) {
+    let token = leased_run(store).await;
     let n = 2_000;
     let started = Instant::now();
     for i in 0..n {
         store
-            .append_journal(JournalAppend {
-                run_id: run.id.clone(),
-                recording_id: format!("node-{i}"),
-                attempt: 1,
-                kind: "step".to_owned(),
-                result: serde_json::json!({"output": i, "status": "SUCCESS"}),
-            })
+            .append_journal(
+                &token,
+                JournalAppend {
+                    run_id: token.run_id.clone(),
+                    recording_id: format!("node-{i}"),
+                    attempt: 1,
+                    kind: "step".to_owned(),
+                    result: serde_json::json!({"output": i, "status": "SUCCESS"}),
+                },
+            )
             .await
             .unwrap();
     }
     let sequential = f64::from(n) / started.elapsed().as_secs_f64();
     // Eight writers on eight runs at once.
+    let mut tokens = Vec::new();
+    for _ in 0..8 {
+        tokens.push(leased_run(store).await);
+    }
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..8 {
+    for token in tokens {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
-            let run = store
-                .create_run(NewRun::new(serde_json::json!({})))
-                .await
-                .unwrap();
             for i in 0..500 {
                 store
-                    .append_journal(JournalAppend {
-                        run_id: run.id.clone(),
-                        recording_id: format!("node-{i}"),
-                        attempt: 1,
-                        kind: "step".to_owned(),
-                        result: serde_json::json!({"output": i}),
-                    })
+                    .append_journal(
+                        &token,
+                        JournalAppend {
+                            run_id: token.run_id.clone(),
+                            recording_id: format!("node-{i}"),
+                            attempt: 1,
+                            kind: "step".to_owned(),
+                            result: serde_json::json!({"output": i}),
+                        },
+                    )
                     .await
                     .unwrap();
             }
@@ -94,57 +166,150 @@ async fn journal_appends(store: &Store) {
     println!("  journal appends/s: {sequential:.0} (1 writer), {concurrent:.0} (8 writers)");
 }
 
-async fn claims(store: &Store) {
-    let runs = 4_000;
-    for _ in 0..runs {
-        let run = store
-            .create_run(NewRun::new(serde_json::json!({})))
-            .await
-            .unwrap();
-        store.enqueue(&run.id).await.unwrap();
-    }
-    for batch in [1, 10] {
-        if batch == 10 {
-            for _ in 0..runs {
-                let run = store
-                    .create_run(NewRun::new(serde_json::json!({})))
-                    .await
-                    .unwrap();
-                store.enqueue(&run.id).await.unwrap();
-            }
+/// Raw SQL on the bench database, for loading backlogs and the baseline.
+struct Raw {
+    url: String,
+    postgres: bool,
+}
+
+impl Raw {
+    async fn execute(&self, sql: &str) {
+        if self.postgres {
+            let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
+            sqlx::query(sql).execute(&mut conn).await.unwrap();
+            conn.close().await.unwrap();
+        } else {
+            let mut conn = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+            sqlx::query(sql).execute(&mut conn).await.unwrap();
+            conn.close().await.unwrap();
         }
-        let started = Instant::now();
-        let mut tasks = Vec::new();
-        for worker in 0..8 {
+    }
+
+    /// Tops the runnable backlog up to `n` runs (ids `q-<backlog>-<i>`), due in the past.
+    async fn backlog(&self, n: usize) {
+        let series = if self.postgres {
+            format!("SELECT g AS i FROM generate_series(1, {n}) AS g")
+        } else {
+            format!(
+                "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {n}) \
+                 SELECT i FROM s"
+            )
+        };
+        self.execute("UPDATE run_queue SET state = 'DONE' WHERE state = 'RUNNABLE'")
+            .await;
+        self.execute(&format!(
+            "INSERT INTO workflow_runs (id, status, spec_snapshot, pins, \
+             authorized_connection_ids, created_at, updated_at) \
+             SELECT 'q-{n}-' || i, 'PENDING', '{{}}', '{{}}', '[]', 0, 0 FROM ({series}) AS s"
+        ))
+        .await;
+        self.execute(&format!(
+            "INSERT INTO run_queue (run_id, state, available_at, enqueued_at) \
+             SELECT 'q-{n}-' || i, 'RUNNABLE', i, 0 FROM ({series}) AS s"
+        ))
+        .await;
+        self.execute(if self.postgres {
+            "ANALYZE run_queue"
+        } else {
+            "ANALYZE"
+        })
+        .await;
+    }
+}
+
+/// Eight tasks doing `op` until `total` operations are done; returns operations per second.
+async fn rate<F, Fut>(total: u32, op: F) -> f64
+where
+    F: Fn(u32) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for worker in 0..8 {
+        let op = op.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..total / 8 {
+                op(worker).await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    f64::from(total) / started.elapsed().as_secs_f64()
+}
+
+/// Claims/s with 8 claimers, batch 1, at a steady backlog (each claimed run is released to run
+/// again at once, so the backlog stays the same size), against a baseline measured in the same
+/// run: 8 tasks each reading the database's clock, one round trip per call.
+async fn claims(store: &Store, raw: &Raw) {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("  load average before the queue part: {}", load.trim());
+    for backlog in [1_000, 50_000] {
+        raw.backlog(backlog).await;
+        // One round trip per call: the floor under any claim, measured in the same run.
+        let baseline = {
             let store = store.clone();
-            tasks.push(tokio::spawn(async move {
-                let request = ClaimRequest {
-                    worker: format!("w{worker}"),
-                    limit: batch,
-                    lease: Duration::from_secs(60),
-                };
-                let mut claimed = 0_u32;
-                loop {
+            rate(8_000, move |_| {
+                let store = store.clone();
+                async move {
+                    store.database_time().await.unwrap();
+                }
+            })
+            .await
+        };
+        let claims = {
+            let store = store.clone();
+            rate(8_000, move |worker| {
+                let store = store.clone();
+                async move {
+                    let request = ClaimRequest {
+                        worker: format!("w{worker}"),
+                        limit: 1,
+                        lease: Duration::from_secs(60),
+                    };
                     let got = store.claim(&request).await.unwrap();
-                    if got.is_empty() {
-                        return claimed;
-                    }
+                    assert_eq!(got.len(), 1, "the backlog ran dry");
                     for claim in got {
-                        store.release(&claim, Release::Done).await.unwrap();
-                        claimed += 1;
+                        store
+                            .release(&claim, Release::RunAfter(Duration::ZERO))
+                            .await
+                            .unwrap();
                     }
                 }
-            }));
-        }
-        let mut total = 0;
-        for task in tasks {
-            total += task.await.unwrap();
-        }
-        let rate = f64::from(total) / started.elapsed().as_secs_f64();
+            })
+            .await
+        };
+        // Claims alone (no release): at most half the backlog, so its size barely moves.
+        let claim_only = {
+            let store = store.clone();
+            let count = u32::try_from((backlog / 2).min(4_000)).unwrap() / 8 * 8;
+            rate(count, move |worker| {
+                let store = store.clone();
+                async move {
+                    let request = ClaimRequest {
+                        worker: format!("w{worker}"),
+                        limit: 1,
+                        lease: Duration::from_secs(60),
+                    };
+                    assert_eq!(store.claim(&request).await.unwrap().len(), 1);
+                }
+            })
+            .await
+        };
         println!(
-            "  claims/s (8 claimers, batch {batch}, claim + release): {rate:.0} ({total} runs)"
+            "  backlog {backlog}: claims/s (8 claimers, batch 1, claim only) {claim_only:.0}; \
+             ratio to baseline {:.2}",
+            claim_only / baseline
+        );
+        println!(
+            "  backlog {backlog}: claims/s (8 claimers, batch 1, claim + release) {claims:.0}; \
+             baseline (8 tasks, one round trip each) {baseline:.0}/s; ratio {:.2}",
+            claims / baseline
         );
     }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("  load average after the queue part: {}", load.trim());
 }
 
 /// Direct SQL on the `PostgreSQL` bench database. After each load the table is analysed, as
@@ -164,10 +329,17 @@ impl BulkLoad {
         sqlx::query(sql).execute(&mut conn).await.unwrap();
         conn.close().await.unwrap();
     }
+
+    /// Several statements on one connection (session settings, then the work).
+    async fn execute_script(&self, sql: &str) {
+        let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
+        sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+        conn.close().await.unwrap();
+    }
 }
 
 async fn memory(store: &Store, sizes: &[usize], postgres: bool, bulk: Option<&BulkLoad>) {
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut rng = Clustered::new(0x2545_f491_4f6c_dd1d);
     let mut corpus: Vec<(String, Vec<f32>)> = Vec::new();
     for &size in sizes {
         if let Some(bulk) = bulk.filter(|b| b.drop_index) {
@@ -201,8 +373,11 @@ async fn memory(store: &Store, sizes: &[usize], postgres: bool, bulk: Option<&Bu
         );
         if let Some(bulk) = bulk.filter(|b| b.drop_index) {
             let started = Instant::now();
-            bulk.execute(
-                "CREATE INDEX memory_items_embedding ON memory_items \
+            // The graph of 100,000 vectors of 1536 dimensions is about 700 MB: built in memory
+            // it takes minutes, spilled to disk it takes far longer.
+            bulk.execute_script(
+                "SET maintenance_work_mem = '1536MB'; \
+                 CREATE INDEX memory_items_embedding ON memory_items \
                  USING hnsw (embedding vector_cosine_ops)",
             )
             .await;
@@ -215,7 +390,7 @@ async fn memory(store: &Store, sizes: &[usize], postgres: bool, bulk: Option<&Bu
         if let Some(bulk) = bulk {
             bulk.execute("ANALYZE memory_items").await;
         }
-        let queries: Vec<Vec<f32>> = (0..7).map(|_| rng.vector()).collect();
+        let queries: Vec<Vec<f32>> = (0..15).map(|_| rng.vector()).collect();
         let modes: &[(SearchMode, &str)] = if postgres {
             &[
                 (SearchMode::Exact, "exact, no index"),
@@ -262,11 +437,15 @@ async fn memory(store: &Store, sizes: &[usize], postgres: bool, bulk: Option<&Bu
     }
 }
 
-async fn bench(label: &str, store: &Store, sizes: &[usize], bulk: Option<&BulkLoad>) {
+async fn bench(label: &str, store: &Store, raw: &Raw, sizes: &[usize], bulk: Option<&BulkLoad>) {
     println!("{label}");
-    if std::env::var("AUTO_SWE_BENCH_PARTS").map_or(true, |p| p.contains("queue")) {
+    let parts = std::env::var("AUTO_SWE_BENCH_PARTS").unwrap_or_else(|_| "queue,memory".into());
+    if parts.contains("queue") {
         journal_appends(store).await;
-        claims(store).await;
+        claims(store, raw).await;
+    }
+    if !parts.contains("memory") {
+        return;
     }
     memory(store, sizes, label.starts_with("PostgreSQL"), bulk).await;
 }
@@ -284,10 +463,14 @@ async fn main() {
     if only.is_empty() || only == "sqlite" {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("bench.db").display());
-        let store = Store::open(StoreConfig::new(url, keyring.clone()))
+        let store = Store::open(StoreConfig::new(url.clone(), keyring.clone()))
             .await
             .unwrap();
-        bench("SQLite (file, WAL)", &store, &sizes, None).await;
+        let raw = Raw {
+            url,
+            postgres: false,
+        };
+        bench("SQLite (file, WAL)", &store, &raw, &sizes, None).await;
         store.close().await;
     }
 
@@ -316,9 +499,14 @@ async fn main() {
             url,
             drop_index: std::env::var("AUTO_SWE_BENCH_BULK_LOAD").is_ok_and(|v| v == "1"),
         };
+        let raw = Raw {
+            url: bulk.url.clone(),
+            postgres: true,
+        };
         bench(
             "PostgreSQL 16 + pgvector (HNSW m=16, ef_construction=64)",
             &store,
+            &raw,
             &sizes,
             Some(&bulk),
         )

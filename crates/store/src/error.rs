@@ -47,6 +47,18 @@ pub enum StoreError {
         /// The run whose lease was lost.
         run_id: String,
     },
+    /// The run has ended (finalized): it takes no execution write, enqueue or claim.
+    #[error("run {run_id} has ended")]
+    RunEnded {
+        /// The run.
+        run_id: String,
+    },
+    /// The run was dead-lettered after too many claims ended without a release.
+    #[error("run {run_id} was abandoned after too many failed attempts")]
+    RunAbandoned {
+        /// The run.
+        run_id: String,
+    },
     /// A sealed secret did not open: wrong row, wrong key, or tampered.
     #[error("sealed secret does not open for this row with the configured keys")]
     SecretOpen,
@@ -89,6 +101,8 @@ impl StoreError {
             Self::TooLarge { .. } => "STORE_VALUE_TOO_LARGE",
             Self::IdempotencyKeyMismatch => "IDEMPOTENCY_KEY_MISMATCH",
             Self::LeaseLost { .. } => "LEASE_LOST",
+            Self::RunEnded { .. } => "RUN_ENDED",
+            Self::RunAbandoned { .. } => "RUN_ABANDONED",
             Self::SecretOpen => "SECRET_OPEN_FAILED",
             Self::UnknownKeyVersion { .. } => "SECRET_UNKNOWN_KEY_VERSION",
             Self::Keyring(_) => "SECRET_KEYRING_INVALID",
@@ -118,6 +132,8 @@ impl StoreError {
             | Self::TooLarge { .. }
             | Self::IdempotencyKeyMismatch
             | Self::LeaseLost { .. }
+            | Self::RunEnded { .. }
+            | Self::RunAbandoned { .. }
             | Self::SecretOpen
             | Self::UnknownKeyVersion { .. }
             | Self::Keyring(_)

@@ -40,7 +40,12 @@ pub use records::connections::{
 };
 pub use records::execution::{
     AgentTrace, Artifact, ArtifactStore, HumanStep, HumanStepKind, HumanStepStatus,
-    InteractionStore, NewAgentTrace, Signal, StepStatus, StepStore, TraceStore, WorkflowStep,
+    InteractionStore, NewAgentTrace, NewHumanStep, Signal, StepStatus, StepStore, TraceStore,
+    WorkflowStep,
+};
+pub use records::integrations::{
+    AttemptResult, CiStatus, DeliveryReceipt, IntegrationStore, NewOutboundWebhook, OutboundState,
+    OutboundWebhook, PullRequest, PullRequestState, PullRequestUpdate,
 };
 pub use records::journal::{AppendOutcome, JournalAppend, JournalEntry, JournalStore};
 pub use records::library::{
@@ -51,9 +56,13 @@ pub use records::memory::{
     EMBEDDING_DIMENSIONS, MAX_SEARCH_LIMIT, MemoryHit, MemoryItem, MemoryQuery, MemoryStore,
     NewMemoryItem, SearchMode, cosine_distance,
 };
+pub use records::queries::{
+    AuditPage, AuditQuery, InboxQuery, MAX_PAGE, OrgSpend, ReapQuery, RunListQuery, RunPage,
+    RunQueryStore, RunVisibility, TracePage,
+};
 pub use records::queue::{
-    Claim, ClaimRequest, MAX_CLAIM_BATCH, MAX_LEASE, QueueState, QueueStore, Release, WORK_CHANNEL,
-    WakeOn, WorkWaiter,
+    Claim, ClaimRequest, DEFAULT_MAX_ATTEMPTS, Enqueue, LeaseToken, MAX_CLAIM_BATCH, MAX_DELAY,
+    MAX_LEASE, QueueState, QueueStore, Release, WORK_CHANNEL, WakeOn, WorkWaiter,
 };
 pub use records::runs::{
     FinalizeOutcome, FinalizeRun, MonthlyUsage, NewRun, NewRunInput, Run, RunInput, RunInputStore,
@@ -63,7 +72,8 @@ pub use records::templates::{
     NewTemplate, NewTemplateVersion, TemplateStore, TemplateVersion, WorkflowTemplate,
 };
 pub use records::tenancy::{
-    OrgRole, Organization, OrganizationStore, Team, TeamRole, User, UserStore,
+    MembershipStore, OrgMember, OrgRole, Organization, OrganizationStore, PlatformRole, Team,
+    TeamMember, TeamRole, User, UserStore,
 };
 pub use records::tokens::{
     ApiToken, NewApiToken, ServicePrincipal, TOKEN_PREFIX, TokenOwner, TokenStore,
@@ -84,11 +94,13 @@ pub enum BackendKind {
 #[async_trait::async_trait]
 pub trait StoreBackend:
     RunStore
+    + RunQueryStore
     + RunInputStore
     + JournalStore
     + QueueStore
     + TemplateStore
     + OrganizationStore
+    + MembershipStore
     + UserStore
     + TokenStore
     + ConnectionStore
@@ -96,6 +108,7 @@ pub trait StoreBackend:
     + InteractionStore
     + ArtifactStore
     + TraceStore
+    + IntegrationStore
     + AgentStore
     + SkillStore
     + ProviderCredentialStore

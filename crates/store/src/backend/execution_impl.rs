@@ -3,6 +3,41 @@
 macro_rules! impl_execution_stores {
     ($store:ty, $row:ty) => {
         impl $store {
+            async fn insert_traces(
+                &self,
+                mut tx: sqlx::Transaction<'_, DbKind>,
+                traces: &[NewAgentTrace],
+                payloads: &[String],
+            ) -> StoreResult<()> {
+                let now = self.clock.now().as_millis();
+                for (trace, payload) in traces.iter().zip(payloads) {
+                    sqlx::query(
+                        "INSERT INTO agent_traces (run_id, workflow_id, node_id, recording_id, \
+                         activity, kind, payload, spend_owner_org_id, model, cost_micros, \
+                         input_tokens, output_tokens, created_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                    )
+                    .bind(&trace.run_id)
+                    .bind(&trace.workflow_id)
+                    .bind(&trace.node_id)
+                    .bind(&trace.recording_id)
+                    .bind(&trace.activity)
+                    .bind(&trace.kind)
+                    .bind(payload)
+                    .bind(&trace.spend_owner_org_id)
+                    .bind(&trace.model)
+                    .bind(trace.usage.cost_micros)
+                    .bind(trace.usage.input_tokens)
+                    .bind(trace.usage.output_tokens)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| map_write("trace", &trace.workflow_id, e))?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
+
             fn step_from_row(row: &$row) -> StoreResult<WorkflowStep> {
                 let status: String = row.try_get("status")?;
                 let ended_at: Option<i64> = row.try_get("ended_at")?;
@@ -32,6 +67,9 @@ macro_rules! impl_execution_stores {
                     status: parse_stored("human_steps", &status)?,
                     answer: answer.map(|a| from_json_text("human_steps", &a)).transpose()?,
                     answered_by: row.try_get("answered_by")?,
+                    expires_at: row
+                        .try_get::<Option<i64>, _>("expires_at")?
+                        .map(Timestamp::from_millis),
                     created_at: Timestamp::from_millis(row.try_get("created_at")?),
                 })
             }
@@ -43,6 +81,7 @@ macro_rules! impl_execution_stores {
                     name: row.try_get("name")?,
                     payload: from_json_text("signals", &row.try_get::<String, _>("payload")?)?,
                     received_at: Timestamp::from_millis(row.try_get("received_at")?),
+                    consumed_epoch: row.try_get("consumed_epoch")?,
                 })
             }
 
@@ -84,7 +123,7 @@ macro_rules! impl_execution_stores {
         impl StepStore for $store {
             async fn start_step(
                 &self,
-                run_id: &str,
+                token: &LeaseToken,
                 recording_id: &str,
                 node_id: &str,
                 attempt: i64,
@@ -93,25 +132,28 @@ macro_rules! impl_execution_stores {
                 limits::short_text("node id", node_id)?;
                 limits::non_negative("attempt", attempt)?;
                 let id = new_id();
+                let mut tx = self.fenced(token).await?;
                 let row = sqlx::query(
                     "INSERT INTO workflow_steps (id, run_id, recording_id, node_id, attempt, \
                      status, output, started_at) VALUES ($1, $2, $3, $4, $5, 'RUNNING', 'null', $6) \
                      RETURNING *",
                 )
                 .bind(&id)
-                .bind(run_id)
+                .bind(&token.run_id)
                 .bind(recording_id)
                 .bind(node_id)
                 .bind(attempt)
                 .bind(self.clock.now().as_millis())
-                .fetch_one(&self.pool)
+                .fetch_one(&mut *tx)
                 .await
                 .map_err(|e| map_write("step", recording_id, e))?;
+                tx.commit().await?;
                 Self::step_from_row(&row)
             }
 
             async fn finish_step(
                 &self,
+                token: &LeaseToken,
                 id: &str,
                 status: StepStatus,
                 output: &serde_json::Value,
@@ -120,24 +162,32 @@ macro_rules! impl_execution_stores {
                     return Err(StoreError::invalid("step status", "finish needs a final status"));
                 }
                 let output = limits::json_text("step output", output)?;
+                let mut tx = self.fenced(token).await?;
+                // The step must belong to the token's run: a lease on one run finishes nothing
+                // of another.
                 let row = sqlx::query(
                     "UPDATE workflow_steps SET status = $1, output = $2, ended_at = $3 \
-                     WHERE id = $4 AND ended_at IS NULL RETURNING *",
+                     WHERE id = $4 AND run_id = $5 AND ended_at IS NULL RETURNING *",
                 )
                 .bind(status.as_str())
                 .bind(&output)
                 .bind(self.clock.now().as_millis())
                 .bind(id)
-                .fetch_optional(&self.pool)
+                .bind(&token.run_id)
+                .fetch_optional(&mut *tx)
                 .await?;
                 if let Some(row) = row {
+                    tx.commit().await?;
                     return Self::step_from_row(&row);
                 }
-                let exists: Option<String> =
-                    sqlx::query_scalar("SELECT id FROM workflow_steps WHERE id = $1")
-                        .bind(id)
-                        .fetch_optional(&self.pool)
-                        .await?;
+                let exists: Option<String> = sqlx::query_scalar(
+                    "SELECT id FROM workflow_steps WHERE id = $1 AND run_id = $2",
+                )
+                .bind(id)
+                .bind(&token.run_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                tx.rollback().await?;
                 match exists {
                     Some(_) => Err(StoreError::Conflict {
                         entity: "step",
@@ -162,28 +212,60 @@ macro_rules! impl_execution_stores {
         impl InteractionStore for $store {
             async fn create_human_step(
                 &self,
-                run_id: &str,
-                node_id: &str,
-                kind: HumanStepKind,
-                prompt: &serde_json::Value,
+                token: &LeaseToken,
+                step: &NewHumanStep,
             ) -> StoreResult<HumanStep> {
-                limits::short_text("node id", node_id)?;
-                let prompt = limits::json_text("prompt", prompt)?;
+                limits::short_text("node id", &step.node_id)?;
+                let prompt = limits::json_text("prompt", &step.prompt)?;
+                let expires_in = step
+                    .expires_in
+                    .map(|d| {
+                        crate::records::queue::validate_delay(d)
+                            .map(|()| crate::records::queue::millis(d))
+                    })
+                    .transpose()?;
                 let id = new_id();
-                let row = sqlx::query(
+                let mut tx = self.fenced(token).await?;
+                let row = sqlx::query(&format!(
                     "INSERT INTO human_steps (id, run_id, node_id, kind, prompt, status, \
-                     created_at) VALUES ($1, $2, $3, $4, $5, 'PENDING', $6) RETURNING *",
-                )
+                     created_at, expires_at) VALUES ($1, $2, $3, $4, $5, 'PENDING', $6, \
+                     {now} + CAST($7 AS BIGINT)) RETURNING *",
+                    now = Self::NOW_MS
+                ))
                 .bind(&id)
-                .bind(run_id)
-                .bind(node_id)
-                .bind(kind.as_str())
+                .bind(&token.run_id)
+                .bind(&step.node_id)
+                .bind(step.kind.as_str())
                 .bind(&prompt)
                 .bind(self.clock.now().as_millis())
-                .fetch_one(&self.pool)
+                .bind(expires_in)
+                .fetch_one(&mut *tx)
                 .await
-                .map_err(|e| map_write("human step", node_id, e))?;
+                .map_err(|e| map_write("human step", &step.node_id, e))?;
+                tx.commit().await?;
                 Self::human_step_from_row(&row)
+            }
+
+            async fn time_out_human_steps(
+                &self,
+                token: &LeaseToken,
+            ) -> StoreResult<Vec<HumanStep>> {
+                let mut tx = self.fenced(token).await?;
+                let rows = sqlx::query(&format!(
+                    "UPDATE human_steps SET status = 'TIMED_OUT' WHERE run_id = $1 \
+                     AND status = 'PENDING' AND expires_at <= {now} RETURNING *",
+                    now = Self::NOW_MS
+                ))
+                .bind(&token.run_id)
+                .fetch_all(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                let mut steps = rows
+                    .iter()
+                    .map(Self::human_step_from_row)
+                    .collect::<StoreResult<Vec<_>>>()?;
+                steps.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+                Ok(steps)
             }
 
             async fn answer_human_step(
@@ -195,10 +277,14 @@ macro_rules! impl_execution_stores {
                 limits::short_text("answered by", answered_by)?;
                 let answer = limits::json_text("answer", answer)?;
                 let mut tx = self.pool.begin().await?;
-                let row = sqlx::query(
+                let row = sqlx::query(&format!(
                     "UPDATE human_steps SET status = 'ANSWERED', answer = $1, answered_by = $2, \
-                     answered_at = $3 WHERE id = $4 AND status = 'PENDING' RETURNING *",
-                )
+                     answered_at = $3 WHERE id = $4 AND status = 'PENDING' \
+                     AND (expires_at IS NULL OR expires_at > {now}) AND EXISTS (\
+                     SELECT 1 FROM workflow_runs r WHERE r.id = human_steps.run_id \
+                     AND r.ended_at IS NULL) RETURNING *",
+                    now = Self::NOW_MS
+                ))
                 .bind(&answer)
                 .bind(answered_by)
                 .bind(self.clock.now().as_millis())
@@ -207,7 +293,12 @@ macro_rules! impl_execution_stores {
                 .await?;
                 let Some(row) = row else {
                     tx.rollback().await?;
-                    self.get_human_step(id).await?;
+                    let step = self.get_human_step(id).await?;
+                    if let RunStanding::Ended { .. } = self.run_standing(&step.run_id).await? {
+                        return Err(StoreError::RunEnded {
+                            run_id: step.run_id,
+                        });
+                    }
                     return Err(StoreError::Conflict {
                         entity: "human step",
                         detail: format!("human step {id} is no longer pending"),
@@ -241,15 +332,27 @@ macro_rules! impl_execution_stores {
                 let mut tx = self.pool.begin().await?;
                 let row = sqlx::query(
                     "INSERT INTO signals (run_id, name, payload, received_at) \
-                     VALUES ($1, $2, $3, $4) RETURNING *",
+                     SELECT id, $2, $3, $4 FROM workflow_runs WHERE id = $1 AND ended_at IS NULL \
+                     RETURNING *",
                 )
                 .bind(run_id)
                 .bind(name)
                 .bind(&payload)
                 .bind(self.clock.now().as_millis())
-                .fetch_one(&mut *tx)
+                .fetch_optional(&mut *tx)
                 .await
                 .map_err(|e| map_write("signal", name, e))?;
+                let Some(row) = row else {
+                    tx.rollback().await?;
+                    return Err(match self.run_standing(run_id).await? {
+                        RunStanding::Missing => StoreError::not_found("run", run_id),
+                        RunStanding::Ended { .. } | RunStanding::Live { .. } => {
+                            StoreError::RunEnded {
+                                run_id: run_id.to_owned(),
+                            }
+                        }
+                    });
+                };
                 let signal = Self::signal_from_row(&row)?;
                 self.wake_parked(&mut tx, run_id, &WakeOn::Signal { name: name.to_owned() })
                     .await?;
@@ -268,13 +371,55 @@ macro_rules! impl_execution_stores {
                 .await?;
                 rows.iter().map(Self::signal_from_row).collect()
             }
+
+            async fn consume_signal(
+                &self,
+                token: &LeaseToken,
+                name: &str,
+            ) -> StoreResult<Option<Signal>> {
+                limits::short_text("signal name", name)?;
+                let mut tx = self.fenced(token).await?;
+                // Two consumers may pick the same oldest row; the loser's update then finds it
+                // consumed and goes again for the next one.
+                for _ in 0..64 {
+                    let taken = sqlx::query(
+                        "UPDATE signals SET consumed_at = $1, consumed_epoch = $2 \
+                         WHERE seq = (SELECT seq FROM signals WHERE run_id = $3 AND name = $4 \
+                           AND consumed_at IS NULL ORDER BY seq LIMIT 1) \
+                         AND consumed_at IS NULL RETURNING *",
+                    )
+                    .bind(self.clock.now().as_millis())
+                    .bind(token.epoch)
+                    .bind(&token.run_id)
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if let Some(row) = taken {
+                        tx.commit().await?;
+                        return Self::signal_from_row(&row).map(Some);
+                    }
+                    let left: i64 = sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM signals WHERE run_id = $1 AND name = $2 \
+                         AND consumed_at IS NULL",
+                    )
+                    .bind(&token.run_id)
+                    .bind(name)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    if left == 0 {
+                        break;
+                    }
+                }
+                tx.commit().await?;
+                Ok(None)
+            }
         }
 
         #[async_trait::async_trait]
         impl ArtifactStore for $store {
             async fn put_artifact(
                 &self,
-                run_id: &str,
+                token: &LeaseToken,
                 name: &str,
                 content_type: &str,
                 body: &[u8],
@@ -291,22 +436,24 @@ macro_rules! impl_execution_stores {
                 let id = new_id();
                 let size = i64::try_from(body.len())
                     .map_err(|_| StoreError::invalid("artifact body", "too large"))?;
+                let mut tx = self.fenced(token).await?;
                 let row = sqlx::query(
                     "INSERT INTO artifacts (id, run_id, name, content_type, size, sha256, body, \
                      created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
                      RETURNING id, run_id, name, content_type, size, sha256, created_at",
                 )
                 .bind(&id)
-                .bind(run_id)
+                .bind(&token.run_id)
                 .bind(name)
                 .bind(content_type)
                 .bind(size)
                 .bind(sha256_hex(body))
                 .bind(body)
                 .bind(self.clock.now().as_millis())
-                .fetch_one(&self.pool)
+                .fetch_one(&mut *tx)
                 .await
                 .map_err(|e| map_write("artifact", name, e))?;
+                tx.commit().await?;
                 Self::artifact_from_row(&row)
             }
 
@@ -338,51 +485,32 @@ macro_rules! impl_execution_stores {
 
         #[async_trait::async_trait]
         impl TraceStore for $store {
-            async fn append_traces(&self, traces: Vec<NewAgentTrace>) -> StoreResult<()> {
-                const MAX_BATCH: usize = 10_000;
-                if traces.len() > MAX_BATCH {
-                    return Err(StoreError::TooLarge {
-                        field: "trace batch",
-                        limit: MAX_BATCH,
-                        actual: traces.len(),
-                    });
-                }
-                let mut rows = Vec::with_capacity(traces.len());
+            async fn append_traces(
+                &self,
+                token: &LeaseToken,
+                traces: Vec<NewAgentTrace>,
+            ) -> StoreResult<()> {
+                let rows = crate::records::execution::validate_traces(&traces)?;
                 for trace in &traces {
-                    limits::short_text("workflow id", &trace.workflow_id)?;
-                    limits::short_text("activity", &trace.activity)?;
-                    limits::short_text("trace kind", &trace.kind)?;
-                    limits::non_negative("cost", trace.usage.cost_micros)?;
-                    rows.push(limits::json_text("trace payload", &trace.payload)?);
+                    crate::records::queue::same_run(
+                        token,
+                        trace.run_id.as_deref().unwrap_or_default(),
+                    )?;
                 }
-                let now = self.clock.now().as_millis();
-                let mut tx = self.pool.begin().await?;
-                for (trace, payload) in traces.iter().zip(&rows) {
-                    sqlx::query(
-                        "INSERT INTO agent_traces (run_id, workflow_id, node_id, recording_id, \
-                         activity, kind, payload, spend_owner_org_id, model, cost_micros, \
-                         input_tokens, output_tokens, created_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-                    )
-                    .bind(&trace.run_id)
-                    .bind(&trace.workflow_id)
-                    .bind(&trace.node_id)
-                    .bind(&trace.recording_id)
-                    .bind(&trace.activity)
-                    .bind(&trace.kind)
-                    .bind(payload)
-                    .bind(&trace.spend_owner_org_id)
-                    .bind(&trace.model)
-                    .bind(trace.usage.cost_micros)
-                    .bind(trace.usage.input_tokens)
-                    .bind(trace.usage.output_tokens)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| map_write("trace", &trace.workflow_id, e))?;
+                let tx = self.fenced(token).await?;
+                self.insert_traces(tx, &traces, &rows).await
+            }
+
+            async fn append_runless_traces(&self, traces: Vec<NewAgentTrace>) -> StoreResult<()> {
+                let rows = crate::records::execution::validate_traces(&traces)?;
+                if traces.iter().any(|trace| trace.run_id.is_some()) {
+                    return Err(StoreError::invalid(
+                        "trace run id",
+                        "a run's traces are written under its lease (append_traces)",
+                    ));
                 }
-                tx.commit().await?;
-                Ok(())
+                let tx = self.pool.begin().await?;
+                self.insert_traces(tx, &traces, &rows).await
             }
 
             async fn list_traces(&self, run_id: &str, limit: u32) -> StoreResult<Vec<AgentTrace>> {

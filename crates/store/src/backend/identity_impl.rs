@@ -65,6 +65,9 @@ macro_rules! impl_identity_stores {
                     prefix: row.try_get("prefix")?,
                     expires_at: expires_at.map(Timestamp::from_millis),
                     revoked_at: revoked_at.map(Timestamp::from_millis),
+                    last_used_at: row
+                        .try_get::<Option<i64>, _>("last_used_at")?
+                        .map(Timestamp::from_millis),
                     created_at: Timestamp::from_millis(row.try_get("created_at")?),
                 })
             }
@@ -354,14 +357,29 @@ macro_rules! impl_identity_stores {
                     return Ok(None);
                 }
                 let row = sqlx::query(
-                    "SELECT * FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL \
-                     AND (expires_at IS NULL OR expires_at > $2)",
+                    "UPDATE api_tokens SET last_used_at = $2 WHERE token_hash = $1 \
+                     AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2) \
+                     RETURNING *",
                 )
                 .bind(crate::records::tokens::hash_token(plaintext.expose()))
                 .bind(self.clock.now().as_millis())
                 .fetch_optional(&self.pool)
                 .await?;
                 row.as_ref().map(Self::token_from_row).transpose()
+            }
+
+            async fn list_tokens(&self, owner: &TokenOwner) -> StoreResult<Vec<ApiToken>> {
+                let (column, id) = match owner {
+                    TokenOwner::User(id) => ("user_id", id),
+                    TokenOwner::ServicePrincipal(id) => ("service_principal_id", id),
+                };
+                let rows = sqlx::query(&format!(
+                    "SELECT * FROM api_tokens WHERE {column} = $1 ORDER BY created_at, id"
+                ))
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(Self::token_from_row).collect()
             }
 
             async fn revoke_token(&self, id: &str) -> StoreResult<()> {

@@ -580,30 +580,33 @@ macro_rules! impl_library_stores {
         impl OutcomeLedger for $store {
             async fn claim_outcome(
                 &self,
-                run_id: &str,
+                token: &LeaseToken,
                 effect_key: &str,
             ) -> StoreResult<OutcomeClaim> {
                 limits::short_text("effect key", effect_key)?;
+                let mut tx = self.fenced(token).await?;
                 let inserted = sqlx::query(
                     "INSERT INTO outcome_ledger (run_id, effect_key, state, created_at) \
                      VALUES ($1, $2, 'PENDING', $3) ON CONFLICT (run_id, effect_key) DO NOTHING",
                 )
-                .bind(run_id)
+                .bind(&token.run_id)
                 .bind(effect_key)
                 .bind(self.clock.now().as_millis())
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await
                 .map_err(|e| map_write("outcome", effect_key, e))?;
                 if inserted.rows_affected() == 1 {
+                    tx.commit().await?;
                     return Ok(OutcomeClaim::Claimed);
                 }
                 let row = sqlx::query(
                     "SELECT state, result FROM outcome_ledger WHERE run_id = $1 AND effect_key = $2",
                 )
-                .bind(run_id)
+                .bind(&token.run_id)
                 .bind(effect_key)
-                .fetch_one(&self.pool)
+                .fetch_one(&mut *tx)
                 .await?;
+                tx.commit().await?;
                 let state: String = row.try_get("state")?;
                 let result: Option<String> = row.try_get("result")?;
                 match (parse_stored::<OutcomeState>("outcome_ledger", &state)?, result) {
@@ -616,27 +619,31 @@ macro_rules! impl_library_stores {
 
             async fn complete_outcome(
                 &self,
-                run_id: &str,
+                token: &LeaseToken,
                 effect_key: &str,
                 result: &serde_json::Value,
             ) -> StoreResult<()> {
+                limits::short_text("effect key", effect_key)?;
                 let result = limits::json_text("outcome result", result)?;
+                let mut tx = self.fenced(token).await?;
                 let done = sqlx::query(
                     "UPDATE outcome_ledger SET state = 'DONE', result = $1, done_at = $2 \
                      WHERE run_id = $3 AND effect_key = $4 AND state = 'PENDING'",
                 )
                 .bind(&result)
                 .bind(self.clock.now().as_millis())
-                .bind(run_id)
+                .bind(&token.run_id)
                 .bind(effect_key)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
                 if done.rows_affected() != 1 {
+                    tx.rollback().await?;
                     return Err(StoreError::Conflict {
                         entity: "outcome",
                         detail: format!("{effect_key} is not pending"),
                     });
                 }
+                tx.commit().await?;
                 Ok(())
             }
         }

@@ -5,9 +5,15 @@ mod execution_impl;
 #[macro_use]
 mod identity_impl;
 #[macro_use]
+mod integrations_impl;
+#[macro_use]
 mod library_impl;
 #[macro_use]
+mod members_impl;
+#[macro_use]
 mod memory_impl;
+#[macro_use]
+mod queries_impl;
 #[macro_use]
 mod queue_impl;
 #[macro_use]
@@ -26,7 +32,7 @@ pub(crate) mod prelude {
     pub(crate) use sqlx::Row;
 
     pub(crate) use super::shared::{
-        from_json_text, new_id, parse_stored, scope_key, sha256_hex, to_json_text,
+        RunStanding, from_json_text, new_id, parse_stored, scope_key, sha256_hex, to_json_text,
     };
     pub(crate) use crate::clock::{Clock, Timestamp};
     pub(crate) use crate::error::{StoreError, StoreResult, map_write};
@@ -40,8 +46,12 @@ pub(crate) mod prelude {
         Connection, ConnectionStore, ConnectionType, NewConnection, RepoCoordinates,
     };
     pub(crate) use crate::records::execution::{
-        AgentTrace, Artifact, ArtifactStore, HumanStep, HumanStepKind, InteractionStore,
-        NewAgentTrace, Signal, StepStatus, StepStore, TraceStore, WorkflowStep,
+        AgentTrace, Artifact, ArtifactStore, HumanStep, InteractionStore, NewAgentTrace,
+        NewHumanStep, Signal, StepStatus, StepStore, TraceStore, WorkflowStep,
+    };
+    pub(crate) use crate::records::integrations::{
+        AttemptResult, CiStatus, DeliveryReceipt, IntegrationStore, NewOutboundWebhook,
+        OutboundWebhook, PullRequest, PullRequestUpdate,
     };
     pub(crate) use crate::records::journal::{
         AppendOutcome, JournalAppend, JournalEntry, JournalStore,
@@ -53,8 +63,13 @@ pub(crate) mod prelude {
     pub(crate) use crate::records::memory::{
         MemoryHit, MemoryItem, MemoryQuery, MemoryStore, NewMemoryItem,
     };
+    pub(crate) use crate::records::queries::{
+        AuditPage, AuditQuery, InboxQuery, OrgSpend, ReapQuery, RunListQuery, RunPage,
+        RunQueryStore, RunVisibility, TracePage, decode_cursor, encode_cursor, validate_page,
+    };
     pub(crate) use crate::records::queue::{
-        Claim, ClaimRequest, QueueState, QueueStore, Release, WakeOn, WorkWaiter,
+        Claim, ClaimRequest, Enqueue, LeaseToken, QueueState, QueueStore, Release, WakeOn,
+        WorkWaiter,
     };
     pub(crate) use crate::records::runs::{
         FinalizeOutcome, FinalizeRun, MonthlyUsage, NewRun, NewRunInput, Run, RunInput,
@@ -64,7 +79,8 @@ pub(crate) mod prelude {
         NewTemplate, NewTemplateVersion, TemplateStore, TemplateVersion, WorkflowTemplate,
     };
     pub(crate) use crate::records::tenancy::{
-        OrgRole, Organization, OrganizationStore, Team, TeamRole, User, UserStore,
+        MembershipStore, OrgMember, OrgRole, Organization, OrganizationStore, PlatformRole, Team,
+        TeamMember, TeamRole, User, UserStore,
     };
     pub(crate) use crate::records::tokens::{
         ApiToken, NewApiToken, ServicePrincipal, TokenOwner, TokenStore,

@@ -24,16 +24,29 @@ pub(crate) struct PgStore {
 }
 
 impl PgStore {
-    const CLAIM_SQL: &'static str = "WITH picked AS ( \
-           SELECT run_id FROM run_queue \
-           WHERE (state = 'RUNNABLE' AND available_at <= $3) \
-              OR (state = 'LEASED' AND lease_until <= $3) \
-           ORDER BY available_at, run_id LIMIT $4 \
-           FOR UPDATE SKIP LOCKED) \
-         UPDATE run_queue AS q SET state = 'LEASED', worker = $1, lease_until = $2, \
-           claim_count = q.claim_count + 1, wake_pending = FALSE \
-         FROM picked WHERE q.run_id = picked.run_id \
-         RETURNING q.run_id, q.claim_count";
+    /// The database's clock in milliseconds since the epoch (the transaction's start time).
+    const NOW_MS: &'static str = "(EXTRACT(EPOCH FROM now()) * 1000)::BIGINT";
+
+    /// Holds the run's queue row until commit: a claim skips it and a concurrent re-claim waits,
+    /// then finds the epoch moved on only after the fenced write committed or rolled back.
+    const FENCE_SQL: &'static str = "SELECT run_id FROM run_queue \
+         WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' \
+         AND lease_until > (EXTRACT(EPOCH FROM now()) * 1000)::BIGINT FOR SHARE";
+
+    /// Appended to a row-picking subquery so concurrent pickers take different rows.
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+
+    const EXPLAIN: &'static str = "EXPLAIN ";
+    const EXPLAIN_COLUMN: &'static str = "QUERY PLAN";
+
+    const CLAIM_SQL: &'static str = concat!(
+        "WITH picked AS (",
+        claim_candidates_sql!("(EXTRACT(EPOCH FROM now()) * 1000)::BIGINT"),
+        " FOR UPDATE SKIP LOCKED) UPDATE run_queue AS q SET ",
+        claim_set_sql!("(EXTRACT(EPOCH FROM now()) * 1000)::BIGINT"),
+        " FROM picked WHERE q.run_id = picked.run_id \
+         RETURNING q.run_id, q.state, q.claim_count, q.lease_until"
+    );
 
     pub(crate) async fn open(
         url: &str,
@@ -53,6 +66,19 @@ impl PgStore {
             keyring,
             clock,
         })
+    }
+
+    /// A release statement that returns the run id when it matched, and when `notify`, queues
+    /// the wake-up in the same statement.
+    fn released_sql(update: &str, notify: bool) -> String {
+        if notify {
+            format!(
+                "WITH released AS ({update} RETURNING run_id) \
+                 SELECT run_id, pg_notify('{WORK_CHANNEL}', run_id) AS notified FROM released"
+            )
+        } else {
+            format!("{update} RETURNING run_id")
+        }
     }
 
     async fn wake_in_tx(
@@ -115,7 +141,10 @@ impl WorkWaiter for PgWaiter {
 }
 
 impl_run_stores!(PgStore, PgRow);
-impl_queue_store!(PgStore);
+impl_queue_store!(PgStore, PgRow);
+impl_run_queries!(PgStore, PgRow);
+impl_integration_store!(PgStore, PgRow);
+impl_membership_store!(PgStore, PgRow);
 impl_identity_stores!(PgStore, PgRow);
 impl_execution_stores!(PgStore, PgRow);
 impl_library_stores!(PgStore, PgRow);

@@ -136,78 +136,87 @@ macro_rules! impl_run_stores {
                 Self::run_from_row(&row)
             }
 
-            async fn set_run_status(&self, id: &str, status: RunStatus) -> StoreResult<()> {
+            async fn set_run_status(
+                &self,
+                token: &LeaseToken,
+                status: RunStatus,
+            ) -> StoreResult<()> {
                 if status.is_terminal() {
                     return Err(StoreError::invalid(
                         "run status",
                         "terminal statuses are set by finalize_run",
                     ));
                 }
-                let done = sqlx::query(
-                    "UPDATE workflow_runs SET status = $1, updated_at = $2 \
-                     WHERE id = $3 AND ended_at IS NULL",
-                )
-                .bind(status.as_str())
-                .bind(self.clock.now().as_millis())
-                .bind(id)
-                .execute(&self.pool)
-                .await?;
-                if done.rows_affected() == 1 {
-                    return Ok(());
-                }
-                self.get_run(id).await?;
-                Err(StoreError::Conflict {
-                    entity: "run",
-                    detail: format!("run {id} has already ended"),
-                })
+                let mut tx = self.fenced(token).await?;
+                sqlx::query("UPDATE workflow_runs SET status = $1, updated_at = $2 WHERE id = $3")
+                    .bind(status.as_str())
+                    .bind(self.clock.now().as_millis())
+                    .bind(&token.run_id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(())
             }
 
-            async fn add_run_usage(&self, id: &str, usage: Usage) -> StoreResult<Usage> {
-                limits::non_negative("cost", usage.cost_micros)?;
-                limits::non_negative("input tokens", usage.input_tokens)?;
-                limits::non_negative("output tokens", usage.output_tokens)?;
+            async fn add_run_usage(&self, token: &LeaseToken, usage: Usage) -> StoreResult<Usage> {
+                crate::records::runs::validate_usage(&usage)?;
+                let mut tx = self.fenced(token).await?;
                 let row = sqlx::query(
                     "UPDATE workflow_runs SET cost_micros = cost_micros + $1, \
                      input_tokens = input_tokens + $2, output_tokens = output_tokens + $3, \
-                     updated_at = $4 WHERE id = $5 AND ended_at IS NULL \
+                     updated_at = $4 WHERE id = $5 \
                      RETURNING cost_micros, input_tokens, output_tokens",
                 )
                 .bind(usage.cost_micros)
                 .bind(usage.input_tokens)
                 .bind(usage.output_tokens)
                 .bind(self.clock.now().as_millis())
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?;
-                match row {
-                    Some(row) => Ok(Usage {
-                        cost_micros: row.try_get("cost_micros")?,
-                        input_tokens: row.try_get("input_tokens")?,
-                        output_tokens: row.try_get("output_tokens")?,
-                    }),
-                    None => {
-                        self.get_run(id).await?;
-                        Err(StoreError::Conflict {
-                            entity: "run",
-                            detail: format!("run {id} has already ended"),
-                        })
-                    }
-                }
+                .bind(&token.run_id)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|e| map_write("run usage", &token.run_id, e))?;
+                tx.commit().await?;
+                Ok(Usage {
+                    cost_micros: row.try_get("cost_micros")?,
+                    input_tokens: row.try_get("input_tokens")?,
+                    output_tokens: row.try_get("output_tokens")?,
+                })
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(run_id = %token.run_id, epoch = token.epoch))]
             async fn finalize_run(
                 &self,
-                id: &str,
+                token: &LeaseToken,
                 finalize: FinalizeRun,
             ) -> StoreResult<FinalizeOutcome> {
                 if !finalize.status.is_terminal() {
                     return Err(StoreError::invalid("run status", "finalize needs a terminal status"));
                 }
-                limits::non_negative("cost", finalize.usage.cost_micros)?;
-                limits::non_negative("input tokens", finalize.usage.input_tokens)?;
-                limits::non_negative("output tokens", finalize.usage.output_tokens)?;
+                crate::records::runs::validate_usage(&finalize.usage)?;
+                limits::short_text("run id", &token.run_id)?;
                 let now = self.clock.now();
                 let mut tx = self.pool.begin().await?;
+                // The fence and the end of the lease in one write: only the holder of the
+                // current epoch gets past it, and it takes the run out of the queue for good.
+                let fenced = sqlx::query(&format!(
+                    "UPDATE run_queue SET state = 'DONE', worker = NULL, lease_until = NULL, \
+                     attempts = 0, wake_pending = FALSE, wake_kind = NULL, wake_key = NULL \
+                     WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' \
+                     AND lease_until > {now}",
+                    now = Self::NOW_MS
+                ))
+                .bind(&token.run_id)
+                .bind(token.epoch)
+                .execute(&mut *tx)
+                .await?;
+                if fenced.rows_affected() != 1 {
+                    tx.rollback().await?;
+                    return match self.fence_refusal(token).await {
+                        // The holder's own retry of a finalize that already went through.
+                        StoreError::RunEnded { .. } => Ok(FinalizeOutcome::AlreadyFinalized),
+                        refusal => Err(refusal),
+                    };
+                }
                 // Only the write that sets ended_at passes this filter, so only it bills.
                 let row = sqlx::query(
                     "UPDATE workflow_runs SET status = $1, ended_at = $2, updated_at = $2, \
@@ -220,12 +229,12 @@ macro_rules! impl_run_stores {
                 .bind(finalize.usage.cost_micros)
                 .bind(finalize.usage.input_tokens)
                 .bind(finalize.usage.output_tokens)
-                .bind(id)
+                .bind(&token.run_id)
                 .fetch_optional(&mut *tx)
-                .await?;
+                .await
+                .map_err(|e| map_write("run usage", &token.run_id, e))?;
                 let Some(row) = row else {
                     tx.rollback().await?;
-                    self.get_run(id).await?;
                     return Ok(FinalizeOutcome::AlreadyFinalized);
                 };
                 let org_id: Option<String> = row.try_get("org_id")?;
@@ -255,7 +264,8 @@ macro_rules! impl_run_stores {
                     .bind(usage.output_tokens)
                     .bind(completed)
                     .execute(&mut *tx)
-                    .await?;
+                    .await
+                    .map_err(|e| map_write("monthly usage", org_id, e))?;
                 }
                 tx.commit().await?;
                 Ok(FinalizeOutcome::Billed {
@@ -372,9 +382,12 @@ macro_rules! impl_run_stores {
         impl JournalStore for $store {
             async fn append_journal(
                 &self,
+                token: &LeaseToken,
                 entry: JournalAppend,
             ) -> StoreResult<(JournalEntry, AppendOutcome)> {
                 let result = crate::records::journal::validate_append(&entry)?;
+                crate::records::queue::same_run(token, &entry.run_id)?;
+                let mut tx = self.fenced(token).await?;
                 let inserted = sqlx::query(
                     "INSERT INTO run_journal (run_id, recording_id, attempt, kind, result, \
                      recorded_at) VALUES ($1, $2, $3, $4, $5, $6) \
@@ -386,10 +399,11 @@ macro_rules! impl_run_stores {
                 .bind(&entry.kind)
                 .bind(&result)
                 .bind(self.clock.now().as_millis())
-                .fetch_optional(&self.pool)
+                .fetch_optional(&mut *tx)
                 .await
                 .map_err(|e| map_write("journal entry", &entry.recording_id, e))?;
                 if let Some(row) = inserted {
+                    tx.commit().await?;
                     return Ok((Self::journal_from_row(&row)?, AppendOutcome::Inserted));
                 }
                 let row = sqlx::query(
@@ -400,8 +414,9 @@ macro_rules! impl_run_stores {
                 .bind(&entry.recording_id)
                 .bind(entry.attempt)
                 .bind(&entry.kind)
-                .fetch_one(&self.pool)
+                .fetch_one(&mut *tx)
                 .await?;
+                tx.commit().await?;
                 Ok((Self::journal_from_row(&row)?, AppendOutcome::AlreadyRecorded))
             }
 

@@ -56,3 +56,16 @@ pub(crate) fn scope_key(
         )),
     }
 }
+
+/// Where a run stands, read to explain a refused write.
+pub(crate) enum RunStanding {
+    /// No such run.
+    Missing,
+    /// Finalized; `epoch` is its last lease epoch, if it was ever queued.
+    Ended { epoch: Option<i64> },
+    /// Not ended; its queue state and epoch, if it was ever queued.
+    Live {
+        state: Option<String>,
+        epoch: Option<i64>,
+    },
+}

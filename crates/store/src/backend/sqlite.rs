@@ -26,13 +26,28 @@ pub(crate) struct SqliteStore {
 }
 
 impl SqliteStore {
-    const CLAIM_SQL: &'static str = "UPDATE run_queue SET state = 'LEASED', worker = $1, \
-         lease_until = $2, claim_count = claim_count + 1, wake_pending = FALSE \
-         WHERE run_id IN (SELECT run_id FROM run_queue \
-           WHERE (state = 'RUNNABLE' AND available_at <= $3) \
-              OR (state = 'LEASED' AND lease_until <= $3) \
-           ORDER BY available_at, run_id LIMIT $4) \
-         RETURNING run_id, claim_count";
+    /// The database's clock in milliseconds since the epoch (constant within a statement).
+    const NOW_MS: &'static str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
+
+    /// A no-op write: it takes the database's write lock first, so nothing can re-claim the run
+    /// before the fenced write commits.
+    const FENCE_SQL: &'static str = "UPDATE run_queue SET state = state \
+         WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' \
+         AND lease_until > CAST(unixepoch('subsec') * 1000 AS INTEGER) RETURNING run_id";
+
+    /// Appended to a row-picking subquery so concurrent pickers take different rows.
+    const SKIP_LOCKED: &'static str = "";
+
+    const EXPLAIN: &'static str = "EXPLAIN QUERY PLAN ";
+    const EXPLAIN_COLUMN: &'static str = "detail";
+
+    const CLAIM_SQL: &'static str = concat!(
+        "UPDATE run_queue SET ",
+        claim_set_sql!("CAST(unixepoch('subsec') * 1000 AS INTEGER)"),
+        " WHERE run_id IN (",
+        claim_candidates_sql!("CAST(unixepoch('subsec') * 1000 AS INTEGER)"),
+        ") RETURNING run_id, state, claim_count, lease_until"
+    );
 
     pub(crate) async fn open(
         url: &str,
@@ -61,6 +76,12 @@ impl SqliteStore {
             clock,
             wake,
         })
+    }
+
+    /// A release statement that returns the run id when it matched (waiters in this process are
+    /// woken after it, by `woke`).
+    fn released_sql(update: &str, _notify: bool) -> String {
+        format!("{update} RETURNING run_id")
     }
 
     #[expect(clippy::unused_async, reason = "same shape as the PostgreSQL hook")]
@@ -142,7 +163,10 @@ impl WorkWaiter for SqliteWaiter {
 }
 
 impl_run_stores!(SqliteStore, SqliteRow);
-impl_queue_store!(SqliteStore);
+impl_queue_store!(SqliteStore, SqliteRow);
+impl_run_queries!(SqliteStore, SqliteRow);
+impl_integration_store!(SqliteStore, SqliteRow);
+impl_membership_store!(SqliteStore, SqliteRow);
 impl_identity_stores!(SqliteStore, SqliteRow);
 impl_execution_stores!(SqliteStore, SqliteRow);
 impl_library_stores!(SqliteStore, SqliteRow);

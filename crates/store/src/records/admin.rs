@@ -120,16 +120,21 @@ pub enum OutcomeClaim {
 
 /// The outcome ledger for effects that must not repeat.
 ///
-/// Implementors guarantee: one row per (run, effect key); exactly one concurrent claimer gets
-/// `Claimed`.
+/// Implementors guarantee: claim and complete are fenced by the run's lease (a worker that lost
+/// it can neither claim an effect, leaving the holder with `Ambiguous`, nor complete one); one
+/// row per (run, effect key); exactly one concurrent claimer gets `Claimed`.
 #[async_trait]
 pub trait OutcomeLedger: Send + Sync {
-    /// Claims an effect before sending it.
-    async fn claim_outcome(&self, run_id: &str, effect_key: &str) -> StoreResult<OutcomeClaim>;
+    /// Claims an effect of the leased run before sending it.
+    async fn claim_outcome(
+        &self,
+        token: &crate::records::queue::LeaseToken,
+        effect_key: &str,
+    ) -> StoreResult<OutcomeClaim>;
     /// Records that a claimed effect was sent.
     async fn complete_outcome(
         &self,
-        run_id: &str,
+        token: &crate::records::queue::LeaseToken,
         effect_key: &str,
         result: &serde_json::Value,
     ) -> StoreResult<()>;

@@ -4,7 +4,8 @@ use async_trait::async_trait;
 
 use crate::clock::Timestamp;
 use crate::enums::string_enum;
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
+use crate::records::queue::LeaseToken;
 
 string_enum! {
     /// A step's state.
@@ -90,8 +91,44 @@ pub struct HumanStep {
     pub answer: Option<serde_json::Value>,
     /// Who answered.
     pub answered_by: Option<String>,
+    /// When it stops taking answers (database time), if ever.
+    pub expires_at: Option<Timestamp>,
     /// Creation time.
     pub created_at: Timestamp,
+}
+
+/// A human step to open.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct NewHumanStep {
+    /// The node that asks.
+    pub node_id: String,
+    /// Kind.
+    pub kind: HumanStepKind,
+    /// What the person is shown.
+    pub prompt: serde_json::Value,
+    /// How long it takes answers, counted on the database's clock; `None` for ever.
+    pub expires_in: Option<std::time::Duration>,
+}
+
+impl NewHumanStep {
+    /// A step that never expires.
+    #[must_use]
+    pub fn new(node_id: impl Into<String>, kind: HumanStepKind, prompt: serde_json::Value) -> Self {
+        Self {
+            node_id: node_id.into(),
+            kind,
+            prompt,
+            expires_in: None,
+        }
+    }
+
+    /// The step stops taking answers after `expires_in`.
+    #[must_use]
+    pub fn expiring(mut self, expires_in: std::time::Duration) -> Self {
+        self.expires_in = Some(expires_in);
+        self
+    }
 }
 
 /// A signal sent to a run.
@@ -108,15 +145,20 @@ pub struct Signal {
     pub payload: serde_json::Value,
     /// When it arrived.
     pub received_at: Timestamp,
+    /// The lease epoch that consumed it, once one did.
+    pub consumed_epoch: Option<i64>,
 }
 
 /// Steps of runs.
+///
+/// Implementors guarantee: start and finish are fenced by the run's lease (`LEASE_LOST`,
+/// `RUN_ENDED`, nothing written); a step is finished once, and only under its own run's lease.
 #[async_trait]
 pub trait StepStore: Send + Sync {
-    /// Records a step start.
+    /// Records a step start of the leased run.
     async fn start_step(
         &self,
-        run_id: &str,
+        token: &LeaseToken,
         recording_id: &str,
         node_id: &str,
         attempt: i64,
@@ -124,6 +166,7 @@ pub trait StepStore: Send + Sync {
     /// Records a step end (once).
     async fn finish_step(
         &self,
+        token: &LeaseToken,
         id: &str,
         status: StepStatus,
         output: &serde_json::Value,
@@ -134,19 +177,21 @@ pub trait StepStore: Send + Sync {
 
 /// Human steps and signals: writing one wakes the run parked on it.
 ///
-/// Implementors guarantee: an answer is written once; answering a human step or sending a signal
-/// makes the run parked on it claimable in the same transaction.
+/// Implementors guarantee: opening a human step is fenced by the run's lease; an answer is written
+/// once; answering a human step or sending a signal makes the run parked on it claimable in the
+/// same transaction; neither is accepted once the run has ended (`RUN_ENDED`).
 #[async_trait]
 pub trait InteractionStore: Send + Sync {
-    /// Opens a human step.
+    /// Opens a human step of the leased run.
     async fn create_human_step(
         &self,
-        run_id: &str,
-        node_id: &str,
-        kind: HumanStepKind,
-        prompt: &serde_json::Value,
+        token: &LeaseToken,
+        step: &NewHumanStep,
     ) -> StoreResult<HumanStep>;
-    /// Answers a pending human step.
+    /// Marks the leased run's pending steps whose expiry has passed (database time) as
+    /// `TIMED_OUT`, and returns them.
+    async fn time_out_human_steps(&self, token: &LeaseToken) -> StoreResult<Vec<HumanStep>>;
+    /// Answers a pending, unexpired human step.
     async fn answer_human_step(
         &self,
         id: &str,
@@ -164,6 +209,9 @@ pub trait InteractionStore: Send + Sync {
     ) -> StoreResult<Signal>;
     /// A run's signals with this name, oldest first.
     async fn list_signals(&self, run_id: &str, name: &str) -> StoreResult<Vec<Signal>>;
+    /// Takes the leased run's oldest unconsumed signal with this name, if any. Each signal is
+    /// delivered to exactly one consumer, however many wait on the name at once.
+    async fn consume_signal(&self, token: &LeaseToken, name: &str) -> StoreResult<Option<Signal>>;
 }
 
 /// A stored artifact's metadata.
@@ -187,12 +235,14 @@ pub struct Artifact {
 }
 
 /// Large values spilled out of run context.
+///
+/// Implementors guarantee: a put is fenced by the run's lease.
 #[async_trait]
 pub trait ArtifactStore: Send + Sync {
-    /// Stores an artifact.
+    /// Stores an artifact of the leased run.
     async fn put_artifact(
         &self,
-        run_id: &str,
+        token: &LeaseToken,
         name: &str,
         content_type: &str,
         body: &[u8],
@@ -259,10 +309,42 @@ pub struct NewAgentTrace {
 }
 
 /// Agent traces.
+///
+/// Implementors guarantee: a run's traces are written under its lease, all or none; runless
+/// traces (authoring, evals) take their own call and never name a run.
 #[async_trait]
 pub trait TraceStore: Send + Sync {
-    /// Writes trace rows in one transaction.
-    async fn append_traces(&self, traces: Vec<NewAgentTrace>) -> StoreResult<()>;
+    /// Writes the leased run's trace rows in one transaction (every row names the token's run).
+    async fn append_traces(
+        &self,
+        token: &LeaseToken,
+        traces: Vec<NewAgentTrace>,
+    ) -> StoreResult<()>;
+    /// Writes runless trace rows (no `run_id`) in one transaction.
+    async fn append_runless_traces(&self, traces: Vec<NewAgentTrace>) -> StoreResult<()>;
     /// A run's newest `limit` traces, oldest first.
     async fn list_traces(&self, run_id: &str, limit: u32) -> StoreResult<Vec<AgentTrace>>;
+}
+
+/// The most trace rows one call may write.
+pub(crate) const MAX_TRACE_BATCH: usize = 10_000;
+
+/// Checks a trace batch and serialises its payloads.
+pub(crate) fn validate_traces(traces: &[NewAgentTrace]) -> StoreResult<Vec<String>> {
+    if traces.len() > MAX_TRACE_BATCH {
+        return Err(StoreError::TooLarge {
+            field: "trace batch",
+            limit: MAX_TRACE_BATCH,
+            actual: traces.len(),
+        });
+    }
+    let mut rows = Vec::with_capacity(traces.len());
+    for trace in traces {
+        crate::limits::short_text("workflow id", &trace.workflow_id)?;
+        crate::limits::short_text("activity", &trace.activity)?;
+        crate::limits::short_text("trace kind", &trace.kind)?;
+        crate::records::runs::validate_usage(&trace.usage)?;
+        rows.push(crate::limits::json_text("trace payload", &trace.payload)?);
+    }
+    Ok(rows)
 }

@@ -50,14 +50,16 @@ pub enum AppendOutcome {
 
 /// The durable-execution journal.
 ///
-/// Implementors guarantee: at most one entry per (run, recording id, attempt, kind), whatever the
-/// concurrency; a repeated append returns the first entry (its result, not the new one); reading
-/// returns entries in append order.
+/// Implementors guarantee: an append is fenced by the run's lease (`LEASE_LOST` for a token that
+/// is not current, `RUN_ENDED` after finalize, nothing written); at most one entry per (run,
+/// recording id, attempt, kind), whatever the concurrency; a repeated append returns the first
+/// entry (its result, not the new one); reading returns entries in append order.
 #[async_trait]
 pub trait JournalStore: Send + Sync {
-    /// Appends an effect exactly once.
+    /// Appends an effect exactly once, under the run's lease.
     async fn append_journal(
         &self,
+        token: &crate::records::queue::LeaseToken,
         entry: JournalAppend,
     ) -> StoreResult<(JournalEntry, AppendOutcome)>;
     /// A run's journal in order.

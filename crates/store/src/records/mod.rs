@@ -3,9 +3,11 @@
 pub(crate) mod admin;
 pub(crate) mod connections;
 pub(crate) mod execution;
+pub(crate) mod integrations;
 pub(crate) mod journal;
 pub(crate) mod library;
 pub(crate) mod memory;
+pub(crate) mod queries;
 pub(crate) mod queue;
 pub(crate) mod runs;
 pub(crate) mod templates;

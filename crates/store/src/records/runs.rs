@@ -6,7 +6,8 @@ use async_trait::async_trait;
 
 use crate::clock::Timestamp;
 use crate::enums::string_enum;
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
+use crate::records::queue::LeaseToken;
 
 string_enum! {
     /// Where a run is in its life.
@@ -216,21 +217,28 @@ pub struct MonthlyUsage {
 
 /// Runs: create, read, status, usage, and the one finalize that bills.
 ///
-/// Implementors guarantee: `ended_at` is written at most once; only the call that writes it adds
-/// the run's totals to the org's month, in the same transaction; usage added after the end is
-/// refused.
+/// Implementors guarantee: status, usage and finalize are fenced by the run's lease (a token
+/// whose epoch is not current is refused with `LEASE_LOST`, nothing written); `ended_at` is
+/// written at most once; only the call that writes it adds the run's totals to the org's month,
+/// in the same transaction, and ends the lease (the run leaves the queue for good); every
+/// execution write after the end is refused with `RUN_ENDED`.
 #[async_trait]
 pub trait RunStore: Send + Sync {
     /// Creates a run in `PENDING`.
     async fn create_run(&self, run: NewRun) -> StoreResult<Run>;
     /// Reads a run.
     async fn get_run(&self, id: &str) -> StoreResult<Run>;
-    /// Moves a live run to a non-terminal status (terminal ones go through finalize).
-    async fn set_run_status(&self, id: &str, status: RunStatus) -> StoreResult<()>;
-    /// Adds spend to a live run's totals.
-    async fn add_run_usage(&self, id: &str, usage: Usage) -> StoreResult<Usage>;
-    /// Ends a run and bills it, once.
-    async fn finalize_run(&self, id: &str, finalize: FinalizeRun) -> StoreResult<FinalizeOutcome>;
+    /// Moves the leased run to a non-terminal status (terminal ones go through finalize).
+    async fn set_run_status(&self, token: &LeaseToken, status: RunStatus) -> StoreResult<()>;
+    /// Adds spend to the leased run's totals.
+    async fn add_run_usage(&self, token: &LeaseToken, usage: Usage) -> StoreResult<Usage>;
+    /// Ends the leased run, bills it once and ends its lease. The holder's retry of a finalize
+    /// that went through returns `AlreadyFinalized`.
+    async fn finalize_run(
+        &self,
+        token: &LeaseToken,
+        finalize: FinalizeRun,
+    ) -> StoreResult<FinalizeOutcome>;
     /// An org's finalized usage for a `YYYY-MM` month.
     async fn monthly_usage(&self, org_id: &str, year_month: &str) -> StoreResult<MonthlyUsage>;
 }
@@ -348,4 +356,18 @@ pub(crate) fn request_hash(input: &NewRunInput) -> String {
         input.payload,
     ]);
     hex::encode(sha2::Sha256::digest(identity.to_string().as_bytes()))
+}
+
+/// Refuses negative spend (cost and tokens are whole numbers, so there is no NaN to refuse).
+pub(crate) fn validate_usage(usage: &Usage) -> StoreResult<()> {
+    for (field, value) in [
+        ("cost", usage.cost_micros),
+        ("input tokens", usage.input_tokens),
+        ("output tokens", usage.output_tokens),
+    ] {
+        if value < 0 {
+            return Err(StoreError::invalid(field, "must not be negative"));
+        }
+    }
+    Ok(())
 }

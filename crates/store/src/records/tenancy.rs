@@ -28,6 +28,61 @@ string_enum! {
     }
 }
 
+string_enum! {
+    /// A role over the whole platform, above every org.
+    PlatformRole, "platform role" {
+        /// Runs the platform: every org, every setting.
+        Admin => "PLATFORM_ADMIN",
+        /// Operates it: reads everything, reaps and re-queues runs.
+        Operator => "PLATFORM_OPERATOR",
+    }
+}
+
+/// A user and their role in an org.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OrgMember {
+    /// The user.
+    pub user: User,
+    /// Their role.
+    pub role: OrgRole,
+}
+
+/// A user and their role in a team.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TeamMember {
+    /// The user.
+    pub user: User,
+    /// Their role.
+    pub role: TeamRole,
+}
+
+/// Who belongs where, and who runs the platform.
+///
+/// Implementors guarantee: removing a user from an org removes them from the org's teams in the
+/// same transaction; lists are ordered (members by email, teams by name); a platform role is
+/// held by existing users only.
+#[async_trait]
+pub trait MembershipStore: Send + Sync {
+    /// An org's teams, by name.
+    async fn list_teams(&self, org_id: &str) -> StoreResult<Vec<Team>>;
+    /// An org's members, by email.
+    async fn list_org_members(&self, org_id: &str) -> StoreResult<Vec<OrgMember>>;
+    /// A team's members, by email.
+    async fn list_team_members(&self, team_id: &str) -> StoreResult<Vec<TeamMember>>;
+    /// Removes a user from an org and from every team of it.
+    async fn remove_org_member(&self, org_id: &str, user_id: &str) -> StoreResult<()>;
+    /// Removes a user from a team.
+    async fn remove_team_member(&self, team_id: &str, user_id: &str) -> StoreResult<()>;
+    /// Grants (or changes) a user's platform role.
+    async fn grant_platform_role(&self, user_id: &str, role: PlatformRole) -> StoreResult<()>;
+    /// Takes a user's platform role away (nothing to do when they hold none).
+    async fn revoke_platform_role(&self, user_id: &str) -> StoreResult<()>;
+    /// A user's platform role.
+    async fn platform_role(&self, user_id: &str) -> StoreResult<Option<PlatformRole>>;
+}
+
 /// A top-level tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

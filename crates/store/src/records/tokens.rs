@@ -32,6 +32,8 @@ pub struct ApiToken {
     pub expires_at: Option<Timestamp>,
     /// Revocation time.
     pub revoked_at: Option<Timestamp>,
+    /// When it last authenticated.
+    pub last_used_at: Option<Timestamp>,
     /// Creation time.
     pub created_at: Timestamp,
 }
@@ -83,8 +85,10 @@ pub trait TokenStore: Send + Sync {
     async fn get_service_principal(&self, id: &str) -> StoreResult<ServicePrincipal>;
     /// Mints a token; the plaintext is only in the return value.
     async fn create_token(&self, token: NewApiToken) -> StoreResult<(ApiToken, SecretString)>;
-    /// The live token this plaintext is, if any.
+    /// The live token this plaintext is, if any; stamps its last use.
     async fn authenticate_token(&self, plaintext: &SecretString) -> StoreResult<Option<ApiToken>>;
+    /// An owner's tokens (live, expired and revoked), oldest first, with their last use.
+    async fn list_tokens(&self, owner: &TokenOwner) -> StoreResult<Vec<ApiToken>>;
     /// Revokes a token.
     async fn revoke_token(&self, id: &str) -> StoreResult<()>;
 }

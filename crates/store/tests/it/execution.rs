@@ -9,16 +9,22 @@ use crate::support::TestDb;
 conformance!(steps_and_interactions, artifacts_and_traces);
 
 async fn steps_and_interactions(db: &TestDb) {
-    let run = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    let (run, claim) = db.leased_run(NewRun::new(json!({})), "w").await;
+    let token = claim.token();
     let step = db
         .store
-        .start_step(&run.id, "fan[0]/impl", "impl", 1)
+        .start_step(&token, "fan[0]/impl", "impl", 1)
         .await
         .unwrap();
     assert_eq!(step.status, StepStatus::Running);
     let done = db
         .store
-        .finish_step(&step.id, StepStatus::Succeeded, &json!({"ok": true}))
+        .finish_step(
+            &token,
+            &step.id,
+            StepStatus::Succeeded,
+            &json!({"ok": true}),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -27,25 +33,38 @@ async fn steps_and_interactions(db: &TestDb) {
     );
     let twice = db
         .store
-        .finish_step(&step.id, StepStatus::Failed, &json!(null))
+        .finish_step(&token, &step.id, StepStatus::Failed, &json!(null))
         .await;
     assert_eq!(twice.unwrap_err().code(), "STORE_CONFLICT");
     assert_eq!(db.store.list_steps(&run.id).await.unwrap(), vec![done]);
     let running = db
         .store
-        .finish_step(&step.id, StepStatus::Running, &json!(null))
+        .finish_step(&token, &step.id, StepStatus::Running, &json!(null))
         .await;
     assert_eq!(running.unwrap_err().code(), "STORE_INVALID_INPUT");
-    let ghost = db.store.start_step("nope", "a", "a", 1).await;
+    let ghost = db
+        .store
+        .start_step(
+            &LeaseToken {
+                run_id: "nope".to_owned(),
+                epoch: 1,
+            },
+            "a",
+            "a",
+            1,
+        )
+        .await;
     assert_eq!(ghost.unwrap_err().code(), "STORE_NOT_FOUND");
 
     let human = db
         .store
         .create_human_step(
-            &run.id,
-            "approve",
-            HumanStepKind::Decision,
-            &json!({"options": ["a", "b"]}),
+            &token,
+            &NewHumanStep::new(
+                "approve",
+                HumanStepKind::Decision,
+                json!({"options": ["a", "b"]}),
+            ),
         )
         .await
         .unwrap();
@@ -103,11 +122,12 @@ async fn steps_and_interactions(db: &TestDb) {
 }
 
 async fn artifacts_and_traces(db: &TestDb) {
-    let run = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    let (run, claim) = db.leased_run(NewRun::new(json!({})), "w").await;
+    let token = claim.token();
     let body = vec![7_u8; 300_000];
     let artifact = db
         .store
-        .put_artifact(&run.id, "diff.patch", "text/x-diff", &body)
+        .put_artifact(&token, "diff.patch", "text/x-diff", &body)
         .await
         .unwrap();
     assert_eq!(artifact.size, 300_000);
@@ -120,7 +140,7 @@ async fn artifacts_and_traces(db: &TestDb) {
     let too_big = vec![0_u8; MAX_ARTIFACT_BYTES + 1];
     let refused = db
         .store
-        .put_artifact(&run.id, "big", "application/octet-stream", &too_big)
+        .put_artifact(&token, "big", "application/octet-stream", &too_big)
         .await;
     assert_eq!(refused.unwrap_err().code(), "STORE_VALUE_TOO_LARGE");
 
@@ -142,7 +162,7 @@ async fn artifacts_and_traces(db: &TestDb) {
             },
         })
         .collect();
-    db.store.append_traces(traces).await.unwrap();
+    db.store.append_traces(&token, traces).await.unwrap();
     let newest = db.store.list_traces(&run.id, 3).await.unwrap();
     assert_eq!(
         newest.iter().map(|t| t.payload.clone()).collect::<Vec<_>>(),

@@ -147,10 +147,16 @@ async fn tokens_store_only_hashes(db: &TestDb) {
     assert!(plaintext.expose().starts_with(TOKEN_PREFIX));
     assert!(plaintext.expose().starts_with(&token.prefix));
     assert!(!format!("{token:?}{plaintext:?}").contains(&plaintext.expose()[10..]));
-    assert_eq!(
-        db.store.authenticate_token(&plaintext).await.unwrap(),
-        Some(token.clone())
-    );
+    let authenticated = db
+        .store
+        .authenticate_token(&plaintext)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(authenticated.last_used_at, Some(db.clock.now()));
+    let mut token = token;
+    token.last_used_at = authenticated.last_used_at;
+    assert_eq!(authenticated, token);
     assert_eq!(
         db.store
             .authenticate_token(&SecretString::new("ats_wrong"))

@@ -23,12 +23,13 @@ fn append(run_id: &str, recording_id: &str, result: serde_json::Value) -> Journa
 }
 
 async fn journal_appends_once_and_reads_in_order(db: &TestDb) {
-    let run = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    let (run, claim) = db.leased_run(NewRun::new(json!({})), "w").await;
+    let token = claim.token();
     let ids = ["plan", "fan[0]/impl", "fan[1]/impl", "review"];
     for (n, id) in ids.iter().enumerate() {
         let (entry, outcome) = db
             .store
-            .append_journal(append(&run.id, id, json!({"n": n})))
+            .append_journal(&token, append(&run.id, id, json!({"n": n})))
             .await
             .unwrap();
         assert_eq!(outcome, AppendOutcome::Inserted);
@@ -36,7 +37,7 @@ async fn journal_appends_once_and_reads_in_order(db: &TestDb) {
     }
     let (again, outcome) = db
         .store
-        .append_journal(append(&run.id, "plan", json!({"n": 99})))
+        .append_journal(&token, append(&run.id, "plan", json!({"n": 99})))
         .await
         .unwrap();
     assert_eq!(outcome, AppendOutcome::AlreadyRecorded);
@@ -47,7 +48,7 @@ async fn journal_appends_once_and_reads_in_order(db: &TestDb) {
         ..append(&run.id, "plan", json!("retry"))
     };
     assert_eq!(
-        db.store.append_journal(retry).await.unwrap().1,
+        db.store.append_journal(&token, retry).await.unwrap().1,
         AppendOutcome::Inserted
     );
     let clock = JournalAppend {
@@ -55,7 +56,7 @@ async fn journal_appends_once_and_reads_in_order(db: &TestDb) {
         ..append(&run.id, "plan", json!(5))
     };
     assert_eq!(
-        db.store.append_journal(clock).await.unwrap().1,
+        db.store.append_journal(&token, clock).await.unwrap().1,
         AppendOutcome::Inserted
     );
 
@@ -81,13 +82,15 @@ async fn journal_appends_once_and_reads_in_order(db: &TestDb) {
 }
 
 async fn concurrent_duplicate_appends_store_one(db: &TestDb) {
-    let run = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    let (run, claim) = db.leased_run(NewRun::new(json!({})), "w").await;
+    let token = claim.token();
     let mut tasks = Vec::new();
     for n in 0..16 {
         let store = db.store.clone();
         let entry = append(&run.id, "fan[3]/impl", json!({"writer": n}));
+        let token = token.clone();
         tasks.push(tokio::spawn(async move {
-            store.append_journal(entry).await.unwrap()
+            store.append_journal(&token, entry).await.unwrap()
         }));
     }
     let mut results = Vec::new();
@@ -108,10 +111,17 @@ async fn concurrent_duplicate_appends_store_one(db: &TestDb) {
 }
 
 async fn journal_refuses_bad_input(db: &TestDb) {
-    let run = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    let (run, claim) = db.leased_run(NewRun::new(json!({})), "w").await;
+    let token = claim.token();
     let unknown = db
         .store
-        .append_journal(append("no-such-run", "a", json!(1)))
+        .append_journal(
+            &LeaseToken {
+                run_id: "no-such-run".to_owned(),
+                epoch: 1,
+            },
+            append("no-such-run", "a", json!(1)),
+        )
         .await;
     assert_eq!(unknown.unwrap_err().code(), "STORE_NOT_FOUND");
     for kind in ["", "Step", "step kind", "x".repeat(65).as_str()] {
@@ -120,7 +130,11 @@ async fn journal_refuses_bad_input(db: &TestDb) {
             ..append(&run.id, "a", json!(1))
         };
         assert_eq!(
-            db.store.append_journal(bad).await.unwrap_err().code(),
+            db.store
+                .append_journal(&token, bad)
+                .await
+                .unwrap_err()
+                .code(),
             "STORE_INVALID_INPUT"
         );
     }
@@ -129,22 +143,38 @@ async fn journal_refuses_bad_input(db: &TestDb) {
         ..append(&run.id, "a", json!(1))
     };
     assert_eq!(
-        db.store.append_journal(negative).await.unwrap_err().code(),
+        db.store
+            .append_journal(&token, negative)
+            .await
+            .unwrap_err()
+            .code(),
         "STORE_INVALID_INPUT"
     );
     let long_id = append(&run.id, &"r".repeat(MAX_SHORT_TEXT_BYTES + 1), json!(1));
     assert_eq!(
-        db.store.append_journal(long_id).await.unwrap_err().code(),
+        db.store
+            .append_journal(&token, long_id)
+            .await
+            .unwrap_err()
+            .code(),
         "STORE_VALUE_TOO_LARGE"
     );
     let huge = append(&run.id, "a", json!("x".repeat(MAX_JSON_BYTES)));
     assert_eq!(
-        db.store.append_journal(huge).await.unwrap_err().code(),
+        db.store
+            .append_journal(&token, huge)
+            .await
+            .unwrap_err()
+            .code(),
         "STORE_VALUE_TOO_LARGE"
     );
     let nul = append(&run.id, "a\0b", json!(1));
     assert_eq!(
-        db.store.append_journal(nul).await.unwrap_err().code(),
+        db.store
+            .append_journal(&token, nul)
+            .await
+            .unwrap_err()
+            .code(),
         "STORE_INVALID_INPUT"
     );
     assert!(db.store.read_journal(&run.id).await.unwrap().is_empty());

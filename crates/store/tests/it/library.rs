@@ -237,13 +237,14 @@ async fn patterns_ledger_and_audit(db: &TestDb) {
         "STORE_INVALID_INPUT"
     );
 
-    let run = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    let (_, claim) = db.leased_run(NewRun::new(json!({})), "w").await;
+    let token = claim.token();
     let mut tasks = Vec::new();
     for _ in 0..8 {
         let store = db.store.clone();
-        let run_id = run.id.clone();
+        let token = token.clone();
         tasks.push(tokio::spawn(async move {
-            store.claim_outcome(&run_id, "open-pr").await.unwrap()
+            store.claim_outcome(&token, "open-pr").await.unwrap()
         }));
     }
     let mut claimed = 0;
@@ -255,21 +256,27 @@ async fn patterns_ledger_and_audit(db: &TestDb) {
     }
     assert_eq!(claimed, 1);
     db.store
-        .complete_outcome(&run.id, "open-pr", &json!({"pr": 42}))
+        .complete_outcome(&token, "open-pr", &json!({"pr": 42}))
         .await
         .unwrap();
     assert_eq!(
-        db.store.claim_outcome(&run.id, "open-pr").await.unwrap(),
+        db.store.claim_outcome(&token, "open-pr").await.unwrap(),
         OutcomeClaim::Done(json!({"pr": 42}))
     );
     let twice = db
         .store
-        .complete_outcome(&run.id, "open-pr", &json!({}))
+        .complete_outcome(&token, "open-pr", &json!({}))
         .await;
     assert_eq!(twice.unwrap_err().code(), "STORE_CONFLICT");
     assert_eq!(
         db.store
-            .claim_outcome("nope", "x")
+            .claim_outcome(
+                &LeaseToken {
+                    run_id: "nope".to_owned(),
+                    epoch: 1
+                },
+                "x"
+            )
             .await
             .unwrap_err()
             .code(),

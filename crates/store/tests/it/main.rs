@@ -9,10 +9,16 @@ mod support;
 
 mod errors;
 mod execution;
+mod fencing;
 mod identity;
+mod integrations;
 mod journal;
+mod leases;
 mod library;
+mod members;
 mod memory;
+mod queries;
 mod queue;
 mod runs;
+mod scale;
 mod secrets;

@@ -83,49 +83,51 @@ async fn concurrent_claimers_never_double_claim_or_lose(db: &TestDb) {
             .is_empty()
     );
     for run_id in expected.iter().take(20) {
-        assert_eq!(db.store.queue_state(run_id).await.unwrap(), None);
+        assert_eq!(
+            db.store.queue_state(run_id).await.unwrap(),
+            Some(QueueState::Done)
+        );
     }
 }
 
 async fn expired_lease_is_reclaimed(db: &TestDb) {
     let run_id = runnable_run(db).await;
+    let before = db.store.database_time().await.unwrap();
     let first = db.store.claim(&request("w1", 10)).await.unwrap();
     assert_eq!(first.len(), 1);
     let first = first.into_iter().next().unwrap();
-    assert_eq!(
-        (first.run_id.as_str(), first.claim_count),
-        (run_id.as_str(), 1)
-    );
+    assert_eq!((first.run_id.as_str(), first.epoch), (run_id.as_str(), 1));
+    // The lease is counted on the database's clock.
+    let after = db.store.database_time().await.unwrap();
+    assert!(first.lease_until >= before.plus(Duration::from_secs(30)));
+    assert!(first.lease_until <= after.plus(Duration::from_secs(30)));
     assert!(db.store.claim(&request("w2", 10)).await.unwrap().is_empty());
 
     // A heartbeat keeps it.
-    db.clock.advance(Duration::from_secs(20));
+    db.age_queue_entry(&run_id, Duration::from_secs(20)).await;
     let first = db
         .store
         .heartbeat(&first, Duration::from_secs(30))
         .await
         .unwrap();
-    db.clock.advance(Duration::from_secs(20));
+    db.age_queue_entry(&run_id, Duration::from_secs(20)).await;
     assert!(db.store.claim(&request("w2", 10)).await.unwrap().is_empty());
 
-    // Silence past the lease lets another worker take it.
-    db.clock.advance(Duration::from_secs(11));
+    // Silence past the lease lets another worker take it, with a higher epoch.
+    db.age_queue_entry(&run_id, Duration::from_secs(11)).await;
     let second = db.store.claim(&request("w2", 10)).await.unwrap();
     assert_eq!(second.len(), 1);
     let second = second.into_iter().next().unwrap();
     assert_eq!(
-        (
-            second.run_id.as_str(),
-            second.worker.as_str(),
-            second.claim_count
-        ),
+        (second.run_id.as_str(), second.worker.as_str(), second.epoch),
         (run_id.as_str(), "w2", 2)
     );
     assert_eq!(
         db.store.queue_state(&run_id).await.unwrap(),
         Some(QueueState::Leased {
             worker: "w2".to_owned(),
-            lease_until: second.lease_until
+            lease_until: second.lease_until,
+            epoch: 2,
         })
     );
 
@@ -143,7 +145,15 @@ async fn expired_lease_is_reclaimed(db: &TestDb) {
         .await
         .unwrap();
     db.store.release(&second, Release::Done).await.unwrap();
-    assert_eq!(db.store.queue_state(&run_id).await.unwrap(), None);
+    assert_eq!(
+        db.store.queue_state(&run_id).await.unwrap(),
+        Some(QueueState::Done)
+    );
+
+    // Enqueued again, the run keeps counting epochs: no token is ever handed out twice.
+    db.store.enqueue(&run_id).await.unwrap();
+    let third = db.claim_run(&run_id, "w3").await;
+    assert_eq!(third.epoch, 3);
 }
 
 async fn parked_runs_wait_for_their_wake_condition(db: &TestDb) {
@@ -161,7 +171,8 @@ async fn parked_runs_wait_for_their_wake_condition(db: &TestDb) {
         db.store.queue_state(&run_id).await.unwrap(),
         Some(QueueState::Parked(wake))
     );
-    db.clock.advance(Duration::from_secs(86_400 * 3));
+    db.age_queue_entry(&run_id, Duration::from_secs(86_400 * 3))
+        .await;
     assert!(db.store.claim(&request("w", 10)).await.unwrap().is_empty());
     db.store
         .send_signal(&run_id, "other", &json!({}))
@@ -179,10 +190,8 @@ async fn parked_runs_wait_for_their_wake_condition(db: &TestDb) {
     let step = db
         .store
         .create_human_step(
-            &run_id,
-            "review",
-            HumanStepKind::Approval,
-            &json!({"q": "ship?"}),
+            &claim.token(),
+            &NewHumanStep::new("review", HumanStepKind::Approval, json!({"q": "ship?"})),
         )
         .await
         .unwrap();
@@ -225,15 +234,22 @@ async fn parked_runs_wait_for_their_wake_condition(db: &TestDb) {
 async fn timers_and_retries_hold_runs_back(db: &TestDb) {
     let run_id = runnable_run(db).await;
     let claim = db.store.claim(&request("w", 1)).await.unwrap().remove(0);
-    let at = db.clock.now().plus(Duration::from_secs(60));
-    db.store.release(&claim, Release::RunAt(at)).await.unwrap();
-    assert_eq!(
-        db.store.queue_state(&run_id).await.unwrap(),
-        Some(QueueState::Runnable { available_at: at })
-    );
-    db.clock.advance(Duration::from_secs(59));
+    let before = db.store.database_time().await.unwrap();
+    db.store
+        .release(&claim, Release::RunAfter(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let after = db.store.database_time().await.unwrap();
+    let state = db.store.queue_state(&run_id).await.unwrap();
+    let available_at = match state {
+        Some(QueueState::Runnable { available_at }) => available_at,
+        other => unreachable!("the run is not runnable: {other:?}"),
+    };
+    assert!(available_at >= before.plus(Duration::from_secs(60)));
+    assert!(available_at <= after.plus(Duration::from_secs(60)));
+    db.age_queue_entry(&run_id, Duration::from_secs(45)).await;
     assert!(db.store.claim(&request("w", 1)).await.unwrap().is_empty());
-    db.clock.advance(Duration::from_secs(1));
+    db.age_queue_entry(&run_id, Duration::from_secs(15)).await;
     assert_eq!(
         db.store.claim(&request("w", 1)).await.unwrap()[0].run_id,
         run_id
@@ -241,11 +257,11 @@ async fn timers_and_retries_hold_runs_back(db: &TestDb) {
 
     let later = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
     db.store
-        .enqueue_at(&later.id, db.clock.now().plus(Duration::from_secs(10)))
+        .enqueue_with(&Enqueue::now(&later.id).after(Duration::from_secs(30)))
         .await
         .unwrap();
     assert!(db.store.claim(&request("w", 5)).await.unwrap().is_empty());
-    db.clock.advance(Duration::from_secs(10));
+    db.age_queue_entry(&later.id, Duration::from_secs(30)).await;
     assert_eq!(
         db.store.claim(&request("w", 5)).await.unwrap()[0].run_id,
         later.id
@@ -291,26 +307,84 @@ async fn queue_refuses_bad_input(db: &TestDb) {
         db.store.enqueue("no-such-run").await.unwrap_err().code(),
         "STORE_NOT_FOUND"
     );
-    let forged = Claim {
+    let ghost = Claim {
         run_id: "no-such-run".to_owned(),
         worker: "w".to_owned(),
         lease_until: db.clock.now(),
-        claim_count: 1,
+        epoch: 1,
     };
     assert_eq!(
         db.store
-            .heartbeat(&forged, Duration::from_secs(5))
+            .heartbeat(&ghost, Duration::from_secs(5))
             .await
             .unwrap_err()
             .code(),
-        "LEASE_LOST"
+        "STORE_NOT_FOUND"
     );
+    // Forged epochs and another worker's name on a real lease: refused, the lease untouched.
+    let run_id = runnable_run(db).await;
+    let real = db.claim_run(&run_id, "w").await;
+    for forged in [
+        Claim {
+            epoch: real.epoch + 1,
+            ..real.clone()
+        },
+        Claim {
+            epoch: real.epoch - 1,
+            ..real.clone()
+        },
+        Claim {
+            epoch: i64::MIN,
+            ..real.clone()
+        },
+        Claim {
+            worker: "mallory".to_owned(),
+            ..real.clone()
+        },
+    ] {
+        assert_eq!(
+            db.store
+                .heartbeat(&forged, Duration::from_secs(5))
+                .await
+                .unwrap_err()
+                .code(),
+            "LEASE_LOST"
+        );
+        for release in [
+            Release::Done,
+            Release::RunAfter(Duration::ZERO),
+            Release::Park(WakeOn::Signal {
+                name: "x".to_owned(),
+            }),
+        ] {
+            assert_eq!(
+                db.store.release(&forged, release).await.unwrap_err().code(),
+                "LEASE_LOST"
+            );
+        }
+    }
     assert_eq!(
-        db.store
-            .release(&forged, Release::Done)
-            .await
-            .unwrap_err()
-            .code(),
-        "LEASE_LOST"
+        db.store.queue_state(&run_id).await.unwrap(),
+        Some(QueueState::Leased {
+            worker: "w".to_owned(),
+            lease_until: real.lease_until,
+            epoch: real.epoch,
+        })
     );
+    for bad in [
+        Enqueue::now(&run_id).with_max_attempts(0),
+        Enqueue::now(&run_id).with_max_attempts(101),
+        Enqueue::now(&run_id).after(MAX_DELAY + Duration::from_secs(1)),
+        Enqueue::now(""),
+    ] {
+        assert_eq!(
+            db.store.enqueue_with(&bad).await.unwrap_err().code(),
+            "STORE_INVALID_INPUT"
+        );
+    }
+    let too_late = db
+        .store
+        .release(&real, Release::RunAfter(MAX_DELAY + Duration::from_secs(1)))
+        .await;
+    assert_eq!(too_late.unwrap_err().code(), "STORE_INVALID_INPUT");
 }

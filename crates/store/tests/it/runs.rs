@@ -22,18 +22,18 @@ async fn runs_round_trip(db: &TestDb) {
         skill_revisions: [("skill-1".to_owned(), 3)].into(),
         agent_runtimes: [("implementer".to_owned(), "native".to_owned())].into(),
     };
-    let run = db
-        .store
-        .create_run(
+    let (run, claim) = db
+        .leased_run(
             NewRun::new(json!({"entry": "a", "nodes": {"a": {"type": "terminate"}}}))
                 .with_org(&org.id)
                 .with_team(&team.id)
                 .launched_by("user-1")
                 .with_pins(pins.clone())
                 .with_connections(vec!["c1".to_owned()]),
+            "w",
         )
-        .await
-        .unwrap();
+        .await;
+    let token = claim.token();
     assert_eq!(run.status, RunStatus::Pending);
     assert_eq!(run.pins, pins);
     assert_eq!(run.created_at, Timestamp::from_millis(START));
@@ -41,13 +41,13 @@ async fn runs_round_trip(db: &TestDb) {
     assert_eq!(db.store.get_run(&run.id).await.unwrap(), run);
 
     db.store
-        .set_run_status(&run.id, RunStatus::Running)
+        .set_run_status(&token, RunStatus::Running)
         .await
         .unwrap();
     let usage = db
         .store
         .add_run_usage(
-            &run.id,
+            &token,
             Usage {
                 cost_micros: 5,
                 input_tokens: 7,
@@ -79,14 +79,13 @@ async fn runs_round_trip(db: &TestDb) {
 
 async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
     let org = db.store.create_org("acme", "Acme").await.unwrap();
-    let run = db
-        .store
-        .create_run(NewRun::new(json!({})).with_org(&org.id))
-        .await
-        .unwrap();
+    let (run, claim) = db
+        .leased_run(NewRun::new(json!({})).with_org(&org.id), "w")
+        .await;
+    let token = claim.token();
     db.store
         .add_run_usage(
-            &run.id,
+            &token,
             Usage {
                 cost_micros: 1_000,
                 input_tokens: 10,
@@ -101,11 +100,11 @@ async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
     let mut tasks = Vec::new();
     for _ in 0..8 {
         let store = db.store.clone();
-        let id = run.id.clone();
+        let token = token.clone();
         tasks.push(tokio::spawn(async move {
             store
                 .finalize_run(
-                    &id,
+                    &token,
                     FinalizeRun {
                         status: RunStatus::Succeeded,
                         usage: Usage {
@@ -163,31 +162,33 @@ async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
         Some(Timestamp::from_millis(START + 3_660_000))
     );
 
-    // After the end nothing more accrues and the status is frozen.
+    // After the end nothing more accrues, the status is frozen and the run is out of the queue.
     let late = db
         .store
         .add_run_usage(
-            &run.id,
+            &token,
             Usage {
                 cost_micros: 1,
                 ..Usage::default()
             },
         )
         .await;
-    assert_eq!(late.unwrap_err().code(), "STORE_CONFLICT");
-    let status = db.store.set_run_status(&run.id, RunStatus::Running).await;
-    assert_eq!(status.unwrap_err().code(), "STORE_CONFLICT");
+    assert_eq!(late.unwrap_err().code(), "RUN_ENDED");
+    let status = db.store.set_run_status(&token, RunStatus::Running).await;
+    assert_eq!(status.unwrap_err().code(), "RUN_ENDED");
+    assert_eq!(
+        db.store.queue_state(&run.id).await.unwrap(),
+        Some(QueueState::Done)
+    );
 
     // A failed run bills cost but does not count as completed.
-    let failed = db
-        .store
-        .create_run(NewRun::new(json!({})).with_org(&org.id))
-        .await
-        .unwrap();
+    let (_, failed) = db
+        .leased_run(NewRun::new(json!({})).with_org(&org.id), "w")
+        .await;
     let outcome = db
         .store
         .finalize_run(
-            &failed.id,
+            &failed.token(),
             FinalizeRun {
                 status: RunStatus::Failed,
                 usage: Usage {
@@ -212,11 +213,33 @@ async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
 }
 
 async fn finalize_refuses_bad_input(db: &TestDb) {
-    let run = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    // A run that never started (never claimed) cannot be finalized with any token.
+    let never = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    for epoch in [0, 1, i64::MAX] {
+        let forged = LeaseToken {
+            run_id: never.id.clone(),
+            epoch,
+        };
+        let refused = db
+            .store
+            .finalize_run(
+                &forged,
+                FinalizeRun {
+                    status: RunStatus::Failed,
+                    usage: Usage::default(),
+                },
+            )
+            .await;
+        assert_eq!(refused.unwrap_err().code(), "LEASE_LOST");
+    }
+    assert_eq!(db.store.get_run(&never.id).await.unwrap().ended_at, None);
+
+    let (run, claim) = db.leased_run(NewRun::new(json!({})), "w").await;
+    let token = claim.token();
     let not_terminal = db
         .store
         .finalize_run(
-            &run.id,
+            &token,
             FinalizeRun {
                 status: RunStatus::Running,
                 usage: Usage::default(),
@@ -227,7 +250,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
     let negative = db
         .store
         .finalize_run(
-            &run.id,
+            &token,
             FinalizeRun {
                 status: RunStatus::Failed,
                 usage: Usage {
@@ -241,7 +264,10 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
     let unknown = db
         .store
         .finalize_run(
-            "nope",
+            &LeaseToken {
+                run_id: "nope".to_owned(),
+                epoch: 1,
+            },
             FinalizeRun {
                 status: RunStatus::Failed,
                 usage: Usage::default(),
@@ -253,7 +279,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
     let outcome = db
         .store
         .finalize_run(
-            &run.id,
+            &token,
             FinalizeRun {
                 status: RunStatus::Cancelled,
                 usage: Usage::default(),
@@ -269,8 +295,12 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
             year_month: "2024-05".to_owned()
         }
     );
-    let terminal_status = db.store.set_run_status(&run.id, RunStatus::Succeeded).await;
+    let terminal_status = db.store.set_run_status(&token, RunStatus::Succeeded).await;
     assert_eq!(terminal_status.unwrap_err().code(), "STORE_INVALID_INPUT");
+    assert_eq!(
+        db.store.get_run(&run.id).await.unwrap().status,
+        RunStatus::Cancelled
+    );
 }
 
 async fn run_input_idempotency(db: &TestDb) {

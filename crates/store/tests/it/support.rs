@@ -145,6 +145,26 @@ impl TestDb {
         .unwrap()
     }
 
+    /// Another store on the same database whose own clock is `skew` milliseconds off the
+    /// system clock (a worker on a machine with a wrong clock).
+    pub(crate) async fn reopen_with_skew(&self, skew: i64) -> Store {
+        let now = i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
+        )
+        .unwrap();
+        let clock = ManualClock::new(Timestamp::from_millis(now + skew));
+        Store::open(
+            StoreConfig::new(&self.url, keyring())
+                .with_clock(Arc::new(clock))
+                .with_max_connections(4),
+        )
+        .await
+        .unwrap()
+    }
+
     /// Runs raw SQL against the database, for tests that play an attacker with database access.
     pub(crate) async fn raw_execute(&self, sql: &str) {
         match self.kind {
@@ -177,6 +197,47 @@ impl TestDb {
                 n
             }
         }
+    }
+
+    /// Creates a run, enqueues it and claims it as `worker` (a lease of 60 s of database time).
+    pub(crate) async fn leased_run(
+        &self,
+        run: auto_swe_store::NewRun,
+        worker: &str,
+    ) -> (auto_swe_store::Run, auto_swe_store::Claim) {
+        let run = self.store.create_run(run).await.unwrap();
+        self.store.enqueue(&run.id).await.unwrap();
+        let claim = self.claim_run(&run.id, worker).await;
+        (run, claim)
+    }
+
+    /// Claims `run_id` as `worker`; the run must be the only one claimable.
+    pub(crate) async fn claim_run(&self, run_id: &str, worker: &str) -> auto_swe_store::Claim {
+        let claims = self
+            .store
+            .claim(&auto_swe_store::ClaimRequest {
+                worker: worker.to_owned(),
+                limit: 1,
+                lease: std::time::Duration::from_secs(60),
+            })
+            .await
+            .unwrap();
+        assert_eq!(claims.len(), 1, "expected {run_id} to be claimable");
+        assert_eq!(claims[0].run_id, run_id);
+        claims.into_iter().next().unwrap()
+    }
+
+    /// Moves a queued run's times `by` into the past, as if that much database time had passed
+    /// for it: a lease lapses, a timer falls due. (The store reads the database's clock, which a
+    /// test cannot move.)
+    pub(crate) async fn age_queue_entry(&self, run_id: &str, by: std::time::Duration) {
+        let ms = i64::try_from(by.as_millis()).unwrap();
+        assert!(run_id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'));
+        self.raw_execute(&format!(
+            "UPDATE run_queue SET available_at = available_at - {ms}, \
+             lease_until = lease_until - {ms} WHERE run_id = '{run_id}'"
+        ))
+        .await;
     }
 
     /// Drops the database (`PostgreSQL`); the `SQLite` file goes with its temp dir.

@@ -1,0 +1,272 @@
+//! Webhooks and pull requests, written once for both backends.
+
+macro_rules! impl_integration_store {
+    ($store:ty, $row:ty) => {
+        impl $store {
+            fn outbound_from_row(row: &$row) -> StoreResult<OutboundWebhook> {
+                let state: String = row.try_get("state")?;
+                Ok(OutboundWebhook {
+                    id: row.try_get("id")?,
+                    target: row.try_get("target")?,
+                    event: row.try_get("event")?,
+                    payload: from_json_text(
+                        "outbound_webhooks",
+                        &row.try_get::<String, _>("payload")?,
+                    )?,
+                    state: parse_stored("outbound_webhooks", &state)?,
+                    attempts: row.try_get("attempts")?,
+                    max_attempts: row.try_get("max_attempts")?,
+                    next_attempt_at: Timestamp::from_millis(row.try_get("next_attempt_at")?),
+                    last_error: row.try_get("last_error")?,
+                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                })
+            }
+
+            fn pull_request_from_row(row: &$row) -> StoreResult<PullRequest> {
+                let state: String = row.try_get("state")?;
+                let ci: String = row.try_get("ci_status")?;
+                Ok(PullRequest {
+                    connection_id: row.try_get("connection_id")?,
+                    number: row.try_get("number")?,
+                    run_id: row.try_get("run_id")?,
+                    url: row.try_get("url")?,
+                    head_sha: row.try_get("head_sha")?,
+                    state: parse_stored("pull_requests", &state)?,
+                    ci_status: parse_stored("pull_requests", &ci)?,
+                    updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
+                })
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl IntegrationStore for $store {
+            async fn record_delivery(
+                &self,
+                provider: &str,
+                delivery_id: &str,
+                event: &str,
+                payload: &serde_json::Value,
+            ) -> StoreResult<DeliveryReceipt> {
+                limits::short_text("provider", provider)?;
+                limits::short_text("delivery id", delivery_id)?;
+                limits::short_text("event", event)?;
+                let payload = limits::json_text("delivery payload", payload)?;
+                let inserted = sqlx::query(
+                    "INSERT INTO webhook_deliveries (provider, delivery_id, event, payload, \
+                     received_at) VALUES ($1, $2, $3, $4, $5) \
+                     ON CONFLICT (provider, delivery_id) DO NOTHING",
+                )
+                .bind(provider)
+                .bind(delivery_id)
+                .bind(event)
+                .bind(&payload)
+                .bind(self.clock.now().as_millis())
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_write("webhook delivery", delivery_id, e))?;
+                Ok(if inserted.rows_affected() == 1 {
+                    DeliveryReceipt::New
+                } else {
+                    DeliveryReceipt::Duplicate
+                })
+            }
+
+            async fn enqueue_outbound(
+                &self,
+                webhook: NewOutboundWebhook,
+            ) -> StoreResult<OutboundWebhook> {
+                let payload = crate::records::integrations::validate_outbound(&webhook)?;
+                let id = new_id();
+                let row = sqlx::query(&format!(
+                    "INSERT INTO outbound_webhooks (id, target, event, payload, state, \
+                     max_attempts, next_attempt_at, created_at) \
+                     VALUES ($1, $2, $3, $4, 'PENDING', $5, {now}, $6) RETURNING *",
+                    now = Self::NOW_MS
+                ))
+                .bind(&id)
+                .bind(&webhook.target)
+                .bind(&webhook.event)
+                .bind(&payload)
+                .bind(i64::from(webhook.max_attempts))
+                .bind(self.clock.now().as_millis())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map_write("outbound webhook", &id, e))?;
+                Self::outbound_from_row(&row)
+            }
+
+            async fn take_due_outbound(
+                &self,
+                limit: u32,
+                window: Duration,
+            ) -> StoreResult<Vec<OutboundWebhook>> {
+                let limit = validate_page(limit)?;
+                crate::records::queue::validate_lease(window)?;
+                let rows = sqlx::query(&format!(
+                    "UPDATE outbound_webhooks SET next_attempt_at = {now} + $2 WHERE id IN (\
+                     SELECT id FROM outbound_webhooks WHERE state = 'PENDING' \
+                     AND next_attempt_at <= {now} ORDER BY next_attempt_at, id LIMIT $1{skip}) \
+                     RETURNING *",
+                    now = Self::NOW_MS,
+                    skip = Self::SKIP_LOCKED
+                ))
+                .bind(limit)
+                .bind(crate::records::queue::millis(window))
+                .fetch_all(&self.pool)
+                .await?;
+                let mut taken = rows
+                    .iter()
+                    .map(Self::outbound_from_row)
+                    .collect::<StoreResult<Vec<_>>>()?;
+                taken.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+                Ok(taken)
+            }
+
+            async fn record_attempt(
+                &self,
+                id: &str,
+                result: AttemptResult,
+            ) -> StoreResult<OutboundWebhook> {
+                let pending = "WHERE id = $1 AND state = 'PENDING' RETURNING *";
+                let row = match &result {
+                    AttemptResult::Delivered => {
+                        sqlx::query(&format!(
+                            "UPDATE outbound_webhooks SET attempts = attempts + 1, \
+                             state = 'DELIVERED', delivered_at = $2, last_error = NULL {pending}"
+                        ))
+                        .bind(id)
+                        .bind(self.clock.now().as_millis())
+                        .fetch_optional(&self.pool)
+                        .await?
+                    }
+                    AttemptResult::Retry { error, retry_after } => {
+                        crate::records::queue::validate_delay(*retry_after)?;
+                        limits::long_text("webhook error", error)?;
+                        sqlx::query(&format!(
+                            "UPDATE outbound_webhooks SET attempts = attempts + 1, \
+                             state = CASE WHEN attempts + 1 >= max_attempts THEN 'FAILED' \
+                             ELSE 'PENDING' END, last_error = $2, \
+                             next_attempt_at = {now} + $3 {pending}",
+                            now = Self::NOW_MS
+                        ))
+                        .bind(id)
+                        .bind(error)
+                        .bind(crate::records::queue::millis(*retry_after))
+                        .fetch_optional(&self.pool)
+                        .await?
+                    }
+                    AttemptResult::GiveUp { error } => {
+                        limits::long_text("webhook error", error)?;
+                        sqlx::query(&format!(
+                            "UPDATE outbound_webhooks SET attempts = attempts + 1, \
+                             state = 'FAILED', last_error = $2 {pending}"
+                        ))
+                        .bind(id)
+                        .bind(error)
+                        .fetch_optional(&self.pool)
+                        .await?
+                    }
+                };
+                if let Some(row) = row {
+                    return Self::outbound_from_row(&row);
+                }
+                let exists: Option<String> =
+                    sqlx::query_scalar("SELECT id FROM outbound_webhooks WHERE id = $1")
+                        .bind(id)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                Err(match exists {
+                    Some(_) => StoreError::Conflict {
+                        entity: "outbound webhook",
+                        detail: format!("{id} is no longer pending"),
+                    },
+                    None => StoreError::not_found("outbound webhook", id),
+                })
+            }
+
+            async fn upsert_pull_request(
+                &self,
+                update: PullRequestUpdate,
+            ) -> StoreResult<PullRequest> {
+                crate::records::integrations::validate_pull_request(&update)?;
+                let row = sqlx::query(
+                    "INSERT INTO pull_requests (connection_id, number, run_id, url, head_sha, \
+                     state, ci_status, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 'UNKNOWN', $7) \
+                     ON CONFLICT (connection_id, number) DO UPDATE SET \
+                     run_id = COALESCE(pull_requests.run_id, excluded.run_id), \
+                     url = excluded.url, state = excluded.state, \
+                     ci_status = CASE WHEN pull_requests.head_sha = excluded.head_sha \
+                       THEN pull_requests.ci_status ELSE 'UNKNOWN' END, \
+                     head_sha = excluded.head_sha, updated_at = excluded.updated_at \
+                     RETURNING *",
+                )
+                .bind(&update.connection_id)
+                .bind(update.number)
+                .bind(&update.run_id)
+                .bind(&update.url)
+                .bind(update.head_sha.to_ascii_lowercase())
+                .bind(update.state.as_str())
+                .bind(self.clock.now().as_millis())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map_write("pull request", &update.url, e))?;
+                Self::pull_request_from_row(&row)
+            }
+
+            async fn get_pull_request(
+                &self,
+                connection_id: &str,
+                number: i64,
+            ) -> StoreResult<PullRequest> {
+                let row = sqlx::query(
+                    "SELECT * FROM pull_requests WHERE connection_id = $1 AND number = $2",
+                )
+                .bind(connection_id)
+                .bind(number)
+                .fetch_optional(&self.pool)
+                .await?
+                .ok_or_else(|| {
+                    StoreError::not_found("pull request", format!("{connection_id}#{number}"))
+                })?;
+                Self::pull_request_from_row(&row)
+            }
+
+            async fn pull_request_by_head(
+                &self,
+                connection_id: &str,
+                head_sha: &str,
+            ) -> StoreResult<Option<PullRequest>> {
+                crate::records::integrations::validate_sha(head_sha)?;
+                let row = sqlx::query(
+                    "SELECT * FROM pull_requests WHERE connection_id = $1 AND head_sha = $2 \
+                     ORDER BY updated_at DESC, number DESC LIMIT 1",
+                )
+                .bind(connection_id)
+                .bind(head_sha.to_ascii_lowercase())
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(Self::pull_request_from_row).transpose()
+            }
+
+            async fn set_ci_status(
+                &self,
+                connection_id: &str,
+                head_sha: &str,
+                status: CiStatus,
+            ) -> StoreResult<bool> {
+                crate::records::integrations::validate_sha(head_sha)?;
+                let done = sqlx::query(
+                    "UPDATE pull_requests SET ci_status = $1, updated_at = $2 \
+                     WHERE connection_id = $3 AND head_sha = $4",
+                )
+                .bind(status.as_str())
+                .bind(self.clock.now().as_millis())
+                .bind(connection_id)
+                .bind(head_sha.to_ascii_lowercase())
+                .execute(&self.pool)
+                .await?;
+                Ok(done.rows_affected() > 0)
+            }
+        }
+    };
+}
