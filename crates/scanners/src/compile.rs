@@ -108,11 +108,11 @@ impl Group {
     }
 
     /// One pass of the set decides which rules match at all; only those run again to find
-    /// where. Each rule reports its first match.
+    /// where. Every match of a rule is reported, in order.
     fn each_match(&self, haystack: &[u8], mut found: impl FnMut(&Entry, Range<usize>)) {
         for index in &self.set.matches(haystack) {
             let entry = &self.entries[index];
-            if let Some(matched) = entry.regex.find(haystack) {
+            for matched in entry.regex.find_iter(haystack) {
                 found(entry, matched.range());
             }
         }
@@ -243,8 +243,8 @@ impl CompiledPatterns {
         }
     }
 
-    /// Runs the rules of the given types over `haystack`, calling `found` for each rule that
-    /// matches with the range of its first match.
+    /// Runs the rules of the given types over `haystack`, calling `found` for every match of
+    /// every rule with its range.
     pub(crate) fn each_match(
         &self,
         types: &[PatternType],

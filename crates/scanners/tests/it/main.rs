@@ -7,6 +7,8 @@ mod cache;
 #[cfg(test)]
 mod content;
 #[cfg(test)]
+mod corpora;
+#[cfg(test)]
 mod fence;
 #[cfg(test)]
 mod gates;
