@@ -228,31 +228,54 @@ fn check(name: &str, rates: &Rates, min_recall: f64, max_false_positives: f64) {
     );
 }
 
+/// The tuning corpus and the held-out one (written after the rules and measured as it came),
+/// reported apart and together; the floors hold on the union.
+fn both(name: &str) -> (Vec<Case>, Vec<Case>) {
+    let tuning = corpus(&format!("{name}.tsv"));
+    let holdout = corpus(&format!("{name}-holdout.tsv"));
+    assert!(tuning.len() >= 200, "{name} corpus too small");
+    assert!(holdout.len() >= 60, "{name} held-out corpus too small");
+    (tuning, holdout)
+}
+
 #[test]
 fn secrets_corpus_meets_its_floors() {
-    let cases = corpus("secrets.tsv");
-    assert!(cases.len() >= 200, "corpus too small");
+    let (tuning, holdout) = both("secrets");
     let scan = |text: &str| scan_content(builtin(), text);
     // Caught: warned or blocked; false alarm: warned or blocked (a warning goes back to the
     // model, so it is a cost too).
+    report(
+        "secrets, held out (warn or block)",
+        &measure(&holdout, scan, Verdict::Warn, Verdict::Warn),
+    );
+    let all: Vec<Case> = tuning.into_iter().chain(holdout).collect();
     check(
-        "secrets (warn or block)",
-        &measure(&cases, scan, Verdict::Warn, Verdict::Warn),
+        "secrets, all (warn or block)",
+        &measure(&all, scan, Verdict::Warn, Verdict::Warn),
         0.90,
         0.02,
     );
     report(
-        "secrets (block)",
-        &measure(&cases, scan, Verdict::Block, Verdict::Block),
+        "secrets, all (block)",
+        &measure(&all, scan, Verdict::Block, Verdict::Block),
     );
 }
 
 #[test]
 fn injection_corpus_meets_its_floors() {
-    let cases = corpus("injection.tsv");
-    assert!(cases.len() >= 200, "corpus too small");
+    let (tuning, holdout) = both("injection");
+    report(
+        "injection, held out, LLM output (warn)",
+        &measure(
+            &holdout,
+            |text| scan_llm_output(builtin(), text),
+            Verdict::Warn,
+            Verdict::Warn,
+        ),
+    );
+    let cases: Vec<Case> = tuning.into_iter().chain(holdout).collect();
     check(
-        "injection, LLM output (warn)",
+        "injection, all, LLM output (warn)",
         &measure(
             &cases,
             |text| scan_llm_output(builtin(), text),
@@ -263,7 +286,7 @@ fn injection_corpus_meets_its_floors() {
         0.01,
     );
     check(
-        "injection, memory write (block)",
+        "injection, all, memory write (block)",
         &measure(
             &cases,
             |text| scan_memory(builtin(), text, MemoryAccess::Write),
@@ -277,18 +300,22 @@ fn injection_corpus_meets_its_floors() {
 
 #[test]
 fn shell_corpus_meets_its_floors() {
-    let cases = corpus("shell.tsv");
-    assert!(cases.len() >= 200, "corpus too small");
+    let (tuning, holdout) = both("shell");
     let scan = |text: &str| scan_shell_command(builtin(), text, HarnessConfig::Loaded);
     // The gate's job is to refuse: recall and false positives are both counted on blocks.
+    report(
+        "shell, held out (block)",
+        &measure(&holdout, scan, Verdict::Block, Verdict::Block),
+    );
+    let cases: Vec<Case> = tuning.into_iter().chain(holdout).collect();
     check(
-        "shell (block)",
+        "shell, all (block)",
         &measure(&cases, scan, Verdict::Block, Verdict::Block),
         0.90,
         0.02,
     );
     report(
-        "shell (warn or block)",
+        "shell, all (warn or block)",
         &measure(&cases, scan, Verdict::Warn, Verdict::Warn),
     );
 }
