@@ -137,6 +137,18 @@ fn throughput(c: &mut Criterion) {
     let Some(set) = bare_set(&patterns) else {
         return;
     };
+    // Which rules match how often decides what locating every match costs.
+    let result = scan_all(&compiled, &text);
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for finding in &result.findings {
+        *counts.entry(finding.pattern_id.clone()).or_default() += 1;
+    }
+    for (rule, more) in &result.omitted {
+        *counts.entry(rule.clone()).or_default() += more;
+    }
+    let mut counts: Vec<_> = counts.into_iter().collect();
+    counts.sort_by_key(|entry| std::cmp::Reverse(entry.1));
+    eprintln!("matches per rule on the mixed input: {counts:?}");
 
     let mut group = c.benchmark_group("full_builtin_set_1MiB");
     group.throughput(Throughput::Bytes(text.len() as u64));

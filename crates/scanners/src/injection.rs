@@ -2,13 +2,16 @@
 //! over the text as written and over a normalised reading of it — case folded, look-alike
 //! letters mapped to ASCII, invisible characters dropped (tag characters decoded), leetspeak
 //! read as letters, letter-spaced words joined — plus base64 segments decoded and a ROT13
-//! reading. Weak signals (`inj.signal.*`, severity `PASS`) are scored per paragraph: three or
-//! more distinct ones add an `inj.score` finding. Role tags inside code (fenced blocks, code
+//! reading. Weak signals are scored per paragraph of the normalised reading: three or more
+//! distinct ones add an `inj.score` finding. Role tags inside code (fenced blocks, code
 //! spans, generics such as `Json<User>`) do not count. A [`Classifier`] can add findings of its
 //! own; it never clears what the rules found.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ops::Range;
+use std::sync::LazyLock;
+
+use regex::RegexSet;
 
 use crate::compile::{CompiledPatterns, IncompleteReason};
 use crate::pattern::{PatternType, Severity};
@@ -29,6 +32,42 @@ const MAX_DECODED_BYTES: usize = 256 << 10;
 const SIGNAL_THRESHOLD: usize = 3;
 /// A classifier probability at or above this adds a finding.
 const CLASSIFIER_THRESHOLD: f64 = 0.5;
+
+/// Weak signals: none is worth a finding alone; several in one paragraph are.
+const SIGNALS: [(&str, &str); 8] = [
+    (
+        "override",
+        r"\b(?:ignore|disregard|forget|override|bypass|abandon)\b",
+    ),
+    (
+        "instructions",
+        r"\b(?:instructions|system\s+prompt|guidelines|your\s+rules)\b",
+    ),
+    (
+        "addressee",
+        r"\b(?:you\s+(?:must|will|should)|assistant|ai|llm|language\s+model)\b",
+    ),
+    (
+        "secrets",
+        r"\b(?:api\s+keys?|credentials|\.env|secrets|tokens?|passwords?|ssh\s+keys?)\b",
+    ),
+    (
+        "egress",
+        r"\b(?:send|upload|forward|post|email|exfiltrate|curl|webhook)\b|https?://",
+    ),
+    (
+        "secrecy",
+        r"\b(?:secretly|do\s+not\s+(?:tell|mention)|don'?t\s+(?:tell|mention)|without\s+telling|hide\s+this)\b",
+    ),
+    (
+        "urgency",
+        r"\b(?:important|urgent|immediately|right\s+now|at\s+once)\b|!!!",
+    ),
+    ("user-tag", r"<\s*/?\s*(?:user|human)\s*>"),
+];
+
+static SIGNAL_SET: LazyLock<Option<RegexSet>> =
+    LazyLock::new(|| RegexSet::new(SIGNALS.iter().map(|(_, pattern)| *pattern)).ok());
 
 /// A detector that scores text for prompt injection, for example a model run by the host.
 ///
@@ -251,6 +290,11 @@ fn collect_injection(
     collected: &mut Collected,
 ) {
     collect(patterns, types, &View::identity(text), collected);
+    let mut seen: BTreeSet<(String, usize)> = collected
+        .findings
+        .iter()
+        .map(|f| (f.pattern_id.clone(), f.offset))
+        .collect();
     let mut start = 0;
     while start < text.len() {
         let mut end = (start + WINDOW).min(text.len());
@@ -265,6 +309,7 @@ fn collect_injection(
         let mut found = Collected::default();
         let normalised = normalise(window, start, text.len());
         collect(patterns, types, &normalised, &mut found);
+        score_signals(&normalised, &mut found);
         let rotated = View::from_chars(
             rot13(&normalised)
                 .chars()
@@ -292,11 +337,7 @@ fn collect_injection(
         for finding in found.findings {
             // A window reports only matches that start in it; the overlap is read by the next.
             let own = finding.offset >= start && (finding.offset < end || end == text.len());
-            let seen = collected
-                .findings
-                .iter()
-                .any(|f| f.pattern_id == finding.pattern_id && f.offset == finding.offset);
-            if own && !seen {
+            if own && seen.insert((finding.pattern_id.clone(), finding.offset)) {
                 collected.push(finding);
             }
         }
@@ -307,46 +348,31 @@ fn collect_injection(
         !CODE_EXEMPT.contains(&finding.pattern_id.as_str())
             || !code.iter().any(|range| range.contains(&finding.offset))
     });
-    score_signals(text, collected);
 }
 
-/// Adds an `inj.score` finding for each paragraph with enough distinct weak signals.
-fn score_signals(text: &str, collected: &mut Collected) {
-    let mut by_paragraph: BTreeMap<usize, BTreeSet<&str>> = BTreeMap::new();
-    let breaks: Vec<usize> = text.match_indices("\n\n").map(|(i, _)| i).collect();
-    for finding in &collected.findings {
-        if let Some(signal) = finding.pattern_id.strip_prefix("inj.signal.") {
-            let paragraph = breaks.partition_point(|&b| b < finding.offset);
-            by_paragraph.entry(paragraph).or_default().insert(signal);
-        }
-    }
-    let mut scored = Vec::new();
-    for (paragraph, signals) in by_paragraph {
-        if signals.len() >= SIGNAL_THRESHOLD {
-            let offset = if paragraph == 0 {
-                0
-            } else {
-                breaks[paragraph - 1] + 2
-            };
-            let names: Vec<&str> = signals.into_iter().collect();
-            scored.push(Finding::rule(
+/// Adds an `inj.score` finding for each paragraph (of the normalised reading) with enough
+/// distinct weak signals. One pass of a small set per paragraph.
+fn score_signals(view: &View, collected: &mut Collected) {
+    let Some(set) = SIGNAL_SET.as_ref() else {
+        return;
+    };
+    let mut start = 0;
+    for paragraph in view.text.split("\n\n") {
+        let matched: Vec<&str> = set
+            .matches(paragraph)
+            .iter()
+            .map(|index| SIGNALS[index].0)
+            .collect();
+        if matched.len() >= SIGNAL_THRESHOLD {
+            collected.push(Finding::rule(
                 "inj.score",
                 FindingType::Injection,
                 Severity::Warning,
-                &format!("weak signals: {}", names.join(", ")),
-                offset,
+                &format!("weak signals: {}", matched.join(", ")),
+                view.original_offset(start),
             ));
         }
-    }
-    // The signals themselves are inputs to the score, not findings.
-    collected
-        .findings
-        .retain(|f| !f.pattern_id.starts_with("inj.signal."));
-    collected
-        .omitted
-        .retain(|id, _| !id.starts_with("inj.signal."));
-    for finding in scored {
-        collected.push(finding);
+        start += paragraph.len() + 2;
     }
 }
 

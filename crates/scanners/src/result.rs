@@ -158,14 +158,22 @@ pub(crate) struct Collected {
 impl Collected {
     /// Whether rule `id` may report another finding; counts the match as omitted when not.
     pub(crate) fn admit(&mut self, id: &str) -> bool {
-        let count = self.per_rule.entry(id.to_owned()).or_default();
+        // Looked up before inserting: a rule that matches thousands of times allocates once.
+        let Some(count) = self.per_rule.get_mut(id) else {
+            self.per_rule.insert(id.to_owned(), 1);
+            return true;
+        };
         if *count < MAX_FINDINGS_PER_RULE {
             *count += 1;
-            true
-        } else {
-            *self.omitted.entry(id.to_owned()).or_default() += 1;
-            false
+            return true;
         }
+        match self.omitted.get_mut(id) {
+            Some(omitted) => *omitted += 1,
+            None => {
+                self.omitted.insert(id.to_owned(), 1);
+            }
+        }
+        false
     }
 
     pub(crate) fn push(&mut self, finding: Finding) {

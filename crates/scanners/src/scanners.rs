@@ -57,9 +57,10 @@ pub(crate) fn collect(
 ) {
     let haystack = view.text.as_bytes();
     patterns.each_match(types, haystack, |entry, range| {
-        let matched = String::from_utf8_lossy(&haystack[range.clone()]);
+        let bytes = &haystack[range.clone()];
         let severity = if entry.pattern_type == PatternType::Secret {
-            match crate::secrets::judge(&entry.id, entry.severity, &matched) {
+            match crate::secrets::judge(&entry.id, entry.severity, &String::from_utf8_lossy(bytes))
+            {
                 Some(severity) => severity,
                 None => return,
             }
@@ -70,7 +71,7 @@ pub(crate) fn collect(
             collected.findings.push(Finding::from_entry(
                 entry,
                 severity,
-                &matched,
+                &String::from_utf8_lossy(bytes),
                 view.original_offset(range.start),
             ));
         }

@@ -13,6 +13,8 @@ mod fence;
 #[cfg(test)]
 mod gates;
 #[cfg(test)]
+mod hostile;
+#[cfg(test)]
 mod paths;
 #[cfg(test)]
 mod patterns;
