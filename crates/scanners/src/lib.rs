@@ -38,7 +38,7 @@ pub use scanners::{
     HarnessConfig, MemoryAccess, format_code_findings, normalise_path_for_matching, scan_all,
     scan_code_diff, scan_content, scan_sensitive_path, scan_url,
 };
-pub use shell::scan_shell_command;
+pub use shell::{MAX_COMMAND_BYTES, scan_shell_command};
 pub use source::{
     Clock, DEFAULT_PATTERN_TTL, InMemoryPatternSource, ManualClock, MonotonicClock, PatternCache,
     PatternSource, PatternSourceError, SourcePatterns, compile_with_source,

@@ -21,6 +21,10 @@ use crate::view::View;
 
 /// How deep encoded payloads are unwrapped (base64 inside base64 …).
 const MAX_DECODE_DEPTH: usize = 3;
+/// Longest command the scanner reads; a longer one is refused unread. Every view of a command
+/// carries an offset map, so reading one costs several times its size in memory, and no command
+/// an agent needs to run is this long (a script belongs in a file).
+pub const MAX_COMMAND_BYTES: usize = 1 << 20;
 
 type Rewrite = fn(&Captures<'_>) -> String;
 
@@ -383,6 +387,20 @@ pub fn scan_shell_command(
             Some(crate::compile::IncompleteReason::Partial),
         );
     };
+    if command.len() > MAX_COMMAND_BYTES {
+        let mut collected = Collected::default();
+        collected.push(Finding::rule(
+            "guard.command-too-long",
+            FindingType::ShellCommand,
+            Severity::Critical,
+            &format!(
+                "a {} byte command is longer than the {MAX_COMMAND_BYTES} bytes the scanner reads",
+                command.len()
+            ),
+            0,
+        ));
+        return ScanResult::new(crate::result::Verdict::Block, collected, None);
+    }
     let mut scan = Scan {
         rules,
         patterns,
