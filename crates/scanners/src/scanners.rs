@@ -459,7 +459,7 @@ pub fn scan_url(policy: &UrlPolicy, url: &str, kind: RequestKind) -> ScanResult 
     ScanResult::new(verdict, collected, None)
 }
 
-/// Every pattern type over one text, in one pass of the combined set. Advisory verdict; used
+/// Every pattern type over one text, one pass of each type's set. Advisory verdict; used
 /// for ad-hoc checks and as the throughput baseline.
 #[must_use]
 pub fn scan_all(patterns: &CompiledPatterns, text: &str) -> ScanResult {
