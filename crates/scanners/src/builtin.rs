@@ -1,9 +1,21 @@
 //! The built-in pattern pack: rules written for this project, one table row each, with an input
 //! every row must match and one it must not.
 
+mod secrets;
 mod table;
 
+use std::sync::LazyLock;
+
 use crate::pattern::{Pattern, PatternType, Severity};
+
+/// The whole pack: the general table followed by the secret rules.
+static PACK: LazyLock<Vec<BuiltinPattern>> = LazyLock::new(|| {
+    table::BUILTIN
+        .iter()
+        .chain(secrets::SECRETS)
+        .copied()
+        .collect()
+});
 
 /// One built-in rule with its two examples.
 #[derive(Debug, Clone, Copy)]
@@ -46,14 +58,11 @@ impl BuiltinPattern {
 /// The built-in rules with their examples.
 #[must_use]
 pub fn builtin_table() -> &'static [BuiltinPattern] {
-    table::BUILTIN
+    &PACK
 }
 
 /// The built-in rules as patterns, ready to compile or to seed a host's store.
 #[must_use]
 pub fn builtin_patterns() -> Vec<Pattern> {
-    table::BUILTIN
-        .iter()
-        .map(BuiltinPattern::to_pattern)
-        .collect()
+    PACK.iter().map(BuiltinPattern::to_pattern).collect()
 }

@@ -9,11 +9,13 @@
 mod builtin;
 mod compile;
 mod fence;
+mod injection;
 mod pattern;
 mod redact;
 mod result;
 mod safe_path;
 mod scanners;
+mod secrets;
 mod shell;
 mod source;
 mod url_policy;
@@ -22,16 +24,21 @@ mod view;
 pub use builtin::{BuiltinPattern, builtin_patterns, builtin_table};
 pub use compile::{CompiledPatterns, IncompleteReason};
 pub use fence::{LEFT_ANGLE, RIGHT_ANGLE, fence_untrusted, neutralise_angle_brackets};
+pub use injection::{
+    Classifier, RulesOnly, scan_llm_output, scan_llm_output_with, scan_memory, scan_memory_with,
+    scan_skill_content, scan_skill_content_with,
+};
 pub use pattern::{Pattern, PatternError, PatternType, Severity};
 pub use redact::{REDACTED, Redactor, mask_credential_shapes};
-pub use result::{EXCERPT_MAX_CHARS, Finding, FindingType, ScanResult, Verdict};
+pub use result::{
+    EXCERPT_MAX_CHARS, Finding, FindingType, MAX_FINDINGS_PER_RULE, ScanResult, Verdict,
+};
 pub use safe_path::{PathRefusal, SafePath, safe_path};
 pub use scanners::{
     HarnessConfig, MemoryAccess, format_code_findings, normalise_path_for_matching, scan_all,
-    scan_code_diff, scan_content, scan_llm_output, scan_memory, scan_sensitive_path,
-    scan_skill_content, scan_url,
+    scan_code_diff, scan_content, scan_sensitive_path, scan_url,
 };
-pub use shell::scan_shell_command;
+pub use shell::{MAX_COMMAND_BYTES, scan_shell_command};
 pub use source::{
     Clock, DEFAULT_PATTERN_TTL, InMemoryPatternSource, ManualClock, MonotonicClock, PatternCache,
     PatternSource, PatternSourceError, SourcePatterns, compile_with_source,

@@ -1,6 +1,8 @@
 //! The one result shape every scanner returns: a verdict, the findings behind it and whether
 //! every rule ran.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::compile::{Entry, IncompleteReason};
@@ -9,6 +11,10 @@ use crate::redact::mask_credential_shapes;
 
 /// Longest excerpt a finding carries, in characters.
 pub const EXCERPT_MAX_CHARS: usize = 200;
+
+/// Most findings one rule reports per scan; further matches are only counted (see
+/// [`ScanResult::omitted`]).
+pub const MAX_FINDINGS_PER_RULE: usize = 20;
 
 /// What the caller should do with the scanned input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -74,6 +80,14 @@ pub struct Finding {
     pub excerpt: String,
     /// Byte offset of the match in the scanned input.
     pub offset: usize,
+    /// 1-based line of the match: in the scanned text, or in the new file for a diff.
+    pub line: usize,
+    /// 1-based column of the match, in characters from the start of its line.
+    pub column: usize,
+    /// The file the match is in: the `+++` file of a diff, or the path given to
+    /// [`ScanResult::in_file`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 impl Finding {
@@ -91,18 +105,28 @@ impl Finding {
             severity,
             excerpt: excerpt_of(excerpt, finding_type),
             offset,
+            line: 1,
+            column: 1,
+            path: None,
         }
     }
 
-    pub(crate) fn from_entry(entry: &Entry, matched: &[u8], offset: usize) -> Self {
-        let text = String::from_utf8_lossy(matched);
+    pub(crate) fn from_entry(
+        entry: &Entry,
+        severity: Severity,
+        matched: &str,
+        offset: usize,
+    ) -> Self {
         let finding_type = FindingType::from(entry.pattern_type);
         Self {
             pattern_id: entry.id.clone(),
             finding_type,
-            severity: entry.severity,
-            excerpt: excerpt_of(&text, finding_type),
+            severity,
+            excerpt: excerpt_of(matched, finding_type),
             offset,
+            line: 1,
+            column: 1,
+            path: None,
         }
     }
 }
@@ -122,6 +146,43 @@ fn excerpt_of(text: &str, finding_type: FindingType) -> String {
     excerpt
 }
 
+/// Findings gathered by a scan, at most [`MAX_FINDINGS_PER_RULE`] per rule, and how many
+/// further matches each rule had.
+#[derive(Debug, Default)]
+pub(crate) struct Collected {
+    pub(crate) findings: Vec<Finding>,
+    pub(crate) omitted: BTreeMap<String, usize>,
+    per_rule: BTreeMap<String, usize>,
+}
+
+impl Collected {
+    /// Whether rule `id` may report another finding; counts the match as omitted when not.
+    pub(crate) fn admit(&mut self, id: &str) -> bool {
+        // Looked up before inserting: a rule that matches thousands of times allocates once.
+        let Some(count) = self.per_rule.get_mut(id) else {
+            self.per_rule.insert(id.to_owned(), 1);
+            return true;
+        };
+        if *count < MAX_FINDINGS_PER_RULE {
+            *count += 1;
+            return true;
+        }
+        match self.omitted.get_mut(id) {
+            Some(omitted) => *omitted += 1,
+            None => {
+                self.omitted.insert(id.to_owned(), 1);
+            }
+        }
+        false
+    }
+
+    pub(crate) fn push(&mut self, finding: Finding) {
+        if self.admit(&finding.pattern_id) {
+            self.findings.push(finding);
+        }
+    }
+}
+
 /// What a scanner returns. `incomplete` keeps the seeds' meaning: some rule did not run (the
 /// pattern source could not load, or a pattern failed to compile), so an empty `findings` is not
 /// proof of clean input and a caller that must fail closed can.
@@ -131,8 +192,11 @@ fn excerpt_of(text: &str, finding_type: FindingType) -> String {
 pub struct ScanResult {
     /// What to do.
     pub verdict: Verdict,
-    /// The rules that matched, ordered by offset.
+    /// The matches, ordered by offset: every match, up to [`MAX_FINDINGS_PER_RULE`] per rule.
     pub findings: Vec<Finding>,
+    /// Rules that matched more often than they may report, with the number of matches left out.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub omitted: BTreeMap<String, usize>,
     /// Whether some rule of a scanned type did not run.
     pub incomplete: bool,
     /// Why, when incomplete.
@@ -143,22 +207,70 @@ pub struct ScanResult {
 impl ScanResult {
     pub(crate) fn new(
         verdict: Verdict,
-        mut findings: Vec<Finding>,
+        collected: Collected,
         incomplete_reason: Option<IncompleteReason>,
     ) -> Self {
+        let Collected {
+            mut findings,
+            omitted,
+            ..
+        } = collected;
         findings.sort_by(|a, b| (a.offset, &a.pattern_id).cmp(&(b.offset, &b.pattern_id)));
         findings.dedup_by(|a, b| a.pattern_id == b.pattern_id && a.offset == b.offset);
         Self {
             verdict,
             findings,
+            omitted,
             incomplete: incomplete_reason.is_some(),
             incomplete_reason,
         }
+    }
+
+    /// Names the file the scanned text came from on every finding that has no file yet, so a
+    /// finding reads as `path:line:column`.
+    #[must_use]
+    pub fn in_file(mut self, path: &str) -> Self {
+        for finding in &mut self.findings {
+            if finding.path.is_none() {
+                finding.path = Some(path.to_owned());
+            }
+        }
+        self
+    }
+
+    /// Sets each finding's line and column from its offset in `text`, in one pass.
+    pub(crate) fn locate_in(mut self, text: &str) -> Self {
+        locate(&mut self.findings, text);
+        self
     }
 
     /// The highest severity among the findings.
     #[must_use]
     pub fn max_severity(&self) -> Option<Severity> {
         self.findings.iter().map(|f| f.severity).max()
+    }
+}
+
+/// Sets `line` and `column` (1-based; columns count characters) from each finding's offset in
+/// `text`. Findings must be sorted by offset; the text is walked once.
+pub(crate) fn locate(findings: &mut [Finding], text: &str) {
+    let bytes = text.as_bytes();
+    let mut position = 0;
+    let mut line = 1;
+    let mut column = 1;
+    for finding in findings.iter_mut() {
+        let target = finding.offset.min(bytes.len());
+        while position < target {
+            let byte = bytes[position];
+            if byte == b'\n' {
+                line += 1;
+                column = 1;
+            } else if byte & 0xC0 != 0x80 {
+                column += 1;
+            }
+            position += 1;
+        }
+        finding.line = line;
+        finding.column = column;
     }
 }

@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 
 use crate::compile::{CompiledPatterns, IncompleteReason};
 use crate::pattern::{PatternType, Severity};
-use crate::result::{Finding, FindingType, ScanResult, Verdict};
+use crate::result::{Collected, Finding, FindingType, ScanResult, Verdict};
 use crate::url_policy::{RequestKind, UrlPolicy};
 use crate::view::View;
 
@@ -45,20 +45,36 @@ pub enum MemoryAccess {
     Read,
 }
 
-/// Runs `types` over a view and appends findings at original offsets.
+/// Runs `types` over a view and adds findings at original offsets. `SECRET` matches are judged
+/// first (placeholders and published examples drop to `PASS`, context rules whose value does not
+/// look random are dropped); each rule reports at most [`crate::MAX_FINDINGS_PER_RULE`] matches
+/// and counts the rest.
 pub(crate) fn collect(
     patterns: &CompiledPatterns,
     types: &[PatternType],
     view: &View,
-    findings: &mut Vec<Finding>,
+    collected: &mut Collected,
 ) {
     let haystack = view.text.as_bytes();
     patterns.each_match(types, haystack, |entry, range| {
-        findings.push(Finding::from_entry(
-            entry,
-            &haystack[range.clone()],
-            view.original_offset(range.start),
-        ));
+        let bytes = &haystack[range.clone()];
+        let severity = if entry.pattern_type == PatternType::Secret {
+            match crate::secrets::judge(&entry.id, entry.severity, &String::from_utf8_lossy(bytes))
+            {
+                Some(severity) => severity,
+                None => return,
+            }
+        } else {
+            entry.severity
+        };
+        if collected.admit(&entry.id) {
+            collected.findings.push(Finding::from_entry(
+                entry,
+                severity,
+                &String::from_utf8_lossy(bytes),
+                view.original_offset(range.start),
+            ));
+        }
     });
 }
 
@@ -84,7 +100,7 @@ pub(crate) fn blocking_verdict(
 }
 
 /// Verdict of an advisory scanner: warn when anything above PASS matched.
-fn advisory_verdict(findings: &[Finding]) -> Verdict {
+pub(crate) fn advisory_verdict(findings: &[Finding]) -> Verdict {
     if findings.iter().any(|f| f.severity > Severity::Pass) {
         Verdict::Warn
     } else {
@@ -181,16 +197,26 @@ pub(crate) fn sensitive_path_findings(
     offset: usize,
 ) -> Vec<Finding> {
     let normalised = normalise_path_for_matching(path);
-    let mut findings = Vec::new();
+    let mut collected = Collected::default();
     collect(
         patterns,
         &[PatternType::SensitiveFile],
         &View::identity(&normalised),
-        &mut findings,
+        &mut collected,
     );
+    let mut findings = collected.findings;
     let file_name = normalised.rsplit('/').next().unwrap_or("");
     if TEMPLATE_SUFFIXES.iter().any(|s| file_name.ends_with(s)) {
         findings.retain(|f| f.pattern_id == "path.git-dir");
+    }
+    if climbs_out(path) {
+        findings.push(Finding::rule(
+            "guard.path-traversal",
+            FindingType::SensitiveFile,
+            Severity::Critical,
+            &normalised,
+            0,
+        ));
     }
     if harness == HarnessConfig::Loaded {
         let components: Vec<&str> = normalised.split('/').collect();
@@ -214,40 +240,78 @@ pub(crate) fn sensitive_path_findings(
     findings
 }
 
-/// The sensitive file path scanner (hard block): `.env*` but not templates, keys, credential
-/// files, anything under `.git/`, and the harness's own configuration while the run loads it.
+/// Whether a relative path's `..` components climb above its starting directory (out of the
+/// workspace). Separators are folded the way [`normalise_path_for_matching`] folds them.
+fn climbs_out(path: &str) -> bool {
+    let folded = normalise_separators(path);
+    if folded.starts_with('/') {
+        return false;
+    }
+    let mut depth: usize = 0;
+    for component in folded.split('/') {
+        match component.trim_end_matches(' ') {
+            "" | "." => {}
+            ".." => match depth.checked_sub(1) {
+                Some(up) => depth = up,
+                None => return true,
+            },
+            _ => depth += 1,
+        }
+    }
+    false
+}
+
+fn normalise_separators(path: &str) -> String {
+    path.chars()
+        .map(|c| match c {
+            '\\' | '\u{2215}' | '\u{2044}' | '\u{29F8}' | '\u{FF3C}' | '\u{FE68}' | '\u{29F9}'
+            | '\u{FF0F}' => '/',
+            '\u{2024}' | '\u{FE52}' | '\u{FF0E}' => '.',
+            other => other,
+        })
+        .collect()
+}
+
+/// The sensitive file path scanner (hard block): environment files under any name, keys,
+/// credential stores, anything under `.git/`, paths that climb out of the workspace, and the
+/// harness's own configuration while the run loads it.
 #[must_use]
 pub fn scan_sensitive_path(
     patterns: &CompiledPatterns,
     path: &str,
     harness: HarnessConfig,
 ) -> ScanResult {
-    let findings = sensitive_path_findings(patterns, path, harness, 0);
+    let mut collected = Collected::default();
+    for finding in sensitive_path_findings(patterns, path, harness, 0) {
+        collected.push(finding);
+    }
     let incomplete = patterns.incomplete_for(&[PatternType::SensitiveFile]);
     ScanResult::new(
-        blocking_verdict(&findings, incomplete),
-        findings,
+        blocking_verdict(&collected.findings, incomplete),
+        collected,
         incomplete,
     )
 }
 
 /// The pre-write content scanner: secrets and tokens in text about to be written. CRITICAL
-/// blocks; lower severities warn (the warning goes back to the model).
+/// blocks; lower severities warn (the warning goes back to the model); placeholders and
+/// published example keys are recorded as `PASS` and never act.
 #[must_use]
 pub fn scan_content(patterns: &CompiledPatterns, content: &str) -> ScanResult {
-    let mut findings = Vec::new();
+    let mut collected = Collected::default();
     collect(
         patterns,
         &[PatternType::Secret],
         &View::identity(content),
-        &mut findings,
+        &mut collected,
     );
     let incomplete = patterns.incomplete_for(&[PatternType::Secret]);
     ScanResult::new(
-        blocking_verdict(&findings, incomplete),
-        findings,
+        blocking_verdict(&collected.findings, incomplete),
+        collected,
         incomplete,
     )
+    .locate_in(content)
 }
 
 /// Whether `text` looks like a unified diff.
@@ -275,28 +339,35 @@ fn added_lines(text: &str) -> View {
 
 /// The code security scanner: `CODE_SECURITY` patterns over the lines a diff adds (or over the
 /// whole text when it is not a diff). Advisory: findings go to the security reviewer; see
-/// [`format_code_findings`].
+/// [`format_code_findings`]. In a diff each finding names its file and its line in the new file.
 #[must_use]
 pub fn scan_code_diff(patterns: &CompiledPatterns, diff: &str) -> ScanResult {
-    let mut findings = Vec::new();
+    let mut collected = Collected::default();
     collect(
         patterns,
         &[PatternType::CodeSecurity],
         &added_lines(diff),
-        &mut findings,
+        &mut collected,
     );
     let incomplete = patterns.incomplete_for(&[PatternType::CodeSecurity]);
-    ScanResult::new(advisory_verdict(&findings), findings, incomplete)
+    let mut result = ScanResult::new(advisory_verdict(&collected.findings), collected, incomplete)
+        .locate_in(diff);
+    if is_diff(diff) {
+        locate_in_diff(diff, &mut result.findings);
+    }
+    result
 }
 
-/// Where an offset of a diff lands: the file (`+++ b/…`) and the line number in the new file.
-fn locate_in_diff(diff: &str, offset: usize) -> (Option<String>, Option<usize>) {
-    let mut file = None;
+/// Sets each finding's file (`+++ b/…`) and its line in the new file, walking the diff once.
+/// Findings must be sorted by offset.
+fn locate_in_diff(diff: &str, findings: &mut [Finding]) {
+    let mut file: Option<String> = None;
     let mut next_new: Option<usize> = None;
     let mut start = 0;
+    let mut index = 0;
     for line in diff.split_inclusive('\n') {
         let end = start + line.len();
-        let inside = offset >= start && offset < end;
+        let mut current_new = None;
         if let Some(rest) = line.strip_prefix("+++ ") {
             let name = rest.trim_end();
             file = Some(name.strip_prefix("b/").unwrap_or(name).to_owned());
@@ -308,25 +379,33 @@ fn locate_in_diff(diff: &str, offset: usize) -> (Option<String>, Option<usize>) 
                 .and_then(|part| part.split(',').next())
                 .and_then(|n| n.parse::<usize>().ok());
         } else if line.starts_with('+') || line.starts_with(' ') {
-            if inside {
-                return (file, next_new);
-            }
+            current_new = next_new;
             if let Some(n) = next_new.as_mut() {
                 *n += 1;
             }
         }
-        if inside {
-            return (file, None);
+        while let Some(finding) = findings.get_mut(index) {
+            if finding.offset >= end {
+                break;
+            }
+            finding.path.clone_from(&file);
+            if let Some(n) = current_new {
+                finding.line = n;
+                finding.column = diff
+                    .get(start + 1..finding.offset.max(start + 1))
+                    .map_or(1, |before| before.chars().count() + 1);
+            }
+            index += 1;
         }
         start = end;
     }
-    (file, None)
 }
 
 /// Renders code-security findings for the security reviewer's prompt: one line per finding
 /// with file, line, rule, severity and the excerpt, in a form the reviewer can quote.
 #[must_use]
 pub fn format_code_findings(diff: &str, result: &ScanResult) -> String {
+    let _ = diff;
     if result.findings.is_empty() {
         return if result.incomplete {
             "Automated code scan: no findings, but the scan was incomplete.\n".to_owned()
@@ -337,11 +416,9 @@ pub fn format_code_findings(diff: &str, result: &ScanResult) -> String {
     let mut out =
         String::from("Automated code scan findings (verify each; they may be false positives):\n");
     for finding in &result.findings {
-        let (file, line) = locate_in_diff(diff, finding.offset);
-        let place = match (file, line) {
-            (Some(file), Some(line)) => format!("{file}:{line}"),
-            (Some(file), None) => file,
-            (None, _) => format!("offset {}", finding.offset),
+        let place = match &finding.path {
+            Some(file) => format!("{file}:{}", finding.line),
+            None => format!("line {}", finding.line),
         };
         let _ = writeln!(
             out,
@@ -351,49 +428,13 @@ pub fn format_code_findings(diff: &str, result: &ScanResult) -> String {
             crate::fence::neutralise_angle_brackets(&finding.excerpt)
         );
     }
+    for (rule, count) in &result.omitted {
+        let _ = writeln!(out, "- ({count} more matches of {rule} not listed)");
+    }
     if result.incomplete {
         out.push_str("(The scan was incomplete: some rules did not run.)\n");
     }
     out
-}
-
-/// The skill content scanner: `INJECTION` and `EXFILTRATION`. Advisory: warns, never blocks.
-#[must_use]
-pub fn scan_skill_content(patterns: &CompiledPatterns, text: &str) -> ScanResult {
-    let types = [PatternType::Injection, PatternType::Exfiltration];
-    let mut findings = Vec::new();
-    collect(patterns, &types, &View::identity(text), &mut findings);
-    let incomplete = patterns.incomplete_for(&types);
-    ScanResult::new(advisory_verdict(&findings), findings, incomplete)
-}
-
-/// The LLM output scanner: `INJECTION` in what a model produced. Advisory.
-#[must_use]
-pub fn scan_llm_output(patterns: &CompiledPatterns, text: &str) -> ScanResult {
-    let types = [PatternType::Injection];
-    let mut findings = Vec::new();
-    collect(patterns, &types, &View::identity(text), &mut findings);
-    let incomplete = patterns.incomplete_for(&types);
-    ScanResult::new(advisory_verdict(&findings), findings, incomplete)
-}
-
-/// The memory gate: `INJECTION` only (`EXFILTRATION` never gates memory — lessons name URLs and
-/// curl as a matter of course). A match always blocks. On write an incomplete scan blocks too;
-/// on read only a pattern source that could not load does, and a partial scan keeps the item.
-#[must_use]
-pub fn scan_memory(patterns: &CompiledPatterns, text: &str, access: MemoryAccess) -> ScanResult {
-    let types = [PatternType::Injection];
-    let mut findings = Vec::new();
-    collect(patterns, &types, &View::identity(text), &mut findings);
-    let incomplete = patterns.incomplete_for(&types);
-    let matched = findings.iter().any(|f| f.severity > Severity::Pass);
-    let verdict = match (matched, access, incomplete) {
-        (true, _, _)
-        | (false, MemoryAccess::Write, Some(_))
-        | (false, MemoryAccess::Read, Some(IncompleteReason::LoadFailed)) => Verdict::Block,
-        (false, MemoryAccess::Read | MemoryAccess::Write, _) => Verdict::Allow,
-    };
-    ScanResult::new(verdict, findings, incomplete)
 }
 
 /// The outbound URL policy as a scan: `block` with the refusal as the one finding (type
@@ -401,32 +442,34 @@ pub fn scan_memory(patterns: &CompiledPatterns, text: &str, access: MemoryAccess
 /// still checked on every address it resolves to when a request is made.
 #[must_use]
 pub fn scan_url(policy: &UrlPolicy, url: &str, kind: RequestKind) -> ScanResult {
-    match policy.check_url(url, kind) {
-        Ok(_) => ScanResult::new(Verdict::Allow, Vec::new(), None),
+    let mut collected = Collected::default();
+    let verdict = match policy.check_url(url, kind) {
+        Ok(_) => Verdict::Allow,
         Err(refusal) => {
-            let finding = Finding::rule(
+            collected.push(Finding::rule(
                 refusal.reason(),
                 FindingType::UrlPolicy,
                 Severity::Critical,
                 &refusal.to_string(),
                 0,
-            );
-            ScanResult::new(Verdict::Block, vec![finding], None)
+            ));
+            Verdict::Block
         }
-    }
+    };
+    ScanResult::new(verdict, collected, None)
 }
 
-/// Every pattern type over one text, in one pass of the combined set. Advisory verdict; used
+/// Every pattern type over one text, one pass of each type's set. Advisory verdict; used
 /// for ad-hoc checks and as the throughput baseline.
 #[must_use]
 pub fn scan_all(patterns: &CompiledPatterns, text: &str) -> ScanResult {
-    let mut findings = Vec::new();
+    let mut collected = Collected::default();
     collect(
         patterns,
         &PatternType::ALL,
         &View::identity(text),
-        &mut findings,
+        &mut collected,
     );
     let incomplete = patterns.incomplete_for(&PatternType::ALL);
-    ScanResult::new(advisory_verdict(&findings), findings, incomplete)
+    ScanResult::new(advisory_verdict(&collected.findings), collected, incomplete).locate_in(text)
 }

@@ -13,13 +13,18 @@ use std::sync::LazyLock;
 use regex::{Captures, Regex};
 
 use crate::compile::CompiledPatterns;
-use crate::pattern::PatternType;
-use crate::result::{Finding, ScanResult};
+use crate::pattern::{PatternType, Severity};
+use crate::result::{Collected, Finding, FindingType, ScanResult};
 use crate::scanners::{HarnessConfig, blocking_verdict, collect, sensitive_path_findings};
+use crate::url_policy::{RequestKind, UrlPolicy};
 use crate::view::View;
 
 /// How deep encoded payloads are unwrapped (base64 inside base64 …).
 const MAX_DECODE_DEPTH: usize = 3;
+/// Longest command the scanner reads; a longer one is refused unread. Every view of a command
+/// carries an offset map, so reading one costs several times its size in memory, and no command
+/// an agent needs to run is this long (a script belongs in a file).
+pub const MAX_COMMAND_BYTES: usize = 1 << 20;
 
 type Rewrite = fn(&Captures<'_>) -> String;
 
@@ -37,6 +42,7 @@ struct Rules {
     decoder: Regex,
     base64_token: Regex,
     hex_token: Regex,
+    url: Regex,
 }
 
 fn text_of(caps: &Captures<'_>, index: usize) -> String {
@@ -124,6 +130,7 @@ fn build_rules() -> Option<Rules> {
         decoder: Regex::new(r"\bbase64\s+(?:-\w*\s+)*(?:-d|--decode|-D)\b|\bb64decode\b|\bopenssl\s+(?:base64|enc)\b[^|;\n]*-d\b|\bxxd\s+(?:-\w+\s+)*-r\b").ok()?,
         base64_token: Regex::new(r"[A-Za-z0-9+/_\-]{12,}={0,2}").ok()?,
         hex_token: Regex::new(r"\b(?:[0-9a-fA-F]{2}){6,}\b").ok()?,
+        url: Regex::new(r#"\bhttps?://[^\s'"<>|;`)]+"#).ok()?,
     })
 }
 
@@ -226,7 +233,7 @@ fn base64_value(byte: u8) -> Option<u32> {
 }
 
 /// Decodes standard or URL-safe base64 (padding optional); `None` when not base64.
-fn decode_base64(token: &str) -> Option<Vec<u8>> {
+pub(crate) fn decode_base64(token: &str) -> Option<Vec<u8>> {
     let digits = token.trim_end_matches('=').as_bytes();
     let mut out = Vec::with_capacity(digits.len() * 3 / 4);
     let mut buffer = 0u32;
@@ -279,6 +286,50 @@ fn decoded_payloads(rules: &Rules, command: &str) -> Vec<(String, usize)> {
     payloads
 }
 
+/// URLs in the command that the outbound policy refuses whatever the opt-ins: link-local,
+/// cloud metadata, unspecified and reserved addresses, in any spelling the URL parser reads
+/// (`http://2852039166/` is 169.254.169.254). Loopback and private addresses are everyday
+/// development targets and are left to the rules.
+fn internal_urls(rules: &Rules, view: &View) -> Vec<Finding> {
+    let policy = UrlPolicy::new();
+    let mut found = Vec::new();
+    for m in rules.url.find_iter(&view.text) {
+        if let Err(refusal) = policy.check_url(m.as_str(), RequestKind::Plain) {
+            let reason = refusal.reason();
+            if matches!(
+                reason,
+                "LINK_LOCAL" | "METADATA" | "UNSPECIFIED" | "RESERVED"
+            ) {
+                found.push(Finding::rule(
+                    &format!(
+                        "guard.url-{}",
+                        reason.to_ascii_lowercase().replace('_', "-")
+                    ),
+                    FindingType::UrlPolicy,
+                    Severity::Critical,
+                    m.as_str(),
+                    view.original_offset(m.start()),
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// Whether the command names URLs and every one of them is a loopback address.
+fn only_loopback_urls(rules: &Rules, command: &str) -> bool {
+    let policy = UrlPolicy::new();
+    let mut any = false;
+    for m in rules.url.find_iter(command) {
+        any = true;
+        match policy.check_url(m.as_str(), RequestKind::Plain) {
+            Err(refusal) if refusal.reason() == "LOOPBACK" => {}
+            _ => return false,
+        }
+    }
+    any
+}
+
 struct Scan<'a> {
     rules: &'a Rules,
     patterns: &'a CompiledPatterns,
@@ -291,8 +342,9 @@ impl Scan<'_> {
     fn command(&mut self, command: &str, depth: usize, base: Option<usize>) {
         let types = [PatternType::ShellCommand, PatternType::Exfiltration];
         for view in views(self.rules, command) {
-            let mut found = Vec::new();
-            collect(self.patterns, &types, &view, &mut found);
+            let mut collected = Collected::default();
+            collect(self.patterns, &types, &view, &mut collected);
+            let mut found = collected.findings;
             for (target, offset) in write_targets(self.rules, &view) {
                 self.writes = true;
                 found.extend(sensitive_path_findings(
@@ -302,6 +354,7 @@ impl Scan<'_> {
                     offset,
                 ));
             }
+            found.extend(internal_urls(self.rules, &view));
             if let Some(base) = base {
                 for finding in &mut found {
                     finding.offset = base;
@@ -330,10 +383,24 @@ pub fn scan_shell_command(
         // The scanner's own rules failed to build: nothing can clear the command.
         return ScanResult::new(
             crate::result::Verdict::Block,
-            Vec::new(),
+            Collected::default(),
             Some(crate::compile::IncompleteReason::Partial),
         );
     };
+    if command.len() > MAX_COMMAND_BYTES {
+        let mut collected = Collected::default();
+        collected.push(Finding::rule(
+            "guard.command-too-long",
+            FindingType::ShellCommand,
+            Severity::Critical,
+            &format!(
+                "a {} byte command is longer than the {MAX_COMMAND_BYTES} bytes the scanner reads",
+                command.len()
+            ),
+            0,
+        ));
+        return ScanResult::new(crate::result::Verdict::Block, collected, None);
+    }
     let mut scan = Scan {
         rules,
         patterns,
@@ -348,22 +415,39 @@ pub fn scan_shell_command(
         PatternType::SensitiveFile,
     ];
     if scan.writes {
+        let mut secrets = Collected::default();
         collect(
             patterns,
             &[PatternType::Secret],
             &View::identity(command),
-            &mut scan.findings,
+            &mut secrets,
         );
+        scan.findings.extend(secrets.findings);
         types.push(PatternType::Secret);
     }
-    // One finding per rule: the same rule seen in several views reports its first offset.
+    // Data sent only to this machine is not leaving it: uploads to loopback URLs warn at most.
+    if only_loopback_urls(rules, command) {
+        for finding in &mut scan.findings {
+            if finding.finding_type == FindingType::Exfiltration
+                && finding.severity == Severity::Warning
+            {
+                finding.severity = Severity::Info;
+            }
+        }
+    }
+    // A match seen in several views is one finding.
     let mut findings = scan.findings;
     findings.sort_by(|a, b| (&a.pattern_id, a.offset).cmp(&(&b.pattern_id, b.offset)));
-    findings.dedup_by(|a, b| a.pattern_id == b.pattern_id);
+    findings.dedup_by(|a, b| a.pattern_id == b.pattern_id && a.offset == b.offset);
+    let mut collected = Collected::default();
+    for finding in findings {
+        collected.push(finding);
+    }
     let incomplete = patterns.incomplete_for(&types);
     ScanResult::new(
-        blocking_verdict(&findings, incomplete),
-        findings,
+        blocking_verdict(&collected.findings, incomplete),
+        collected,
         incomplete,
     )
+    .locate_in(command)
 }

