@@ -110,6 +110,18 @@ pub enum SandboxError {
         /// The last bytes of standard error, for the message.
         stderr_tail: String,
     },
+    /// The sandbox could not start the command: it never ran, so there is no exit status of
+    /// its own (bubblewrap could not build the sandbox, or the workspace's launcher did not
+    /// answer).
+    #[error("{backend}: the sandbox could not start the command: {reason}")]
+    ExecStartFailed {
+        /// Backend name.
+        backend: &'static str,
+        /// What the sandbox reported (its own message, never the command's).
+        reason: String,
+        /// Whether starting again may succeed (a transient shortage, a launcher replaced).
+        retryable: bool,
+    },
     /// An environment variable name is not a plain identifier.
     #[error("`{name}` is not a valid environment variable name")]
     InvalidEnvName {
@@ -173,6 +185,7 @@ impl SandboxError {
             Self::Timeout { .. } => "WORKSPACE_EXEC_TIMEOUT",
             Self::OutOfMemory => "WORKSPACE_OUT_OF_MEMORY",
             Self::ExitStatus { .. } => "WORKSPACE_EXEC_FAILED",
+            Self::ExecStartFailed { .. } => "WORKSPACE_EXEC_START_FAILED",
             Self::InvalidEnvName { .. } => "WORKSPACE_INVALID_ENV_NAME",
             Self::SecretRefused { .. } => "WORKSPACE_SECRET_REFUSED",
             Self::UnsafeArchive { .. } => "WORKSPACE_UNSAFE_ARCHIVE",
@@ -199,7 +212,9 @@ impl SandboxError {
             | Self::InvalidRequest(_)
             | Self::Paused(_) => FailureClass::Refused,
             Self::NotFound(_) => FailureClass::NotFound,
-            Self::Engine { .. } | Self::Io { .. } => FailureClass::Infrastructure,
+            Self::Engine { .. } | Self::Io { .. } | Self::ExecStartFailed { .. } => {
+                FailureClass::Infrastructure
+            }
         }
     }
 
@@ -208,6 +223,7 @@ impl SandboxError {
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Engine { .. } | Self::Io { .. } | Self::BackendUnavailable { .. } => true,
+            Self::ExecStartFailed { retryable, .. } => *retryable,
             Self::BackendUnsupported { .. }
             | Self::Timeout { .. }
             | Self::OutOfMemory

@@ -64,25 +64,30 @@ while IFS= read -r id; do
   case "$id" in ''|*[!0-9a-f]*) continue ;; esac
   f="$1/$id"
   {
-    exec 3<"$f.args" 4<"$f.req" 6<"$f.in" 7>"$f.out" 8>"$f.err"
+    exec 3<"$f.args" 4<"$f.req" 5>"$f.up" 6<"$f.in" 7>"$f.out" 8>"$f.err"
     { echo 0 >/proc/self/oom_score_adj; } 2>/dev/null
     echo "o $id"
     "$2" --args 3 -- /bin/sh -c "$3" sh <&6 >&7 2>&8 6<&- 7>&- 8>&-
-    echo "x $id $?"
+    s=$?
+    exec 5>&-
+    if [ -s "$f.up" ]; then echo "x $id $s"; else echo "f $id $s"; fi
   } &
   echo "p $id $!"
 done
 kill -KILL 0"#;
 
-/// The first process of every exec's sandbox: waits for its request on descriptor 4, then
-/// becomes the command. The request arrives as lines — `-` starts an argument, `+` continues it
+/// The first process of every exec's sandbox (its PID 1): marks on descriptor 5 that the
+/// sandbox was built, waits for its request on descriptor 4, then runs the command as its child
+/// and exits with its status — reaping, while it waits, whatever is orphaned inside. The request arrives as lines — `-` starts an argument, `+` continues it
 /// after a newline — and is rebuilt with `read` and `set --`: shell builtins only, no `eval`,
 /// nothing an argument holds is ever interpreted. The arguments are the working directory,
 /// `NAME=value` pairs up to a `--`, then the command. Names were checked by the caller; the
 /// shell's own variables are never exported, so the command's environment is exactly the
 /// exec's, plus `PWD`. A request that never comes (the sandbox was started for an exec that
 /// did not happen) ends the sandbox quietly.
-const STUB: &str = r#"nl='
+const STUB: &str = r#"printf u >&5
+exec 5>&-
+nl='
 '
 set --
 n=0
@@ -100,7 +105,8 @@ unset OLDPWD
 shift
 while [ "$1" != -- ]; do export "$1" || exit 126; shift; done
 shift
-exec "$@""#;
+"$@"
+exit $?"#;
 
 type Waiters = Arc<Mutex<HashMap<String, Waiter>>>;
 
@@ -109,7 +115,15 @@ struct Waiter {
     /// Turns true once the subshell holds the sandbox's files.
     opened: Option<watch::Sender<bool>>,
     pid: Option<oneshot::Sender<u32>>,
-    exit: Option<oneshot::Sender<i32>>,
+    exit: Option<oneshot::Sender<Ended>>,
+}
+
+/// How a sandbox's bubblewrap ended: its status, and whether the sandbox was built (its first
+/// process ran) — a status without it is bubblewrap's own failure, never a command's.
+#[derive(Debug, Clone, Copy)]
+struct Ended {
+    status: i32,
+    started: bool,
 }
 
 /// A running launcher. Dropping it kills the launcher (and, through its process group, every
@@ -183,7 +197,7 @@ struct Standby {
     stdout_rx: pipe::Receiver,
     stderr_rx: pipe::Receiver,
     pid_rx: oneshot::Receiver<u32>,
-    status_rx: oneshot::Receiver<i32>,
+    status_rx: oneshot::Receiver<Ended>,
     fifos: Fifos,
 }
 
@@ -247,7 +261,7 @@ impl Launcher {
         self.pid
     }
 
-    /// Whether the launcher still answers.
+    /// Whether the launcher still answers (it has not ended, and has never been too slow to).
     pub(crate) fn running(&self) -> bool {
         !self.ended.load(std::sync::atomic::Ordering::SeqCst)
             && std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
@@ -409,15 +423,30 @@ impl Launcher {
                     exit: Some(status_tx),
                 },
             );
-        let sent = async {
+        let sent = tokio::time::timeout(ANSWER, async {
             let mut requests = self.requests.lock().await;
             requests.write_all(format!("{id}\n").as_bytes()).await?;
             requests.flush().await
-        }
+        })
         .await;
-        if let Err(e) = sent {
-            forget(&self.waiters, &id);
-            return Err(SandboxError::io("asking the workspace launcher", e));
+        match sent {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                forget(&self.waiters, &id);
+                self.ended.store(true, std::sync::atomic::Ordering::SeqCst);
+                return Err(start_failed(
+                    format!("the workspace launcher took no request: {e}"),
+                    true,
+                ));
+            }
+            Err(_) => {
+                forget(&self.waiters, &id);
+                self.ended.store(true, std::sync::atomic::Ordering::SeqCst);
+                return Err(start_failed(
+                    "the workspace launcher took no request in time",
+                    true,
+                ));
+            }
         }
         let ExecPipes {
             fifos,
@@ -515,17 +544,28 @@ impl Launcher {
         let (exit_tx, exit_rx) = oneshot::channel();
         let waiters = Arc::clone(&self.waiters);
         let launcher_pid = self.pid;
+        let distrusted = Arc::clone(&self.ended);
+        let up_path = self.dir.join(format!("{id}.up"));
         let this = Arc::downgrade(self);
         let next_options = (!burst).then(|| options.clone());
         tokio::spawn(async move {
-            let exit =
-                supervise(&waiters, launcher_pid, &id, pid_rx, status_rx, timeout, oom).await;
-            let _ = done_tx.send(true);
-            for reader in readers {
-                let _ = reader.await;
+            let exit = Supervision {
+                waiters: &waiters,
+                launcher_pid,
+                distrusted: &distrusted,
+                id: &id,
+                up: up_path,
+                timeout,
+                oom,
             }
+            .run(pid_rx, status_rx)
+            .await;
+            let _ = done_tx.send(true);
+            let [stdout_reader, stderr_reader] = readers;
+            let _ = stdout_reader.await;
+            let stderr_head = stderr_reader.await.unwrap_or_default();
             drop(fifos);
-            let _ = exit_tx.send(exit);
+            let _ = exit_tx.send(explain_start_failure(exit, &stderr_head));
             if let Some(options) = next_options {
                 tokio::time::sleep(QUIET).await;
                 if let Some(launcher) = this.upgrade()
@@ -588,6 +628,17 @@ impl ExecPipes {
         let path = |suffix: &str| dir.join(format!("{id}.{suffix}"));
         let mut fifos = Fifos::make(&[path("req"), path("in"), path("out"), path("err")])?;
         let io = |e| SandboxError::io("opening an exec pipe", e);
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            let up = path("up");
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&up)
+                .map_err(io)?;
+            fifos.0.push(up);
+        }
         let args = path("args");
         {
             use std::io::Write as _;
@@ -643,38 +694,153 @@ async fn feed_stdin(
     crate::process::forward_input(stdin_tx, vec![first], more).await;
 }
 
-/// Waits for the exec's start and end within `timeout`; on timeout kills the subshell's tree
-/// (bwrap and the whole sandbox).
-async fn supervise(
-    waiters: &Waiters,
+/// How long the launcher may take to report that it started an exec's sandbox (it forks a
+/// subshell and says so at once). One that takes longer is no longer trusted: the exec fails
+/// with a retryable [`SandboxError::ExecStartFailed`] and the driver replaces the launcher.
+pub(crate) const ANSWER: Duration = Duration::from_secs(10);
+
+/// An exec's waits on the launcher, each bounded.
+struct Supervision<'a> {
+    waiters: &'a Waiters,
     launcher_pid: u32,
-    id: &str,
-    mut pid_rx: oneshot::Receiver<u32>,
-    status_rx: oneshot::Receiver<i32>,
+    /// Set when the launcher stops answering, so the driver replaces it.
+    distrusted: &'a std::sync::atomic::AtomicBool,
+    id: &'a str,
+    /// The file the sandbox's first process marks when it runs.
+    up: PathBuf,
     timeout: Duration,
     oom: OomProbe,
-) -> Result<Exit> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    match tokio::time::timeout_at(deadline, &mut pid_rx).await {
-        Ok(Ok(pid)) => match tokio::time::timeout_at(deadline, status_rx).await {
-            Ok(Ok(code)) if code == 137 && oom() => Ok(Exit::OutOfMemory),
-            Ok(Ok(code)) => Ok(Exit::Status(code)),
-            Ok(Err(_)) => Err(launch_error("the workspace launcher ended")),
+}
+
+/// A start failure of the `local` backend.
+fn start_failed(reason: impl Into<String>, retryable: bool) -> SandboxError {
+    SandboxError::ExecStartFailed {
+        backend: "local",
+        reason: reason.into(),
+        retryable,
+    }
+}
+
+impl Supervision<'_> {
+    /// Waits for the exec's start (at most [`ANSWER`]) and end (within `timeout`); on timeout
+    /// kills the subshell's tree (bwrap and the whole sandbox). A bubblewrap that ended without
+    /// building the sandbox is a start failure, never a status.
+    async fn run(
+        self,
+        mut pid_rx: oneshot::Receiver<u32>,
+        status_rx: oneshot::Receiver<Ended>,
+    ) -> Result<Exit> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let pid = match tokio::time::timeout(ANSWER, &mut pid_rx).await {
+            Ok(Ok(pid)) => pid,
+            Ok(Err(_)) => return Err(start_failed("the workspace launcher ended", true)),
             Err(_) => {
-                forget(waiters, id);
-                kill_child_tree(launcher_pid, pid);
+                self.distrusted
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                forget(self.waiters, self.id);
+                return Err(start_failed(
+                    format!(
+                        "the workspace launcher did not answer within {} s",
+                        ANSWER.as_secs()
+                    ),
+                    true,
+                ));
+            }
+        };
+        match wait_status(pid, deadline, status_rx).await {
+            Ok(Ok(Ended { started: false, .. })) => Err(start_failed(
+                "bubblewrap could not build the sandbox",
+                false,
+            )),
+            Ok(Ok(Ended { status: 137, .. })) if (self.oom)() => Ok(Exit::OutOfMemory),
+            Ok(Ok(Ended { status, .. })) => Ok(Exit::Status(status)),
+            // The launcher itself could not fork, or was killed: the command never ran when
+            // the sandbox never marked its start.
+            Ok(Err(_)) if std::fs::metadata(&self.up).is_ok_and(|m| m.len() == 0) => {
+                Err(start_failed(
+                    "the workspace launcher ended before the sandbox started",
+                    true,
+                ))
+            }
+            Ok(Err(_)) => Err(launch_error("the workspace launcher ended")),
+            Err(()) => {
+                forget(self.waiters, self.id);
+                kill_child_tree(self.launcher_pid, pid);
                 Ok(Exit::TimedOut)
             }
-        },
-        Ok(Err(_)) => Err(launch_error("the workspace launcher ended")),
-        Err(_) => {
-            // Not even started in time: kill it as soon as it is.
-            if let Ok(Ok(pid)) = tokio::time::timeout(Duration::from_secs(5), pid_rx).await {
-                kill_child_tree(launcher_pid, pid);
-            }
-            forget(waiters, id);
-            Ok(Exit::TimedOut)
         }
+    }
+}
+
+/// Waits for the `x`/`f` line of the subshell `pid` until `deadline`. A subshell that is gone
+/// without one (it could not even fork bubblewrap, so it never reached its report) is a start
+/// failure, noticed within about a quarter of a second instead of at the exec's timeout.
+async fn wait_status(
+    pid: u32,
+    deadline: tokio::time::Instant,
+    mut status_rx: oneshot::Receiver<Ended>,
+) -> std::result::Result<std::result::Result<Ended, oneshot::error::RecvError>, ()> {
+    const LOOK: Duration = Duration::from_millis(100);
+    let mut gone_seen = false;
+    loop {
+        let until = deadline.min(tokio::time::Instant::now() + LOOK);
+        match tokio::time::timeout_at(until, &mut status_rx).await {
+            Ok(ended) => return Ok(ended),
+            Err(_) if tokio::time::Instant::now() >= deadline => return Err(()),
+            Err(_) => {
+                if process_gone(pid) {
+                    // Its report, if it made one, was written before it ended: one more look.
+                    if gone_seen {
+                        return Ok(Ok(Ended {
+                            status: -1,
+                            started: false,
+                        }));
+                    }
+                    gone_seen = true;
+                }
+            }
+        }
+    }
+}
+
+/// Whether `pid` has ended (absent, or a zombie waiting to be reaped).
+fn process_gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit_once(')')
+            .is_none_or(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// Gives a start failure bubblewrap's own words (what it wrote on the exec's standard error:
+/// the command never ran, so nothing there is the command's), and says whether it was a
+/// transient shortage worth another try.
+fn explain_start_failure(exit: Result<Exit>, stderr: &[u8]) -> Result<Exit> {
+    match exit {
+        Err(SandboxError::ExecStartFailed {
+            backend,
+            reason,
+            retryable,
+        }) => {
+            let said = String::from_utf8_lossy(stderr);
+            let said = said.trim();
+            let transient = [
+                "Resource temporarily unavailable",
+                "Cannot fork",
+                "Cannot allocate memory",
+            ]
+            .iter()
+            .any(|shortage| said.contains(shortage));
+            Err(SandboxError::ExecStartFailed {
+                backend,
+                reason: if said.is_empty() {
+                    reason
+                } else {
+                    format!("{reason}: {}", said.chars().take(512).collect::<String>())
+                },
+                retryable: retryable || transient,
+            })
+        }
+        other => other,
     }
 }
 
@@ -708,11 +874,14 @@ async fn route_events(
                     let _ = tx.send(u32::try_from(value).unwrap_or(0));
                 }
             }
-            "x" => {
+            "x" | "f" => {
                 if let Some(mut waiter) = table.remove(id)
                     && let Some(tx) = waiter.exit.take()
                 {
-                    let _ = tx.send(i32::try_from(value).unwrap_or(-1));
+                    let _ = tx.send(Ended {
+                        status: i32::try_from(value).unwrap_or(-1),
+                        started: kind == "x",
+                    });
                 }
             }
             _ => {}
@@ -726,19 +895,26 @@ async fn route_events(
 }
 
 /// Reads a FIFO this process also holds open for writing: until bubblewrap has exited (`done`),
-/// then whatever is still buffered, then stops.
+/// then whatever is still buffered, then stops. Returns the first bytes it read (up to
+/// [`HEAD`]), where bubblewrap's own message is when it could not build the sandbox.
 async fn pump(
     mut reader: pipe::Receiver,
     tx: mpsc::Sender<OutputChunk>,
     wrap: fn(Vec<u8>) -> OutputChunk,
     mut done: watch::Receiver<bool>,
-) {
+) -> Vec<u8> {
     let mut buf = vec![0_u8; 16 * 1024];
+    let mut head = Vec::new();
+    let keep = |bytes: &[u8], head: &mut Vec<u8>| {
+        let room = HEAD.saturating_sub(head.len());
+        head.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    };
     loop {
         tokio::select! {
             read = reader.read(&mut buf) => match read {
-                Ok(0) | Err(_) => return,
+                Ok(0) | Err(_) => return head,
                 Ok(n) => {
+                    keep(&buf[..n], &mut head);
                     let _ = tx.send(wrap(buf[..n].to_vec())).await;
                 }
             },
@@ -752,12 +928,16 @@ async fn pump(
     loop {
         match reader.try_read(&mut buf) {
             Ok(n) if n > 0 => {
+                keep(&buf[..n], &mut head);
                 let _ = tx.send(wrap(buf[..n].to_vec())).await;
             }
-            _ => return,
+            _ => return head,
         }
     }
 }
+
+/// How much of a stream's start [`pump`] keeps.
+const HEAD: usize = 2048;
 
 /// Kills `pid`'s tree if `pid` is still a child of the launcher: a PID the launcher reported can
 /// only be trusted while it is its own subshell.

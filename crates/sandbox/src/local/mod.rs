@@ -103,8 +103,9 @@ struct LocalWorkspace {
     meta: Meta,
     secret_env: SecretEnv,
     cgroup: Option<WorkspaceCgroup>,
-    /// Present with a cgroup: forks each exec's bubblewrap already inside the cgroup.
-    launcher: Option<Arc<Launcher>>,
+    /// Present with a cgroup: forks each exec's bubblewrap already inside the cgroup. Replaced
+    /// when it stops answering.
+    launcher: Mutex<Option<Arc<Launcher>>>,
     paused: AtomicBool,
 }
 
@@ -424,8 +425,9 @@ impl LocalBackend {
         if ws.paused.load(Ordering::SeqCst) {
             return Err(SandboxError::Paused(id.to_owned()));
         }
+        let launcher = self.live_launcher(ws)?;
         self.start(
-            ws.launcher.as_ref(),
+            launcher.as_ref(),
             id,
             self.workspace_options(&ws.data, &ws.meta),
             &ws.meta.env,
@@ -435,6 +437,34 @@ impl LocalBackend {
             keep_stdin_open,
         )
         .await
+    }
+
+    /// The workspace's launcher, replaced by a new one in the same cgroups when the old one has
+    /// ended or stopped answering (its sandboxes end with it).
+    fn live_launcher(&self, ws: &LocalWorkspace) -> Result<Option<Arc<Launcher>>> {
+        let mut slot = ws.launcher.lock().map_err(|_| poisoned())?;
+        let Some(current) = slot.as_ref() else {
+            return Ok(None);
+        };
+        if current.running() {
+            return Ok(Some(Arc::clone(current)));
+        }
+        let Some(cgroup) = ws.cgroup.as_ref() else {
+            return Ok(None);
+        };
+        tracing::warn!(
+            pid = current.pid(),
+            "replacing a workspace launcher that stopped answering"
+        );
+        current.end();
+        let dir = self.config.state_dir.join(".launch").join(random_hex(8)?);
+        let fresh = Arc::new(Launcher::start(
+            Self::joiner(cgroup),
+            &dir,
+            &self.config.bwrap,
+        )?);
+        *slot = Some(Arc::clone(&fresh));
+        Ok(Some(fresh))
     }
 
     fn kill_all(id: &str) {
@@ -635,7 +665,7 @@ impl WorkspaceBackend for LocalBackend {
             meta,
             secret_env: spec.secret_env.clone(),
             cgroup,
-            launcher,
+            launcher: Mutex::new(launcher),
             paused: AtomicBool::new(false),
         };
         self.workspaces
@@ -678,7 +708,7 @@ impl WorkspaceBackend for LocalBackend {
         self.workspaces.lock().map_err(|_| poisoned())?.insert(
             id.to_owned(),
             Arc::new(LocalWorkspace {
-                launcher,
+                launcher: Mutex::new(launcher),
                 data,
                 meta,
                 secret_env: SecretEnv::new(),
@@ -752,7 +782,7 @@ impl WorkspaceBackend for LocalBackend {
             self.release(
                 &workspace.id,
                 ws.cgroup.clone(),
-                ws.launcher.clone(),
+                ws.launcher.lock().ok().and_then(|mut slot| slot.take()),
                 pooled.then_some(ws.data.as_path()),
                 Some(next),
             )

@@ -106,10 +106,21 @@ pub fn bwrap_args(plan: &BwrapPlan<'_>) -> Vec<String> {
         "--chdir".to_owned(),
         plan.workdir.to_owned(),
         "--".to_owned(),
+        "/bin/sh".to_owned(),
+        "-c".to_owned(),
+        REAPER.to_owned(),
+        "sh".to_owned(),
     ]);
     a.extend(plan.argv.iter().cloned());
     a
 }
+
+/// The first process of a sandbox run straight from [`bwrap_args`]: runs the command as its
+/// child and exits with its status. As PID 1 of the sandbox it reaps every process orphaned
+/// inside while it waits, and, being waited for by bubblewrap itself (`--as-pid-1`), it never
+/// outlives bubblewrap as a zombie that only the host's init could reap.
+pub const REAPER: &str = r#""$@"
+exit $?"#;
 
 /// The bubblewrap options that make the sandbox itself, the same for every exec of a
 /// workspace (the plan's working directory and command are not read).
@@ -117,6 +128,11 @@ pub fn bwrap_args(plan: &BwrapPlan<'_>) -> Vec<String> {
 /// New user (mapped to uid/gid 1000, no nested user namespaces), pid, ipc, uts, cgroup and mount
 /// namespaces; a network namespace unless the host network was asked for; all capabilities
 /// dropped; a new session (no terminal injection); death with the parent; a read-only root.
+///
+/// The command (a shell of ours: [`REAPER`], or the launcher's stub) is the sandbox's PID 1
+/// (`--as-pid-1`): bubblewrap's own PID 1 reports the command's status and exits without being
+/// waited for, leaving a zombie on hosts whose init reaps nothing (many containers), and each
+/// such zombie keeps a PID of the workspace's pids cgroup charged for good.
 #[must_use]
 pub fn sandbox_args(plan: &BwrapPlan<'_>) -> Vec<String> {
     let mut a: Vec<String> = Vec::new();
@@ -129,6 +145,7 @@ pub fn sandbox_args(plan: &BwrapPlan<'_>) -> Vec<String> {
         "--gid",
         "1000",
         "--unshare-pid",
+        "--as-pid-1",
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-cgroup-try",

@@ -185,3 +185,17 @@ async fn git_escape_suite() {
     )
     .await;
 }
+
+/// 1,000 execs in one container, each succeeding, with flat latency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endurance_one_thousand_execs() {
+    let Some(backend) = harness::docker().await else {
+        return;
+    };
+    crate::endurance::many_execs(
+        &backend,
+        harness::spec(&harness::image(), LocalRoot::HostSystem),
+        1_000,
+    )
+    .await;
+}

@@ -217,3 +217,58 @@ async fn a_reused_launcher_never_hands_out_the_old_workspace() {
     drop(backend);
     assert_eq!(data_dirs(), 0, "the pool is emptied with the backend");
 }
+
+/// 5,000 execs in one workspace, each succeeding, with flat latency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endurance_five_thousand_execs() {
+    let state = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = harness::local(&state) else {
+        return;
+    };
+    crate::endurance::many_execs(&backend, harness::spec("unused", root), 5_000).await;
+}
+
+/// A sandbox that cannot be built (a pids cap too small for bubblewrap to fork the sandbox's
+/// first process, or the launcher a subshell) is a typed, retryable start failure with the
+/// reason, never an exit status the agent would read as its command's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_that_cannot_start_is_a_typed_error() {
+    use auto_swe_sandbox::{ExecRequest, WorkspaceBackend as _};
+    let state = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = harness::local(&state) else {
+        return;
+    };
+    let mut spec = harness::spec("unused", root);
+    spec.limits.pids = 3;
+    let ws = backend.create(&spec).await.unwrap();
+    let handle_has_pids_cap = ws.protections.contains(&Protection::PidsCap);
+    for _ in 0..3 {
+        let err = backend
+            .exec(
+                &ws,
+                &ExecRequest::new(["/bin/true"]).timeout(std::time::Duration::from_secs(60)),
+            )
+            .await
+            .expect_err("a sandbox with no room to fork must not report a status");
+        if !handle_has_pids_cap {
+            eprintln!("no pids cgroup here: {err}");
+            return;
+        }
+        assert_eq!(err.code(), "WORKSPACE_EXEC_START_FAILED", "{err}");
+        assert!(err.is_retryable(), "a shortage of PIDs is transient: {err}");
+        // Bubblewrap's or the shell's own words ("Cannot fork", "Resource temporarily
+        // unavailable"), or the launcher's end when it was the one that could not fork.
+        let said = err.to_string();
+        assert!(
+            [
+                "Resource temporarily unavailable",
+                "Cannot fork",
+                "launcher ended"
+            ]
+            .iter()
+            .any(|why| said.contains(why)),
+            "the reason is kept: {said}"
+        );
+    }
+    backend.remove(&ws).await.unwrap();
+}

@@ -9,6 +9,7 @@
 
 mod archive;
 mod docker;
+mod endurance;
 mod git_escape;
 mod git_scripts;
 mod harness;
