@@ -13,12 +13,21 @@ use crate::backend::{Exit, OutputChunk, SpawnedProcess};
 use crate::error::{Result, SandboxError};
 use crate::spec::{ExecId, ExecOutput};
 
+/// The fields of `/proc/<pid>/stat` after the command name (`state ppid …`); the name may
+/// hold spaces and parentheses, so it is skipped up to its last `)`.
+fn stat_fields(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(stat[stat.rfind(')')? + 1..].to_owned())
+}
+
 /// Parent PID of `pid` from `/proc/<pid>/stat`.
 pub(crate) fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(1)?.parse().ok()
+    stat_fields(pid)?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether `pid` has ended: absent, or a zombie waiting to be reaped.
+pub(crate) fn has_ended(pid: u32) -> bool {
+    stat_fields(pid).is_none_or(|fields| fields.trim_start().starts_with('Z'))
 }
 
 fn all_pids() -> Vec<u32> {

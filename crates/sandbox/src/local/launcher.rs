@@ -628,29 +628,20 @@ impl ExecPipes {
         let path = |suffix: &str| dir.join(format!("{id}.{suffix}"));
         let mut fifos = Fifos::make(&[path("req"), path("in"), path("out"), path("err")])?;
         let io = |e| SandboxError::io("opening an exec pipe", e);
-        {
-            use std::os::unix::fs::OpenOptionsExt as _;
-            let up = path("up");
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&up)
-                .map_err(io)?;
-            fifos.0.push(up);
-        }
-        let args = path("args");
-        {
+        // The option file, written whole, and the (empty) start mark: new, 0600, removed with
+        // the FIFOs.
+        for (suffix, text) in [("up", &[][..]), ("args", options)] {
             use std::io::Write as _;
             use std::os::unix::fs::OpenOptionsExt as _;
-            let mut file = std::fs::OpenOptions::new()
+            let file = path(suffix);
+            let mut opened = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
-                .open(&args)
+                .open(&file)
                 .map_err(io)?;
-            fifos.0.push(args);
-            file.write_all(options).map_err(io)?;
+            fifos.0.push(file);
+            opened.write_all(text).map_err(io)?;
         }
         let writer = |p: PathBuf| {
             pipe::OpenOptions::new()
@@ -748,28 +739,38 @@ impl Supervision<'_> {
             }
         };
         match wait_status(pid, deadline, status_rx).await {
-            Ok(Ok(Ended { started: false, .. })) => Err(start_failed(
+            Waited::Ended(Ended { started: false, .. }) => Err(start_failed(
                 "bubblewrap could not build the sandbox",
                 false,
             )),
-            Ok(Ok(Ended { status: 137, .. })) if (self.oom)() => Ok(Exit::OutOfMemory),
-            Ok(Ok(Ended { status, .. })) => Ok(Exit::Status(status)),
+            Waited::Ended(Ended { status: 137, .. }) if (self.oom)() => Ok(Exit::OutOfMemory),
+            Waited::Ended(Ended { status, .. }) => Ok(Exit::Status(status)),
             // The launcher itself could not fork, or was killed: the command never ran when
             // the sandbox never marked its start.
-            Ok(Err(_)) if std::fs::metadata(&self.up).is_ok_and(|m| m.len() == 0) => {
+            Waited::LauncherGone if std::fs::metadata(&self.up).is_ok_and(|m| m.len() == 0) => {
                 Err(start_failed(
                     "the workspace launcher ended before the sandbox started",
                     true,
                 ))
             }
-            Ok(Err(_)) => Err(launch_error("the workspace launcher ended")),
-            Err(()) => {
+            Waited::LauncherGone => Err(launch_error("the workspace launcher ended")),
+            Waited::TimedOut => {
                 forget(self.waiters, self.id);
                 kill_child_tree(self.launcher_pid, pid);
                 Ok(Exit::TimedOut)
             }
         }
     }
+}
+
+/// What waiting for an exec's end gave.
+enum Waited {
+    /// The launcher reported how bubblewrap ended (or the subshell ended without a report).
+    Ended(Ended),
+    /// The launcher went away before reporting.
+    LauncherGone,
+    /// The deadline passed first.
+    TimedOut,
 }
 
 /// Waits for the `x`/`f` line of the subshell `pid` until `deadline`. A subshell that is gone
@@ -779,36 +780,29 @@ async fn wait_status(
     pid: u32,
     deadline: tokio::time::Instant,
     mut status_rx: oneshot::Receiver<Ended>,
-) -> std::result::Result<std::result::Result<Ended, oneshot::error::RecvError>, ()> {
+) -> Waited {
     const LOOK: Duration = Duration::from_millis(100);
     let mut gone_seen = false;
     loop {
         let until = deadline.min(tokio::time::Instant::now() + LOOK);
         match tokio::time::timeout_at(until, &mut status_rx).await {
-            Ok(ended) => return Ok(ended),
-            Err(_) if tokio::time::Instant::now() >= deadline => return Err(()),
+            Ok(Ok(ended)) => return Waited::Ended(ended),
+            Ok(Err(_)) => return Waited::LauncherGone,
+            Err(_) if tokio::time::Instant::now() >= deadline => return Waited::TimedOut,
             Err(_) => {
-                if process_gone(pid) {
+                if crate::process::has_ended(pid) {
                     // Its report, if it made one, was written before it ended: one more look.
                     if gone_seen {
-                        return Ok(Ok(Ended {
+                        return Waited::Ended(Ended {
                             status: -1,
                             started: false,
-                        }));
+                        });
                     }
                     gone_seen = true;
                 }
             }
         }
     }
-}
-
-/// Whether `pid` has ended (absent, or a zombie waiting to be reaped).
-fn process_gone(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-        stat.rsplit_once(')')
-            .is_none_or(|(_, rest)| rest.trim_start().starts_with('Z'))
-    })
 }
 
 /// Gives a start failure bubblewrap's own words (what it wrote on the exec's standard error:
