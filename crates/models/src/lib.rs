@@ -33,9 +33,9 @@ pub use error::{ModelError, scrub};
 pub use http::{ApiKey, GuardedHttp, HttpConfig, NameLookup, SendError, SystemLookup};
 pub use metered::MeteredClient;
 pub use model::{
-    FinishReason, Message, ModelRequest, ModelResponse, ModelSpec, OutputFormat, Part, Provider,
-    ReasoningLevel, ReasoningMetadata, Role, ToolCall, ToolChoice, ToolDefinition, ToolResult,
-    Usage,
+    CacheTtl, FinishReason, Message, ModelRequest, ModelResponse, ModelSpec, OutputFormat, Part,
+    PromptCache, Provider, ReasoningLevel, ReasoningMetadata, Role, ToolCall, ToolChoice,
+    ToolDefinition, ToolResult, Usage,
 };
 pub use pricing::{
     ANTHROPIC_CACHE, CacheMultipliers, LongContext, Price, PriceCatalog, PriceLookup, PriceSource,

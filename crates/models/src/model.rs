@@ -337,6 +337,31 @@ pub struct ModelRequest {
     pub output: OutputFormat,
     /// Reasoning level.
     pub reasoning: ReasoningLevel,
+    /// Prompt caching (`None`: the provider's defaults, no breakpoints or keys sent).
+    pub cache: Option<PromptCache>,
+}
+
+/// How long a prompt-cache entry should live, where the provider lets the caller choose.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CacheTtl {
+    /// The providers' short default (five minutes on Anthropic).
+    #[default]
+    FiveMinutes,
+    /// One hour (Anthropic's extended TTL; written at a higher rate).
+    OneHour,
+}
+
+/// Prompt caching for one call. The client places the provider's cache markers itself: the
+/// stable prefix (tools, then the system prompt) and the newest message, so that the next call of
+/// the same session reads this call's prefix from the cache.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptCache {
+    /// A stable key for the session (sent as `OpenAI`'s `prompt_cache_key`).
+    pub key: Option<String>,
+    /// Entry lifetime.
+    pub ttl: CacheTtl,
 }
 
 /// Why the model stopped.
