@@ -4,8 +4,11 @@
 //! every call and step record, and the simulation returns them).
 //!
 //! The baseline is the heap the context itself takes, measured in the same run. The target is a
-//! peak below three times that plus 1 KiB per dispatch. Sizes can be lowered with
-//! `--fan-out N`, `--chain N` and `--objects N`; the run exits non-zero when a target is missed.
+//! peak below three times that plus 1 KiB per dispatch, for what the interpreter holds (the runs
+//! answered by a dispatcher that keeps nothing). The simulated runs are reported beside them for
+//! information: a simulation returns every call and record by design, so it is not held to the
+//! target. Sizes can be lowered with `--fan-out N`, `--chain N` and `--objects N`; the run exits
+//! non-zero when a target is missed.
 
 use std::process::ExitCode;
 
@@ -233,8 +236,9 @@ fn main() -> ExitCode {
             fan_out(sizes.fan_out, sizes.objects, answered),
             chain(sizes.chain, sizes.objects, answered),
         ] {
+            let held = matches!(answered, Answered::KeepingNothing);
             let met = measured.peak_bytes <= measured.target();
-            missed |= !met;
+            missed |= held && !met;
             #[expect(clippy::cast_precision_loss, reason = "a ratio for people to read")]
             let ratio = measured.peak_bytes as f64 / measured.context_bytes.max(1) as f64;
             println!(
@@ -244,7 +248,11 @@ fn main() -> ExitCode {
                 mib(measured.context_bytes),
                 mib(measured.peak_bytes),
                 mib(measured.target()),
-                if met { "yes" } else { "no" },
+                match (held, met) {
+                    (false, _) => "(not held to it)",
+                    (true, true) => "yes",
+                    (true, false) => "no",
+                },
             );
         }
     }

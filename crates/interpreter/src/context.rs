@@ -4,6 +4,7 @@
 //! "error" } }, "item", "index" }`; `item` and `index` exist only inside a fan-out branch.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use auto_swe_spec::{ContextRoot, PathSegment};
 use serde_json::{Map, Value};
@@ -51,9 +52,10 @@ impl Root {
         &self.context
     }
 
-    /// The `context` and `nodes` objects as JSON, moving out of what no other version shares.
-    pub(crate) fn into_values(self) -> (Value, Value) {
-        (self.context.0.into_value(), self.nodes.into_value())
+    /// The `context` object as JSON (moving out of what no other version shares) and the
+    /// `nodes` object as a snapshot.
+    pub(crate) fn into_values(self) -> (Value, ContextSnapshot) {
+        (self.context.0.into_value(), ContextSnapshot(self.nodes))
     }
 
     /// Sets `nodes.<id>.<field>` (the caller has checked the id).
@@ -138,6 +140,27 @@ pub(crate) fn cut_strings(value: &Value, limit: usize) -> Value {
     }
 }
 
+/// `value` with every string cut to `limit` characters, sharing `value` itself when no string
+/// is longer (the common case: a record then costs no copy of a large output).
+pub(crate) fn cut_strings_shared(value: &Arc<Value>, limit: usize) -> Arc<Value> {
+    if fits(value, limit) {
+        Arc::clone(value)
+    } else {
+        Arc::new(cut_strings(value, limit))
+    }
+}
+
+/// Whether no string in `value` (keys aside) is longer than `limit` characters.
+fn fits(value: &Value, limit: usize) -> bool {
+    match value {
+        // A string of at most `limit` bytes has at most `limit` characters.
+        Value::String(text) => text.len() <= limit || text.chars().nth(limit).is_none(),
+        Value::Array(items) => items.iter().all(|v| fits(v, limit)),
+        Value::Object(map) => map.values().all(|v| fits(v, limit)),
+        _ => true,
+    }
+}
+
 /// `text` cut to `limit` characters.
 pub(crate) fn cut(text: &str, limit: usize) -> String {
     match text.char_indices().nth(limit) {
@@ -163,6 +186,22 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_record_shares_an_output_with_nothing_to_cut_and_copies_one_it_cuts() {
+        // Four characters, eight bytes: fits a limit of 4 although its byte length does not.
+        let fits = Arc::new(json!({"a": ["ééé", "x"], "b": {"c": "éééé"}}));
+        assert!(Arc::ptr_eq(&cut_strings_shared(&fits, 4), &fits));
+        let long = Arc::new(json!({"a": ["ok", {"deep": "ééééé"}]}));
+        let cut_value = cut_strings_shared(&long, 4);
+        assert!(!Arc::ptr_eq(&cut_value, &long));
+        assert_eq!(*cut_value, json!({"a": ["ok", {"deep": "éééé"}]}));
+        assert_eq!(
+            long["a"][1]["deep"],
+            json!("ééééé"),
+            "the shared output is untouched"
+        );
+    }
 
     #[test]
     fn cuts_by_characters_not_bytes() {

@@ -1,6 +1,8 @@
 //! The dispatcher seam: every effect of a run (dispatching a step, waiting for a signal or a
 //! person, recording a step, reading the clock) goes through one [`Dispatcher`].
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -121,9 +123,9 @@ pub struct StepRecord {
     /// Bound inputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Value>,
-    /// Output.
+    /// Output, shared with the run context when no string in it had to be cut.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outputs: Option<Value>,
+    pub outputs: Option<Arc<Value>>,
     /// Error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RecordedError>,

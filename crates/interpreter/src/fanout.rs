@@ -232,6 +232,9 @@ impl<'b> Branches<'b> {
                     let _ = eval::write(&mut exports, &segments[1..], value);
                 }
             }
+            // The branch's own `nodes` go first, so its result is moved out, not copied.
+            drop(root);
+            let ended = ended.map(|(status, result)| (status, Arc::unwrap_or_clone(result)));
             (index, branch_end(ended, exports))
         })
     }
@@ -329,7 +332,11 @@ fn fan_output(ends: Vec<Option<BranchEnd>>, labels: &[String], pluck: Option<&st
     let mut results = Vec::with_capacity(ends.len());
     let (mut succeeded, mut failed, mut cancelled) = (0_usize, 0_usize, 0_usize);
     for (index, end) in ends.into_iter().enumerate() {
-        let mut entry = Map::with_capacity(7);
+        // Sized exactly: a fan-out of many branches holds one of these per branch.
+        let fields = end
+            .as_ref()
+            .map_or(4, |end| 6 + usize::from(end.error.is_some()));
+        let mut entry = Map::with_capacity(fields);
         entry.insert("index".into(), json!(index));
         entry.insert("key".into(), json!(labels[index]));
         let Some(end) = end else {

@@ -1,6 +1,7 @@
 //! The entry point: [`run_spec`], its options and its outcome.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use auto_swe_spec::{Node, NodeKind, TerminalStatus, WorkflowSpec};
 use serde::{Deserialize, Serialize};
@@ -86,15 +87,17 @@ pub struct RunOutcome {
     /// Final status.
     pub status: RunStatus,
     /// The `terminate` node's result; the last node's output when the path ended without one;
-    /// `null` when the run failed, was cancelled or timed out.
-    pub result: Value,
+    /// `null` when the run failed, was cancelled or timed out. Shared with `nodes` when it is a
+    /// node's output.
+    pub result: Arc<Value>,
     /// Why the run failed, was cancelled or timed out; `None` when it ended by reaching the end
     /// of a path or a `terminate` node.
     pub error: Option<RunError>,
     /// The final `context` object, with full (uncut) values.
     pub context: Value,
-    /// The final `nodes` object (`{ "<id>": { "output", "error" } }`).
-    pub nodes: Value,
+    /// The final `nodes` object (`{ "<id>": { "output", "error" } }`), as a shared snapshot: node
+    /// outputs are not copied (`to_value()` makes plain JSON).
+    pub nodes: ContextSnapshot,
     /// Transitions the top-level walk made.
     pub transitions: u32,
 }
@@ -178,12 +181,12 @@ pub async fn run_spec(
     let (status, result, error) = match ended {
         Ok((status, result)) => (RunStatus::from(status), result, None),
         Err(Stop::Error(error @ RunError::TimedOut { .. })) => {
-            (RunStatus::TimedOut, Value::Null, Some(error))
+            (RunStatus::TimedOut, Arc::new(Value::Null), Some(error))
         }
-        Err(Stop::Error(error)) => (RunStatus::Failed, Value::Null, Some(error)),
+        Err(Stop::Error(error)) => (RunStatus::Failed, Arc::new(Value::Null), Some(error)),
         Err(Stop::Cancelled(message) | Stop::BranchCancelled(message)) => (
             RunStatus::Cancelled,
-            Value::Null,
+            Arc::new(Value::Null),
             Some(RunError::Cancelled { message }),
         ),
     };

@@ -62,6 +62,15 @@ impl Tree {
         }
     }
 
+    /// A value written whole and shared with its writer: scalars as they are, containers frozen
+    /// behind the same `Arc`.
+    pub(crate) fn frozen_shared(value: &Arc<Value>) -> Self {
+        match value.as_ref() {
+            Value::Array(_) | Value::Object(_) => Self::Frozen(Arc::clone(value)),
+            scalar => Self::from(scalar.clone()),
+        }
+    }
+
     /// An empty object.
     pub(crate) fn object() -> Self {
         Self::Object(Arc::default())

@@ -18,6 +18,7 @@ use crate::dispatcher::StepRecord;
 use crate::error::RunError;
 use crate::run::{RunOptions, RunOutcome, RunStatus, run_spec};
 use crate::scripted::{Script, ScriptedCall, ScriptedDispatcher};
+use crate::shared::ContextSnapshot;
 
 /// The result of [`simulate`].
 #[derive(Debug, Clone, PartialEq)]
@@ -74,12 +75,12 @@ pub fn simulate(
                 // Cancelling did not wake anything: a dispatcher contract was broken.
                 break RunOutcome {
                     status: RunStatus::Cancelled,
-                    result: Value::Null,
+                    result: Arc::new(Value::Null),
                     error: Some(RunError::Cancelled {
                         message: "simulation stalled".into(),
                     }),
                     context: Value::Null,
-                    nodes: Value::Null,
+                    nodes: ContextSnapshot::default(),
                     transitions: 0,
                 };
             }

@@ -2,6 +2,8 @@
 //! [`Dispatcher::wait_signal`](crate::Dispatcher::wait_signal); a human node also opens and
 //! closes its human step.
 
+use std::sync::Arc;
+
 use auto_swe_spec::{NodeKind, SignalNode, Timeout};
 use serde_json::{Value, json};
 
@@ -12,7 +14,7 @@ use crate::dispatcher::{
 use crate::error::{RunError, SpecFailure};
 use crate::patches;
 use crate::shared::Tree;
-use crate::walk::{At, Next, Stop, Walk, follow};
+use crate::walk::{At, Next, Stop, Walk, follow, follow_shared};
 
 /// How a wait ended, once empty-slot wake-ups are dealt with.
 enum Waited {
@@ -34,7 +36,8 @@ impl<'a> Walk<'a> {
             .await?
         {
             Waited::Payload(payload) => {
-                let stored = Tree::frozen(payload.clone());
+                let payload = Arc::new(payload);
+                let stored = Tree::frozen_shared(&payload);
                 self.set_node(at, "output", stored.clone()).await?;
                 if let Some(path) = &node.store_as {
                     self.write(at, path, stored).await?;
@@ -49,7 +52,7 @@ impl<'a> Walk<'a> {
                     None,
                 )
                 .await?;
-                Ok(follow(node.on_receive.as_deref(), payload))
+                Ok(follow_shared(node.on_receive.as_deref(), payload))
             }
             Waited::TimedOut => {
                 self.record(at, &rid, StepStatus::TimedOut, 1, None, None, None)
@@ -147,7 +150,8 @@ impl<'a> Walk<'a> {
             Ok(routed) => routed,
             Err(message) => return Err(self.bad_value(at, &rid, message).await),
         };
-        self.set_node(at, "output", Tree::frozen(answer.clone()))
+        let answer = Arc::new(answer);
+        self.set_node(at, "output", Tree::frozen_shared(&answer))
             .await?;
         if let Some(path) = at.node.kind.store_as() {
             self.write(at, path, Tree::frozen(stored.clone())).await?;

@@ -10,7 +10,9 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{RECORD_STRING_LIMIT, Root, cut, cut_strings, is_reserved};
+use crate::context::{
+    RECORD_STRING_LIMIT, Root, cut, cut_strings, cut_strings_shared, is_reserved,
+};
 use crate::dispatcher::{RecordedError, StepDispatch, StepRecord, StepStatus};
 use crate::error::{DispatchError, RunError, SpecFailure};
 use crate::eval;
@@ -41,7 +43,7 @@ pub(crate) enum Next<'a> {
     /// On to this node.
     Go(&'a str),
     /// The path ends here with this result.
-    End(Value),
+    End(Arc<Value>),
     /// A `terminate` node ends the walk.
     Terminate(TerminalStatus, Value),
 }
@@ -125,7 +127,7 @@ impl<'a> Walk<'a> {
     }
 
     /// Walks from the graph's entry to the end of a path, a `terminate`, or a stop.
-    pub(crate) fn walk(&mut self) -> BoxFuture<'_, Result<(TerminalStatus, Value), Stop>> {
+    pub(crate) fn walk(&mut self) -> BoxFuture<'_, Result<(TerminalStatus, Arc<Value>), Stop>> {
         Box::pin(async move {
             let mut current: &'a str = self.graph.entry;
             let mut from: Option<At<'a>> = None;
@@ -170,7 +172,7 @@ impl<'a> Walk<'a> {
                         current = target;
                     }
                     Next::End(result) => return Ok((TerminalStatus::Success, result)),
-                    Next::Terminate(status, result) => return Ok((status, result)),
+                    Next::Terminate(status, result) => return Ok((status, Arc::new(result))),
                 }
             }
         })
@@ -559,7 +561,7 @@ impl<'a> Walk<'a> {
         status: StepStatus,
         attempt: u32,
         inputs: Option<&Value>,
-        outputs: Option<&Value>,
+        outputs: Option<&Arc<Value>>,
         error: Option<RecordedError>,
     ) -> Result<(), Stop> {
         let limit = if self.patched(patches::STEP_RECORD_STRINGS_CUT) {
@@ -574,7 +576,7 @@ impl<'a> Walk<'a> {
             status,
             attempt,
             inputs: inputs.map(|v| cut_strings(v, limit)),
-            outputs: outputs.map(|v| cut_strings(v, limit)),
+            outputs: outputs.map(|v| cut_strings_shared(v, limit)),
             error: error.map(|e| RecordedError {
                 code: cut(&e.code, limit),
                 message: cut(&e.message, limit),
@@ -609,14 +611,14 @@ impl<'a> Walk<'a> {
 pub(crate) fn follow_shared(next: Option<&str>, output: Arc<Value>) -> Next<'_> {
     match next {
         Some(target) => Next::Go(target),
-        None => Next::End(Arc::unwrap_or_clone(output)),
+        None => Next::End(output),
     }
 }
 
 pub(crate) fn follow(next: Option<&str>, output: Value) -> Next<'_> {
     match next {
         Some(target) => Next::Go(target),
-        None => Next::End(output),
+        None => Next::End(Arc::new(output)),
     }
 }
 

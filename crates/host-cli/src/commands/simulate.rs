@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use auto_swe_interpreter::{RunOptions, Script, Simulation, simulate};
@@ -57,7 +58,7 @@ struct StepOut {
 #[derive(Debug, Serialize)]
 struct SimulateOut {
     status: auto_swe_interpreter::RunStatus,
-    result: Value,
+    result: Arc<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<ErrorOut>,
     steps: Vec<StepOut>,

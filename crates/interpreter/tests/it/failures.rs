@@ -31,7 +31,7 @@ fn retry_redispatches_with_the_next_attempt_until_success() {
     );
     assert_eq!(status(&run), "SUCCESS");
     assert_eq!(
-        run.outcome.result,
+        *run.outcome.result,
         json!({"output": {"ok": 1}, "error": null})
     );
     assert_eq!(
@@ -52,7 +52,7 @@ fn exhausted_retries_fail_the_run_as_the_dispatcher_error() {
     assert!(run.outcome.error.as_ref().unwrap().is_retryable());
     assert_eq!(steps(&run.records), ["build FAILED 1", "build FAILED 2"]);
     assert_eq!(
-        run.outcome.nodes["build"]["error"],
+        run.outcome.nodes.to_value()["build"]["error"],
         json!({"code": "BUILD_FAILED", "message": "disk full"})
     );
 }
@@ -66,7 +66,7 @@ fn exhausted_retries_route_to_then() {
     );
     assert_eq!(status(&run), "FAILED");
     assert_eq!(
-        run.outcome.result,
+        *run.outcome.result,
         json!({"code": "STEP_FAILED", "message": "boom"})
     );
     assert_eq!(steps(&run.records), ["build FAILED 1", "build FAILED 2"]);
@@ -110,7 +110,7 @@ fn on_fail_route_records_the_error_and_routes() {
     );
     assert_eq!(status(&run), "FAILED");
     assert_eq!(
-        run.outcome.result,
+        *run.outcome.result,
         json!({"code": "STEP_FAILED", "message": "nope"})
     );
     assert_eq!(run.outcome.error, None);
@@ -141,7 +141,7 @@ fn cancellation_bypasses_on_fail_and_on_error() {
     assert_eq!(run.outcome.status, RunStatus::Cancelled);
     assert_eq!(error_code(&run).as_deref(), Some("CANCELLED"));
     assert_eq!(steps(&run.records), ["build CANCELLED 1"]);
-    assert_eq!(run.outcome.result, json!(null));
+    assert_eq!(*run.outcome.result, json!(null));
 }
 
 #[test]
@@ -157,7 +157,7 @@ fn unpatched_cancellation_goes_through_handlers_but_still_ends_cancelled() {
     assert_eq!(run.outcome.status, RunStatus::Cancelled);
     assert_eq!(steps(&run.records), ["build FAILED 1"]);
     assert_eq!(
-        run.outcome.nodes["build"]["error"]["code"],
+        run.outcome.nodes.to_value()["build"]["error"]["code"],
         json!("CANCELLED")
     );
 }

@@ -166,7 +166,7 @@ fn block_fails_the_run_and_cancels_siblings_waiting_on_people() {
         "fan-out branch fan[1] failed: STEP_FAILED: broken"
     );
     assert!(!run.stalled);
-    let branches = &run.outcome.nodes["fan"]["output"]["branches"];
+    let branches = &run.outcome.nodes.to_value()["fan"]["output"]["branches"];
     assert_eq!(branches[0]["status"], json!("CANCELLED"));
     assert_eq!(branches[1]["status"], json!("FAILED"));
     // Item 3 never started once the fan-out was blocked.
@@ -310,7 +310,7 @@ fn an_empty_array_completes_at_once() {
     );
     assert_eq!(status(&run), "SUCCESS");
     assert_eq!(
-        run.outcome.result,
+        *run.outcome.result,
         json!({"branches": [], "results": [], "succeeded": 0, "failed": 0, "cancelled": 0})
     );
 }

@@ -23,7 +23,7 @@ fn step_dispatches_with_bound_inputs_and_stores_output() {
     );
     assert_eq!(status(&run), "SUCCESS");
     assert_eq!(
-        run.outcome.result,
+        *run.outcome.result,
         json!({"steps": ["a", "b"], "stored": {"steps": ["a", "b"]}})
     );
     assert_eq!(run.outcome.context, json!({"plan": {"steps": ["a", "b"]}}));
@@ -63,7 +63,7 @@ fn agent_mcp_container_and_shell_dispatch_with_their_own_settings() {
         json!({"default": {"output": {"ok": true}}}),
     );
     assert_eq!(status(&run), "SUCCESS");
-    assert_eq!(run.outcome.result, json!({"ok": true}));
+    assert_eq!(*run.outcome.result, json!({"ok": true}));
     let summary: Vec<_> = run
         .calls
         .iter()
@@ -137,7 +137,7 @@ fn eval_passes_to_next_and_routes_rejection_to_on_reject() {
         json!({"steps": {"gate": [{"output": {"passed": true}}]}}),
     );
     assert_eq!(
-        (status(&passed), passed.outcome.result.clone()),
+        (status(&passed), (*passed.outcome.result).clone()),
         ("SUCCESS".into(), json!("passed"))
     );
     let rejected = sim(
@@ -146,11 +146,11 @@ fn eval_passes_to_next_and_routes_rejection_to_on_reject() {
         json!({"steps": {"gate": [{"output": {"passed": false}}]}}),
     );
     assert_eq!(
-        (status(&rejected), rejected.outcome.result.clone()),
+        (status(&rejected), (*rejected.outcome.result).clone()),
         ("FAILED".into(), json!("rejected"))
     );
     assert_eq!(
-        rejected.outcome.nodes["gate"]["output"],
+        rejected.outcome.nodes.to_value()["gate"]["output"],
         json!({"passed": false})
     );
     assert_eq!(steps(&rejected.records), ["gate COMPLETED 1"]);
@@ -171,7 +171,10 @@ fn eval_without_on_reject_is_a_blocking_gate() {
     );
     assert!(!run.outcome.error.as_ref().unwrap().is_retryable());
     assert_eq!(steps(&run.records), ["gate FAILED 1"]);
-    assert_eq!(run.outcome.nodes["gate"]["output"]["score"], json!(0.2));
+    assert_eq!(
+        run.outcome.nodes.to_value()["gate"]["output"]["score"],
+        json!(0.2)
+    );
 }
 
 #[test]
@@ -212,7 +215,7 @@ fn set_writes_in_order_and_cond_branches() {
     });
     let big = sim(spec.clone(), json!({"start": 2}), json!({}));
     assert_eq!(big.outcome.error, None);
-    assert_eq!(big.outcome.result, json!("big"));
+    assert_eq!(*big.outcome.result, json!("big"));
     assert_eq!(
         big.outcome.context,
         json!({"count": 3, "meta": {"doubled": 6}})
@@ -221,7 +224,7 @@ fn set_writes_in_order_and_cond_branches() {
     assert!(big.records.is_empty());
     assert_eq!(big.outcome.transitions, 3);
     let small = sim(spec, json!({"start": 0}), json!({}));
-    assert_eq!(small.outcome.result, json!("small"));
+    assert_eq!(*small.outcome.result, json!("small"));
 }
 
 #[test]
@@ -234,7 +237,7 @@ fn terminate_ends_with_its_status_and_bound_result() {
             json!({}),
         );
         assert_eq!(status(&run), status_name);
-        assert_eq!(run.outcome.result, json!("ended here"));
+        assert_eq!(*run.outcome.result, json!("ended here"));
         assert_eq!(run.outcome.error, None);
     }
 }
@@ -250,14 +253,14 @@ fn a_path_without_terminate_succeeds_with_the_last_output() {
         json!({"steps": {"a": [{"output": 1}], "b": [{"output": {"last": true}}]}}),
     );
     assert_eq!(status(&run), "SUCCESS");
-    assert_eq!(run.outcome.result, json!({"last": true}));
+    assert_eq!(*run.outcome.result, json!({"last": true}));
     let set_last = sim(
         json!({"entry": "s", "nodes": [{"id": "s", "type": "set", "values": {"context.a": 1}}]}),
         json!({}),
         json!({}),
     );
     assert_eq!(
-        (status(&set_last), set_last.outcome.result.clone()),
+        (status(&set_last), (*set_last.outcome.result).clone()),
         ("SUCCESS".into(), json!(null))
     );
 }
@@ -278,7 +281,7 @@ fn loop_revisits_get_visit_numbered_recording_ids() {
         json!({}),
         json!({"steps": {"review": [{"output": {"approved": false}}, {"output": {"approved": false}}, {"output": {"approved": true, "round": 3}}]}}),
     );
-    assert_eq!(run.outcome.result, json!({"approved": true, "round": 3}));
+    assert_eq!(*run.outcome.result, json!({"approved": true, "round": 3}));
     assert_eq!(
         steps(&run.records),
         [
@@ -304,6 +307,6 @@ fn scripted_recording_id_keys_win_over_node_ids() {
         json!({}),
         json!({"steps": {"review": [{"output": {"ok": false, "by": "node"}}], "review#3": [{"output": {"ok": true, "by": "exact"}}]}}),
     );
-    assert_eq!(run.outcome.result, json!("exact"));
+    assert_eq!(*run.outcome.result, json!("exact"));
     assert_eq!(steps(&run.records).len(), 3);
 }

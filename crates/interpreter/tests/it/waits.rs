@@ -38,7 +38,7 @@ fn signal_delivers_its_payload_to_store_as_and_on_receive() {
         json!({"signals": {"ciPipelineSignal": [{"payload": {"conclusion": "success"}}]}}),
     );
     assert_eq!(
-        (status(&run), run.outcome.result.clone()),
+        (status(&run), (*run.outcome.result).clone()),
         ("SUCCESS".into(), json!("success"))
     );
     assert_eq!(
@@ -66,7 +66,7 @@ fn signal_timeout_routes_to_on_timeout_or_ends_timed_out() {
         json!({"signals": {"ciPipelineSignal": ["timeout"]}}),
     );
     assert_eq!(
-        (status(&routed), routed.outcome.result.clone()),
+        (status(&routed), (*routed.outcome.result).clone()),
         ("FAILED".into(), json!("no verdict"))
     );
     assert_eq!(steps(&routed.records), ["ci TIMED_OUT 1"]);
@@ -86,7 +86,7 @@ fn a_payload_after_the_timeout_is_a_timeout() {
         json!({}),
         json!({"signals": {"ciPipelineSignal": [{"payload": 1, "afterMs": 14_400_000}]}}),
     );
-    assert_eq!(run.outcome.result, json!("no verdict"));
+    assert_eq!(*run.outcome.result, json!("no verdict"));
 }
 
 #[test]
@@ -98,7 +98,7 @@ fn an_empty_slot_rewaits_for_the_rest_of_the_timeout() {
     let script = json!({"clockStartMs": 1000, "signals": {"go": [{"slotEmpty": true, "afterMs": 1500}, {"payload": 2}]}});
     let run = sim(spec.clone(), json!({}), script.clone());
     assert_eq!(
-        (status(&run), run.outcome.result.clone()),
+        (status(&run), (*run.outcome.result).clone()),
         ("SUCCESS".into(), json!(2))
     );
     let timeouts: Vec<_> = waits(&run).iter().map(|w| w.timeout_ms).collect();
@@ -107,7 +107,7 @@ fn an_empty_slot_rewaits_for_the_rest_of_the_timeout() {
     let mut unpatched = script;
     unpatched["patches"] = json!({patches::SHARED_SIGNAL_WAIT_REWAITS_ON_EMPTY_SLOT: false});
     let run = sim(spec.clone(), json!({}), unpatched);
-    assert_eq!(run.outcome.result, json!("late"));
+    assert_eq!(*run.outcome.result, json!("late"));
     assert_eq!(waits(&run).len(), 1);
 
     let spent = sim(
@@ -115,7 +115,7 @@ fn an_empty_slot_rewaits_for_the_rest_of_the_timeout() {
         json!({}),
         json!({"signals": {"go": [{"slotEmpty": true, "afterMs": 5000}]}}),
     );
-    assert_eq!(spent.outcome.result, json!("late"));
+    assert_eq!(*spent.outcome.result, json!("late"));
 }
 
 fn approval_spec(request_changes: bool) -> serde_json::Value {
@@ -141,7 +141,7 @@ fn human_approval_notifies_waits_on_hitl_and_routes_the_decision() {
         json!({"pr": 7}),
         json!({"human": {"approve": [{"decision": "approve"}]}}),
     );
-    assert_eq!(run.outcome.result, json!("approved"));
+    assert_eq!(*run.outcome.result, json!("approved"));
     assert_eq!(steps(&run.records), ["approve COMPLETED 1"]);
     let [
         ScriptedCall::NotifyHuman(notice),
@@ -170,13 +170,13 @@ fn human_approval_notifies_waits_on_hitl_and_routes_the_decision() {
         json!({}),
         json!({"human": {"approve": [{"decision": "reject"}]}}),
     );
-    assert_eq!(rejected.outcome.result, json!("rejected"));
+    assert_eq!(*rejected.outcome.result, json!("rejected"));
     let changes = sim(
         approval_spec(true),
         json!({}),
         json!({"human": {"approve": [{"decision": "request_changes", "comment": "rename it"}]}}),
     );
-    assert_eq!(changes.outcome.result, json!("rename it"));
+    assert_eq!(*changes.outcome.result, json!("rename it"));
 }
 
 #[test]
@@ -198,7 +198,7 @@ fn human_timeout_routes_to_on_timeout_and_resolves_the_step_timed_out() {
         json!({"human": {"approve": ["timeout"]}}),
     );
     assert_eq!(
-        (status(&run), run.outcome.result.clone()),
+        (status(&run), (*run.outcome.result).clone()),
         ("TIMED_OUT".into(), json!("late"))
     );
     assert!(run.calls.iter().any(
@@ -220,7 +220,7 @@ fn human_decision_routes_by_option_and_stores_the_answer() {
         json!({}),
         json!({"human": {"pick": [{"option": "b"}]}}),
     );
-    assert_eq!(run.outcome.result, json!("B"));
+    assert_eq!(*run.outcome.result, json!("B"));
     assert_eq!(run.outcome.context, json!({"choice": {"option": "b"}}));
     let bad = sim(
         spec.clone(),
@@ -244,7 +244,7 @@ fn human_input_checks_required_fields_and_stores_values() {
         json!({"human": {"form": [{"values": {"reason": "because", "n": 2}}]}}),
     );
     assert_eq!(status(&run), "SUCCESS");
-    assert_eq!(run.outcome.result, json!({"reason": "because", "n": 2}));
+    assert_eq!(*run.outcome.result, json!({"reason": "because", "n": 2}));
     assert_eq!(
         run.outcome.context,
         json!({"form": {"reason": "because", "n": 2}})
@@ -280,7 +280,7 @@ fn human_review_shows_content_and_stores_the_review() {
         json!({"doc": "text"}),
         json!({"human": {"rev": [{"verdict": "ok", "comments": []}]}}),
     );
-    assert_eq!(run.outcome.result, json!("ok"));
+    assert_eq!(*run.outcome.result, json!("ok"));
     let ScriptedCall::NotifyHuman(notice) = &run.calls[0] else {
         panic!()
     };
