@@ -73,7 +73,7 @@ pub use records::templates::{
 };
 pub use records::tenancy::{
     MembershipStore, OrgMember, OrgRole, Organization, OrganizationStore, PlatformRole, Team,
-    TeamMember, TeamRole, User, UserStore,
+    TeamMember, TeamRole, User, UserListQuery, UserPage, UserStore,
 };
 pub use records::tokens::{
     ApiToken, NewApiToken, ServicePrincipal, TOKEN_PREFIX, TokenOwner, TokenStore,

@@ -280,6 +280,55 @@ macro_rules! impl_identity_stores {
                     .await?;
                 row.as_ref().map(Self::user_from_row).transpose()
             }
+
+            async fn list_users(&self, query: &UserListQuery) -> StoreResult<UserPage> {
+                let limit = validate_page(query.limit)?;
+                limits::optional_short_text("user search", query.search.as_deref())?;
+                let after = query
+                    .cursor
+                    .as_deref()
+                    .map(|c| decode_cursor("users", c))
+                    .transpose()?;
+                let (after_at, after_id) = match after {
+                    Some((at, id)) => (Some(at), Some(id)),
+                    None => (None, None),
+                };
+                // Emails are stored lower-cased; names are compared lower-cased on both sides
+                // (ASCII case on SQLite, whose LOWER() folds nothing else).
+                let pattern = query
+                    .search
+                    .as_deref()
+                    .map(|text| crate::records::queries::like_contains(&text.to_lowercase()));
+                let rows = sqlx::query(
+                    "SELECT * FROM users \
+                     WHERE (CAST($1 AS TEXT) IS NULL \
+                            OR email LIKE $1 ESCAPE '\\' OR LOWER(name) LIKE $1 ESCAPE '\\') \
+                     AND (CAST($2 AS BIGINT) IS NULL OR created_at < $2 \
+                          OR (created_at = $2 AND id < $3)) \
+                     ORDER BY created_at DESC, id DESC LIMIT $4",
+                )
+                .bind(pattern)
+                .bind(after_at)
+                .bind(after_id)
+                .bind(limit + 1)
+                .fetch_all(&self.pool)
+                .await?;
+                let mut users = rows
+                    .iter()
+                    .map(Self::user_from_row)
+                    .collect::<StoreResult<Vec<_>>>()?;
+                let more = users.len() > query.limit as usize;
+                users.truncate(query.limit as usize);
+                let next = match users.last() {
+                    Some(last) if more => Some(encode_cursor(
+                        "users",
+                        last.created_at.as_millis(),
+                        &last.id,
+                    )),
+                    _ => None,
+                };
+                Ok(UserPage { users, next })
+            }
         }
 
         #[async_trait::async_trait]

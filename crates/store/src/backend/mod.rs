@@ -80,7 +80,7 @@ pub(crate) mod prelude {
     };
     pub(crate) use crate::records::tenancy::{
         MembershipStore, OrgMember, OrgRole, Organization, OrganizationStore, PlatformRole, Team,
-        TeamMember, TeamRole, User, UserStore,
+        TeamMember, TeamRole, User, UserListQuery, UserPage, UserStore,
     };
     pub(crate) use crate::records::tokens::{
         ApiToken, NewApiToken, ServicePrincipal, TokenOwner, TokenStore,

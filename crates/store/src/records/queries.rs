@@ -220,6 +220,11 @@ fn cursor_check(payload: &str) -> String {
 }
 
 /// A `LIKE` pattern matching `prefix` literally at the start (escape character `\`).
+/// A `LIKE … ESCAPE '\\'` pattern matching `text` anywhere, its wildcards taken literally.
+pub(crate) fn like_contains(text: &str) -> String {
+    format!("%{}", like_prefix(text))
+}
+
 pub(crate) fn like_prefix(prefix: &str) -> String {
     let mut pattern = String::with_capacity(prefix.len() + 1);
     for c in prefix.chars() {

@@ -162,4 +162,50 @@ pub trait UserStore: Send + Sync {
     async fn get_user(&self, id: &str) -> StoreResult<User>;
     /// Finds a user by email (case-insensitive).
     async fn find_user_by_email(&self, email: &str) -> StoreResult<Option<User>>;
+    /// A page of users, newest first, optionally narrowed by a search text.
+    async fn list_users(&self, query: &UserListQuery) -> StoreResult<UserPage>;
+}
+
+/// Which users to list, one page at a time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UserListQuery {
+    /// Only users whose email or name contains this text, ignoring case (`%` and `_` are
+    /// matched literally).
+    pub search: Option<String>,
+    /// Page size (1..=500).
+    pub limit: u32,
+    /// Where the previous page ended ([`UserPage::next`]); `None` for the first page.
+    pub cursor: Option<String>,
+}
+
+impl UserListQuery {
+    /// The first page of `limit` users, unfiltered.
+    #[must_use]
+    pub fn first(limit: u32) -> Self {
+        Self {
+            limit,
+            ..Self::default()
+        }
+    }
+
+    /// The first page of `limit` users whose email or name contains `text`.
+    #[must_use]
+    pub fn search(text: impl Into<String>, limit: u32) -> Self {
+        Self {
+            search: Some(text.into()),
+            limit,
+            cursor: None,
+        }
+    }
+}
+
+/// One page of users.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct UserPage {
+    /// Users, newest first.
+    pub users: Vec<User>,
+    /// The cursor of the next page, when there is one.
+    pub next: Option<String>,
 }

@@ -11,8 +11,127 @@ use crate::support::TestDb;
 conformance!(
     tenancy_and_memberships,
     tokens_store_only_hashes,
-    connections_keep_git_repos_unique
+    connections_keep_git_repos_unique,
+    users_page_by_keyset_and_search_literally
 );
+
+async fn users_page_by_keyset_and_search_literally(db: &TestDb) {
+    let mut created = Vec::new();
+    for (n, (email, name)) in [
+        ("ada@example.test", "Ada Lovelace"),
+        ("grace@example.test", "Grace Hopper"),
+        ("alan@example.test", "Alan Turing"),
+        ("per_cent@example.test", "100% Sure"),
+        ("edsger@example.test", "Edsger Dijkstra"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // Two users share a creation time: the id breaks the tie.
+        if n != 2 {
+            db.clock.advance(Duration::from_secs(1));
+        }
+        created.push(db.store.create_user(email, name).await.unwrap());
+    }
+    created.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+
+    let mut query = UserListQuery::first(2);
+    let mut seen = Vec::new();
+    let mut added_mid_paging = false;
+    loop {
+        let page = db.store.list_users(&query).await.unwrap();
+        assert!(page.users.len() <= 2);
+        seen.extend(page.users.iter().map(|u| u.id.clone()));
+        if !added_mid_paging {
+            // A user created while paging shifts nothing on later pages.
+            added_mid_paging = true;
+            db.clock.advance(Duration::from_secs(60));
+            db.store
+                .create_user("late@example.test", "Late Comer")
+                .await
+                .unwrap();
+        }
+        match page.next {
+            Some(next) => query.cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(
+        seen,
+        created.iter().map(|u| u.id.clone()).collect::<Vec<_>>()
+    );
+
+    let emails = |page: &UserPage| {
+        let mut emails: Vec<String> = page.users.iter().map(|u| u.email.clone()).collect();
+        emails.sort();
+        emails
+    };
+    // Name or email, any case.
+    let page = db
+        .store
+        .list_users(&UserListQuery::search("HOPPER", 50))
+        .await
+        .unwrap();
+    assert_eq!(emails(&page), ["grace@example.test"]);
+    let page = db
+        .store
+        .list_users(&UserListQuery::search("La", 50))
+        .await
+        .unwrap();
+    assert_eq!(
+        emails(&page),
+        ["ada@example.test", "alan@example.test", "late@example.test"]
+    );
+    // Wildcards are text: `_` and `%` match only themselves.
+    let page = db
+        .store
+        .list_users(&UserListQuery::search("r_c", 50))
+        .await
+        .unwrap();
+    assert_eq!(emails(&page), ["per_cent@example.test"]);
+    let page = db
+        .store
+        .list_users(&UserListQuery::search("a_a", 50))
+        .await
+        .unwrap();
+    assert!(page.users.is_empty(), "{page:?}");
+    let page = db
+        .store
+        .list_users(&UserListQuery::search("100%", 50))
+        .await
+        .unwrap();
+    assert_eq!(emails(&page), ["per_cent@example.test"]);
+    let page = db
+        .store
+        .list_users(&UserListQuery::search("%", 50))
+        .await
+        .unwrap();
+    assert_eq!(emails(&page), ["per_cent@example.test"]);
+
+    // Bad pages and edited cursors are typed errors.
+    for limit in [0, 501] {
+        let error = db
+            .store
+            .list_users(&UserListQuery::first(limit))
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), "STORE_INVALID_INPUT", "{limit}");
+    }
+    let first = db.store.list_users(&UserListQuery::first(1)).await.unwrap();
+    let mut edited = first.next.clone().unwrap();
+    edited.insert(0, 'x');
+    let mut query = UserListQuery::first(1);
+    query.cursor = Some(edited);
+    assert_eq!(
+        db.store.list_users(&query).await.unwrap_err().code(),
+        "STORE_INVALID_INPUT"
+    );
+    let long = UserListQuery::search("x".repeat(MAX_SHORT_TEXT_BYTES + 1), 10);
+    assert_eq!(
+        db.store.list_users(&long).await.unwrap_err().code(),
+        "STORE_VALUE_TOO_LARGE"
+    );
+}
 
 async fn tenancy_and_memberships(db: &TestDb) {
     let org = db.store.create_org("acme", "Acme").await.unwrap();
