@@ -98,39 +98,101 @@ pub(crate) struct Entry {
     pub(crate) pattern_type: PatternType,
     pub(crate) severity: Severity,
     regex: Regex,
+    /// The literals every match begins with, and the rule as an anchored matcher, when the rule
+    /// has few and long enough such literals (see `prefilter`).
+    prefiltered: Option<(Vec<Vec<u8>>, regex_automata::meta::Regex)>,
 }
 
-/// The rules of one type, or of all types together, behind one `RegexSet`.
+/// The rules of one type, in order. Rules without prefix literals sit behind one `RegexSet`.
 #[derive(Debug, Clone)]
 struct Group {
-    set: RegexSet,
     entries: Vec<Entry>,
+    residual: Option<Residual>,
+}
+
+/// The rules of a group searched the ordinary way, behind one `RegexSet`.
+#[derive(Debug, Clone)]
+struct Residual {
+    set: RegexSet,
+    /// The group's entry index of each member of the set.
+    members: Vec<usize>,
 }
 
 impl Group {
     fn build(entries: Vec<Entry>) -> Result<Self, regex::Error> {
-        let set = RegexSetBuilder::new(entries.iter().map(|entry| entry.regex.as_str()))
-            .size_limit(SET_SIZE_LIMIT)
-            .dfa_size_limit(SET_DFA_LIMIT)
-            .build()?;
-        Ok(Self { set, entries })
+        let members: Vec<usize> = entries
+            .iter()
+            .enumerate()
+            .filter(|(_, entry)| entry.prefiltered.is_none())
+            .map(|(index, _)| index)
+            .collect();
+        let residual = if members.is_empty() {
+            None
+        } else {
+            let set = RegexSetBuilder::new(members.iter().map(|&i| entries[i].regex.as_str()))
+                .size_limit(SET_SIZE_LIMIT)
+                .dfa_size_limit(SET_DFA_LIMIT)
+                .build()?;
+            Some(Residual { set, members })
+        };
+        Ok(Self { entries, residual })
     }
 
+    /// Reports every match of every rule, rule by rule in order, each rule's matches in order.
+    /// `starts` holds, per entry, where its prefix literals occur (filled for prefiltered rules).
+    fn each_match(
+        &self,
+        haystack: &[u8],
+        starts: &mut [Vec<usize>],
+        found: &mut impl FnMut(&Entry, Range<usize>),
+    ) {
+        let mut residual: Vec<Vec<Range<usize>>> = vec![Vec::new(); self.entries.len()];
+        if let Some(set) = &self.residual {
+            set.each_match(&self.entries, haystack, |index, range| {
+                residual[index].push(range);
+            });
+        }
+        for (index, entry) in self.entries.iter().enumerate() {
+            match &entry.prefiltered {
+                Some((_, matcher)) => {
+                    let starts = &mut starts[index];
+                    starts.sort_unstable();
+                    starts.dedup();
+                    crate::prefilter::matches_at(matcher, haystack, starts, |range| {
+                        found(entry, range);
+                    });
+                }
+                None => {
+                    for range in residual[index].drain(..) {
+                        found(entry, range);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Residual {
     /// One pass of the set decides which rules match at all; only those run again to find
-    /// where. Every match of a rule is reported, in order.
+    /// where. Every match of a rule is reported, in order, by its group entry index.
     ///
     /// On a large input, a second pass of the set over chunks tells where each matching rule
     /// can match, and the rule's own regex searches only from those chunks on (with the whole
     /// input as context, so `\b` and `^` read as they do in one search). A match that starts in
     /// a chunk the hint did not name can only be longer than the overlap; a rule the hint loses
     /// entirely is searched over the whole input.
-    fn each_match(&self, haystack: &[u8], mut found: impl FnMut(&Entry, Range<usize>)) {
+    fn each_match(
+        &self,
+        entries: &[Entry],
+        haystack: &[u8],
+        mut found: impl FnMut(usize, Range<usize>),
+    ) {
         let matched: Vec<usize> = self.set.matches(haystack).into_iter().collect();
         if haystack.len() <= 2 * CHUNK || matched.len() <= 2 {
-            for &index in &matched {
-                let entry = &self.entries[index];
-                for m in entry.regex.find_iter(haystack) {
-                    found(entry, m.range());
+            for &member in &matched {
+                let index = self.members[member];
+                for m in entries[index].regex.find_iter(haystack) {
+                    found(index, m.range());
                 }
             }
             return;
@@ -141,27 +203,28 @@ impl Group {
             let end = (start + CHUNK).min(haystack.len());
             let reach = (end + OVERLAP).min(haystack.len());
             let hits = self.set.matches(&haystack[start..reach]);
-            for (slot, &index) in matched.iter().enumerate() {
-                if hits.matched(index) {
+            for (slot, &member) in matched.iter().enumerate() {
+                if hits.matched(member) {
                     windows[slot].push(start..end);
                 }
             }
             start = end;
         }
-        for (slot, &index) in matched.iter().enumerate() {
-            let entry = &self.entries[index];
+        for (slot, &member) in matched.iter().enumerate() {
+            let index = self.members[member];
+            let regex = &entries[index].regex;
             let mut reported = 0;
             let mut position = 0;
             for window in &windows[slot] {
                 position = position.max(window.start);
                 let limit = (window.end + OVERLAP).min(haystack.len());
                 while position < window.end {
-                    let Some(m) = entry.regex.find_at(&haystack[..limit], position) else {
+                    let Some(m) = regex.find_at(&haystack[..limit], position) else {
                         break;
                     };
                     // A match cut by the limit is read again against the whole input.
                     let m = if m.end() == limit && limit < haystack.len() {
-                        match entry.regex.find_at(haystack, m.start()) {
+                        match regex.find_at(haystack, m.start()) {
                             Some(whole) => whole,
                             None => break,
                         }
@@ -171,7 +234,7 @@ impl Group {
                     if m.start() >= window.end {
                         break;
                     }
-                    found(entry, m.range());
+                    found(index, m.range());
                     reported += 1;
                     position = if m.end() > m.start() {
                         m.end()
@@ -181,8 +244,8 @@ impl Group {
                 }
             }
             if reported == 0 {
-                for m in entry.regex.find_iter(haystack) {
-                    found(entry, m.range());
+                for m in regex.find_iter(haystack) {
+                    found(index, m.range());
                 }
             }
         }
@@ -197,6 +260,13 @@ impl Group {
 #[derive(Debug, Clone)]
 pub struct CompiledPatterns {
     by_type: BTreeMap<PatternType, Group>,
+    /// Every prefiltered rule's prefix literals; a rule is numbered by its type's offset in
+    /// `offsets` plus its index in the group.
+    literals: Option<crate::prefilter::Literals>,
+    /// Where each type's rules begin in that numbering.
+    offsets: BTreeMap<PatternType, usize>,
+    /// The type of each rule in that numbering.
+    rule_types: Vec<PatternType>,
     problems: Vec<PatternError>,
     failed_types: BTreeSet<PatternType>,
     load_failed: bool,
@@ -223,8 +293,17 @@ impl CompiledPatterns {
             if !pattern.enabled {
                 continue;
             }
-            match pattern.compile() {
-                Ok(regex) => entries_by_type
+            let compiled = pattern.compile().and_then(|regex| {
+                let prefiltered = match crate::prefilter::prefixes(&pattern) {
+                    Some(literals) => {
+                        Some((literals, crate::prefilter::anchored_matcher(&pattern)?))
+                    }
+                    None => None,
+                };
+                Ok((regex, prefiltered))
+            });
+            match compiled {
+                Ok((regex, prefiltered)) => entries_by_type
                     .entry(pattern.pattern_type)
                     .or_default()
                     .push(Entry {
@@ -232,6 +311,7 @@ impl CompiledPatterns {
                         pattern_type: pattern.pattern_type,
                         severity: pattern.severity,
                         regex,
+                        prefiltered,
                     }),
                 Err(problem) => {
                     failed_types.insert(pattern.pattern_type);
@@ -262,7 +342,22 @@ impl CompiledPatterns {
                 }
             }
         }
+        let mut offsets = BTreeMap::new();
+        let mut rule_types = Vec::new();
+        let mut prefixes = Vec::new();
+        for (pattern_type, group) in &by_type {
+            offsets.insert(*pattern_type, rule_types.len());
+            for entry in &group.entries {
+                if let Some((literals, _)) = &entry.prefiltered {
+                    prefixes.push((rule_types.len(), literals.clone()));
+                }
+                rule_types.push(*pattern_type);
+            }
+        }
         Self {
+            literals: crate::prefilter::Literals::build(&prefixes),
+            offsets,
+            rule_types,
             by_type,
             problems,
             failed_types,
@@ -317,9 +412,21 @@ impl CompiledPatterns {
         haystack: &[u8],
         mut found: impl FnMut(&Entry, Range<usize>),
     ) {
+        let mut starts: Vec<Vec<usize>> = vec![Vec::new(); self.rule_types.len()];
+        if let Some(literals) = &self.literals {
+            literals.occurrences(
+                haystack,
+                |rule| types.contains(&self.rule_types[rule]),
+                |rule, position| starts[rule].push(position),
+            );
+        }
         for pattern_type in types {
-            if let Some(group) = self.by_type.get(pattern_type) {
-                group.each_match(haystack, &mut found);
+            if let (Some(group), Some(&offset)) = (
+                self.by_type.get(pattern_type),
+                self.offsets.get(pattern_type),
+            ) {
+                let rules = offset..offset + group.entries.len();
+                group.each_match(haystack, &mut starts[rules], &mut found);
             }
         }
     }

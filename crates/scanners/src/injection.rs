@@ -402,6 +402,7 @@ pub fn scan_skill_content(patterns: &CompiledPatterns, text: &str) -> ScanResult
 
 /// [`scan_skill_content`] with a classifier adding its own findings.
 #[must_use]
+#[tracing::instrument(level = "debug", skip_all)]
 pub fn scan_skill_content_with(
     patterns: &CompiledPatterns,
     classifier: &dyn Classifier,
@@ -423,6 +424,7 @@ pub fn scan_llm_output(patterns: &CompiledPatterns, text: &str) -> ScanResult {
 
 /// [`scan_llm_output`] with a classifier adding its own findings.
 #[must_use]
+#[tracing::instrument(level = "debug", skip_all)]
 pub fn scan_llm_output_with(
     patterns: &CompiledPatterns,
     classifier: &dyn Classifier,
@@ -446,6 +448,7 @@ pub fn scan_memory(patterns: &CompiledPatterns, text: &str, access: MemoryAccess
 
 /// [`scan_memory`] with a classifier adding its own findings.
 #[must_use]
+#[tracing::instrument(level = "debug", skip_all)]
 pub fn scan_memory_with(
     patterns: &CompiledPatterns,
     classifier: &dyn Classifier,

@@ -11,6 +11,7 @@ mod compile;
 mod fence;
 mod injection;
 mod pattern;
+mod prefilter;
 mod redact;
 mod result;
 mod safe_path;

@@ -276,6 +276,7 @@ fn normalise_separators(path: &str) -> String {
 /// credential stores, anything under `.git/`, paths that climb out of the workspace, and the
 /// harness's own configuration while the run loads it.
 #[must_use]
+#[tracing::instrument(level = "debug", skip_all)]
 pub fn scan_sensitive_path(
     patterns: &CompiledPatterns,
     path: &str,
@@ -297,6 +298,7 @@ pub fn scan_sensitive_path(
 /// blocks; lower severities warn (the warning goes back to the model); placeholders and
 /// published example keys are recorded as `PASS` and never act.
 #[must_use]
+#[tracing::instrument(level = "debug", skip_all)]
 pub fn scan_content(patterns: &CompiledPatterns, content: &str) -> ScanResult {
     let mut collected = Collected::default();
     collect(
@@ -341,6 +343,7 @@ fn added_lines(text: &str) -> View {
 /// whole text when it is not a diff). Advisory: findings go to the security reviewer; see
 /// [`format_code_findings`]. In a diff each finding names its file and its line in the new file.
 #[must_use]
+#[tracing::instrument(level = "debug", skip_all)]
 pub fn scan_code_diff(patterns: &CompiledPatterns, diff: &str) -> ScanResult {
     let mut collected = Collected::default();
     collect(
@@ -441,6 +444,7 @@ pub fn format_code_findings(diff: &str, result: &ScanResult) -> String {
 /// `URL_POLICY`, the refusal reason as its id), or `allow`. A host name that passes here is
 /// still checked on every address it resolves to when a request is made.
 #[must_use]
+#[tracing::instrument(level = "debug", skip_all)]
 pub fn scan_url(policy: &UrlPolicy, url: &str, kind: RequestKind) -> ScanResult {
     let mut collected = Collected::default();
     let verdict = match policy.check_url(url, kind) {
@@ -462,6 +466,7 @@ pub fn scan_url(policy: &UrlPolicy, url: &str, kind: RequestKind) -> ScanResult 
 /// Every pattern type over one text, one pass of each type's set. Advisory verdict; used
 /// for ad-hoc checks and as the throughput baseline.
 #[must_use]
+#[tracing::instrument(level = "debug", skip_all)]
 pub fn scan_all(patterns: &CompiledPatterns, text: &str) -> ScanResult {
     let mut collected = Collected::default();
     collect(

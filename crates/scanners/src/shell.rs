@@ -374,6 +374,7 @@ impl Scan<'_> {
 /// `SHELL_COMMAND` or `EXFILTRATION` finding of WARNING or above, on a write into a sensitive path,
 /// and on a CRITICAL secret in a command that writes; warns below that; blocks when incomplete.
 #[must_use]
+#[tracing::instrument(level = "debug", skip_all)]
 pub fn scan_shell_command(
     patterns: &CompiledPatterns,
     command: &str,

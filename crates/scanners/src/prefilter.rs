@@ -1,0 +1,373 @@
+//! Locating a rule's matches from the literals every match must begin with.
+//!
+//! Most rules begin with text of their own (`ghp_`, `AKIA`, `-----BEGIN`, `ignore`): every match
+//! of such a rule starts where one of a few literals occurs. One Aho-Corasick pass over the input
+//! finds every occurrence of every such literal of every rule, and each rule's regex then runs
+//! only there, anchored at the occurrence. That reports the same matches as the rule's own
+//! leftmost-first search over the whole input (an anchored match at a position is the match that
+//! search would report starting there; positions inside a reported match are skipped as it would
+//! skip them), without a pass of every rule over every byte.
+//!
+//! The literals come from the regex's syntax tree (`regex-syntax`'s prefix extraction), so a
+//! host's own patterns get them too. A rule whose matches can begin with too many, too short or
+//! unbounded prefixes (`[A-Za-z0-9]{40}`, `\s*key`) has none and is searched the ordinary way.
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use regex_automata::meta;
+use regex_automata::{Anchored, Input};
+use regex_syntax::hir::literal::{ExtractKind, Extractor};
+
+use crate::pattern::{Pattern, PatternError};
+
+/// A literal shorter than this would occur almost everywhere; such a rule is not prefiltered.
+const MIN_LITERAL: usize = 3;
+/// A rule whose matches can begin with more literals than this is not prefiltered.
+const MAX_LITERALS: usize = 64;
+/// Largest compiled program of a rule's anchored matcher.
+const SIZE_LIMIT: usize = 1 << 20;
+/// Lazy-DFA cache of a rule's anchored matcher.
+const CACHE: usize = 2 << 20;
+
+/// The literals every match of `pattern` begins with, lower-cased (the search ignores ASCII
+/// case, which can only find more places to try), or `None` when they are not few and long.
+pub(crate) fn prefixes(pattern: &Pattern) -> Option<Vec<Vec<u8>>> {
+    // A rule that ignores ASCII case is read as written: its literals are then one spelling per
+    // word rather than every mix of cases, and the search ignores case anyway. Unicode case
+    // folding (flags `u` and `i`) can match non-ASCII spellings an ASCII-folding search would
+    // miss, so such a rule keeps its flag and its literals must come out exact.
+    let mut reading = pattern.clone();
+    if !reading.flags.contains('u') {
+        reading.flags = reading.flags.replace('i', "");
+    }
+    let expression = reading.expression().ok()?;
+    let hir = regex_syntax::ParserBuilder::new()
+        .utf8(false)
+        .build()
+        .parse(&expression)
+        .ok()?;
+    let mut extractor = Extractor::new();
+    extractor
+        .kind(ExtractKind::Prefix)
+        .limit_class(16)
+        .limit_total(4096);
+    let seq = extractor.extract(&hir);
+    let literals: Vec<Vec<u8>> = seq
+        .literals()?
+        .iter()
+        .map(|literal| literal.as_bytes().to_ascii_lowercase())
+        .collect();
+    few_and_long(literals)
+}
+
+/// The literals cut to the longest length at which there are at most [`MAX_LITERALS`] of them
+/// (a prefix of a prefix still begins every match), or `None` when one is shorter than
+/// [`MIN_LITERAL`] even uncut.
+fn few_and_long(mut literals: Vec<Vec<u8>>) -> Option<Vec<Vec<u8>>> {
+    if literals.is_empty() || literals.iter().any(|l| l.len() < MIN_LITERAL) {
+        return None;
+    }
+    literals.sort();
+    literals.dedup();
+    let longest = literals.iter().map(Vec::len).max()?;
+    for length in (MIN_LITERAL..=longest).rev() {
+        let mut cut: Vec<Vec<u8>> = literals
+            .iter()
+            .map(|l| l[..l.len().min(length)].to_vec())
+            .collect();
+        cut.sort();
+        cut.dedup();
+        if cut.len() <= MAX_LITERALS {
+            return Some(cut);
+        }
+    }
+    None
+}
+
+/// A rule's matcher for anchored searches at given positions.
+pub(crate) fn anchored_matcher(pattern: &Pattern) -> Result<meta::Regex, PatternError> {
+    let expression = pattern.expression()?;
+    meta::Builder::new()
+        .configure(
+            meta::Config::new()
+                .nfa_size_limit(Some(SIZE_LIMIT))
+                .hybrid_cache_capacity(CACHE)
+                .utf8_empty(false),
+        )
+        .syntax(regex_automata::util::syntax::Config::new().utf8(false))
+        .build(&expression)
+        .map_err(|error| PatternError::InvalidRegex {
+            id: pattern.id.clone(),
+            message: error.to_string(),
+        })
+}
+
+/// Every prefiltered rule's literals in one automaton.
+#[derive(Debug, Clone)]
+pub(crate) struct Literals {
+    automaton: AhoCorasick,
+    /// For each literal of the automaton, the rules (by index) that begin with it.
+    owners: Vec<Vec<usize>>,
+}
+
+impl Literals {
+    /// Builds the automaton from `(rule index, literals)`; `None` when there are none.
+    pub(crate) fn build(rules: &[(usize, Vec<Vec<u8>>)]) -> Option<Self> {
+        let mut literals: Vec<Vec<u8>> = Vec::new();
+        let mut owners: Vec<Vec<usize>> = Vec::new();
+        let mut index = std::collections::HashMap::new();
+        for (rule, prefixes) in rules {
+            for literal in prefixes {
+                let slot = *index.entry(literal.clone()).or_insert_with(|| {
+                    literals.push(literal.clone());
+                    owners.push(Vec::new());
+                    literals.len() - 1
+                });
+                owners[slot].push(*rule);
+            }
+        }
+        if literals.is_empty() {
+            return None;
+        }
+        let automaton = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(&literals)
+            .or_else(|_| {
+                AhoCorasickBuilder::new()
+                    .ascii_case_insensitive(true)
+                    .match_kind(MatchKind::Standard)
+                    .build(&literals)
+            })
+            .ok()?;
+        Some(Self { automaton, owners })
+    }
+
+    /// Calls `start(rule, position)` for every occurrence of every literal in `haystack`, for
+    /// the rules `wanted` accepts.
+    pub(crate) fn occurrences(
+        &self,
+        haystack: &[u8],
+        wanted: impl Fn(usize) -> bool,
+        mut start: impl FnMut(usize, usize),
+    ) {
+        for found in self.automaton.find_overlapping_iter(haystack) {
+            for &rule in &self.owners[found.pattern().as_usize()] {
+                if wanted(rule) {
+                    start(rule, found.start());
+                }
+            }
+        }
+    }
+}
+
+/// Reports `matcher`'s leftmost-first matches that begin at `starts` (ascending, deduplicated),
+/// in order, skipping starts inside a match already reported.
+pub(crate) fn matches_at(
+    matcher: &meta::Regex,
+    haystack: &[u8],
+    starts: &[usize],
+    mut found: impl FnMut(std::ops::Range<usize>),
+) {
+    // The matcher's own cache pool: creating a cache per call costs more than most searches.
+    let mut reported_to = 0;
+    for &start in starts {
+        if start < reported_to {
+            continue;
+        }
+        let input = Input::new(haystack).range(start..).anchored(Anchored::Yes);
+        if let Some(m) = matcher.search(&input) {
+            found(m.range());
+            reported_to = m.end().max(start + 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::builtin::{builtin_patterns, builtin_table};
+    use crate::pattern::PatternType;
+
+    /// Every file of the crate's corpora and fixtures, plus every rule's own examples.
+    fn texts() -> Vec<Vec<u8>> {
+        fn walk(dir: &Path, out: &mut Vec<Vec<u8>>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else {
+                    out.push(std::fs::read(&path).unwrap());
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests"),
+            &mut out,
+        );
+        let examples: Vec<u8> = builtin_table()
+            .iter()
+            .flat_map(|rule| {
+                format!(
+                    "{}\n{} {}\n",
+                    rule.example_match, rule.example_miss, rule.example_match
+                )
+                .into_bytes()
+            })
+            .collect();
+        out.push(examples);
+        out
+    }
+
+    /// What the prefilter reports for one rule: its anchored matches at its literals.
+    fn located(
+        literals: &[Vec<u8>],
+        matcher: &meta::Regex,
+        haystack: &[u8],
+    ) -> Vec<(usize, usize)> {
+        let rules = vec![(0, literals.to_vec())];
+        let automaton = Literals::build(&rules).unwrap();
+        let mut starts = Vec::new();
+        automaton.occurrences(haystack, |_| true, |_, position| starts.push(position));
+        starts.sort_unstable();
+        starts.dedup();
+        let mut out = Vec::new();
+        matches_at(matcher, haystack, &starts, |range| {
+            out.push((range.start, range.end));
+        });
+        out
+    }
+
+    fn searched(pattern: &crate::pattern::Pattern, haystack: &[u8]) -> Vec<(usize, usize)> {
+        found_by(&pattern.compile().unwrap(), haystack)
+    }
+
+    fn found_by(regex: &regex::bytes::Regex, haystack: &[u8]) -> Vec<(usize, usize)> {
+        regex
+            .find_iter(haystack)
+            .map(|m| (m.start(), m.end()))
+            .collect()
+    }
+
+    /// Every prefiltered built-in rule: id, literals, anchored matcher, ordinary regex.
+    type Prefiltered = (String, Vec<Vec<u8>>, meta::Regex, regex::bytes::Regex);
+
+    fn prefiltered() -> &'static [Prefiltered] {
+        static RULES: std::sync::LazyLock<Vec<Prefiltered>> = std::sync::LazyLock::new(|| {
+            builtin_patterns()
+                .into_iter()
+                .filter_map(|pattern| {
+                    let literals = prefixes(&pattern)?;
+                    Some((
+                        pattern.id.clone(),
+                        literals,
+                        anchored_matcher(&pattern).unwrap(),
+                        pattern.compile().unwrap(),
+                    ))
+                })
+                .collect()
+        });
+        &RULES
+    }
+
+    #[test]
+    fn most_built_in_rules_have_prefix_literals() {
+        let patterns = builtin_patterns();
+        let with = patterns.iter().filter(|p| prefixes(p).is_some()).count();
+        let secrets = patterns
+            .iter()
+            .filter(|p| p.pattern_type == PatternType::Secret)
+            .collect::<Vec<_>>();
+        let secrets_with = secrets.iter().filter(|p| prefixes(p).is_some()).count();
+        // Measured floors: a change that loses most literals would put scans back on every
+        // rule's full search.
+        assert!(
+            with * 10 >= patterns.len() * 6,
+            "{with} of {}",
+            patterns.len()
+        );
+        assert!(
+            secrets_with * 10 >= secrets.len() * 7,
+            "{secrets_with} of {}",
+            secrets.len()
+        );
+    }
+
+    #[test]
+    fn prefiltered_rules_report_exactly_their_own_matches_on_every_corpus() {
+        let texts = texts();
+        let mut compared = 0;
+        for (id, literals, matcher, regex) in prefiltered() {
+            for text in &texts {
+                assert_eq!(
+                    located(literals, matcher, text),
+                    found_by(regex, text),
+                    "rule {id}"
+                );
+                compared += 1;
+            }
+        }
+        assert!(compared > 1000, "{compared}");
+    }
+
+    #[test]
+    fn literals_are_never_short_and_case_is_ignored_only_in_ascii() {
+        let mut pattern = builtin_patterns().remove(0);
+        pattern.flags = "i".into();
+        pattern.pattern = r"(?:a|x)z".into();
+        assert_eq!(prefixes(&pattern), None, "a two-byte literal is too common");
+        pattern.pattern = r"ignore\s+previous".into();
+        let literals = prefixes(&pattern).unwrap();
+        // One spelling, not 64 mixes of case (the search ignores case), then each whitespace.
+        assert_eq!(literals.len(), 6, "{literals:?}");
+        assert!(
+            literals.iter().all(|l| l.starts_with(b"ignore")),
+            "{literals:?}"
+        );
+        pattern.pattern = r"\w+=secret".into();
+        assert_eq!(prefixes(&pattern), None, "no literal begins every match");
+        // Unicode case folding matches the Kelvin sign for `k`: the literals must say so.
+        pattern.flags = "iu".into();
+        pattern.pattern = r"key_[0-9]{4}".into();
+        let literals = prefixes(&pattern).unwrap();
+        assert!(literals.iter().any(|l| !l.is_ascii()), "{literals:?}");
+        let matcher = anchored_matcher(&pattern).unwrap();
+        let text = "\u{212A}ey_1234 KEY_5678 key_0000".as_bytes();
+        assert_eq!(located(&literals, &matcher, text), searched(&pattern, text));
+        assert_eq!(searched(&pattern, text).len(), 3);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Random text assembled from the rules' own examples and noise: the prefilter and the
+        /// full search agree for every prefiltered rule.
+        #[test]
+        fn agrees_with_the_full_search_on_assembled_text(
+            picks in prop::collection::vec((0..builtin_table().len(), any::<bool>(), "[ -~\n]{0,12}"), 1..40)
+        ) {
+            let table = builtin_table();
+            let mut text = String::new();
+            for (index, upper, noise) in &picks {
+                let example = table[*index].example_match;
+                if *upper {
+                    text.push_str(&example.to_ascii_uppercase());
+                } else {
+                    text.push_str(example);
+                }
+                text.push_str(noise);
+            }
+            for (id, literals, matcher, regex) in prefiltered() {
+                prop_assert_eq!(
+                    located(literals, matcher, text.as_bytes()),
+                    found_by(regex, text.as_bytes()),
+                    "rule {}", id
+                );
+            }
+        }
+    }
+}
