@@ -14,6 +14,7 @@ mod error;
 mod http;
 mod metered;
 mod model;
+mod price_file;
 mod pricing;
 mod providers;
 mod reasoning;
@@ -37,6 +38,7 @@ pub use model::{
     PromptCache, Provider, ReasoningLevel, ReasoningMetadata, Role, ToolCall, ToolChoice,
     ToolDefinition, ToolResult, Usage,
 };
+pub use price_file::{BUILTIN_PRICES, PRICE_FILE_VERSION, PriceEntry, PriceFile, PriceFileError};
 pub use pricing::{
     ANTHROPIC_CACHE, CacheMultipliers, LongContext, Price, PriceCatalog, PriceLookup, PriceSource,
     Rates, counted_input,

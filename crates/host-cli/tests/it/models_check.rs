@@ -339,3 +339,107 @@ async fn text_output_reads_as_a_sentence() {
         .join("\n");
     insta::assert_snapshot!("check_text", stable);
 }
+
+#[tokio::test]
+async fn a_server_that_accepts_and_never_answers_is_given_up_on_at_the_timeout() {
+    // Accepts connections and reads nothing back: the request is sent and no byte comes.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let origin = listener.local_addr().unwrap().to_string();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            open.push(socket);
+        }
+    });
+    let args = vec![
+        "models".to_owned(),
+        "check".to_owned(),
+        "anthropic/claude-haiku-4-5".to_owned(),
+        "--api-base".to_owned(),
+        format!("http://{origin}"),
+        "--allow-private-host".to_owned(),
+        origin,
+        "--timeout".to_owned(),
+        "1".to_owned(),
+        "--format".to_owned(),
+        "json".to_owned(),
+    ];
+    let started = std::time::Instant::now();
+    let (status, json, _) = run(args, Some("ANTHROPIC_API_KEY")).await;
+    // Bounded by the timeout (1 s) plus process start; far below the 300 s it once took.
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(status, 1, "{json}");
+    assert_eq!(json["error"]["code"], "MODEL_NETWORK_ERROR");
+    let message = json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("within 1 s"), "{message}");
+    held.abort();
+}
+
+#[tokio::test]
+async fn prices_prints_the_catalogue_and_a_host_file_replaces_entries() {
+    let (status, json, _) = run(
+        vec![
+            "models".into(),
+            "prices".into(),
+            "--format".into(),
+            "json".into(),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(status, 0);
+    let rows = json.as_array().unwrap();
+    let opus = rows
+        .iter()
+        .find(|r| r["id"] == "anthropic/claude-opus-5-5")
+        .unwrap();
+    assert_eq!(opus["price"]["rates"]["input"], 4.0);
+    assert_eq!(opus["origin"], "builtin");
+    assert!(opus["checked"].as_str().unwrap().starts_with("20"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("prices.toml");
+    std::fs::write(
+        &path,
+        "version = 1\nunit = \"usd-per-million-tokens\"\n[[model]]\nid = \"anthropic/claude-opus-5-5\"\n\
+         input = 3.0\noutput = 15.0\ncacheRead = 0.3\ncacheWrite5m = 3.75\ncacheWrite1h = 6.0\n\
+         checked = \"2026-12-01\"\n",
+    )
+    .unwrap();
+    let file_args = |format: &str| {
+        vec![
+            "models".to_owned(),
+            "prices".to_owned(),
+            "--file".to_owned(),
+            path.display().to_string(),
+            "--format".to_owned(),
+            format.to_owned(),
+        ]
+    };
+    let (status, json, _) = run(file_args("json"), None).await;
+    assert_eq!(status, 0);
+    let rows: Vec<&Value> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["id"] == "anthropic/claude-opus-5-5")
+        .collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["price"]["rates"]["input"], 3.0);
+    assert_eq!(rows[0]["origin"], "catalog");
+
+    // A negative price is refused with its code, and nothing is printed as if it were valid.
+    std::fs::write(
+        &path,
+        "version = 1\nunit = \"usd-per-million-tokens\"\n[[model]]\nid = \"openai/gpt-x\"\n\
+         input = -3.0\noutput = 15.0\ncacheRead = 0.3\ncacheWrite5m = 3.75\ncacheWrite1h = 6.0\n\
+         checked = \"2026-12-01\"\n",
+    )
+    .unwrap();
+    let (status, json, stderr) = run(file_args("json"), None).await;
+    assert_ne!(status, 0);
+    assert_eq!(json, Value::Null);
+    assert!(stderr.contains("PRICE_FILE_RATE"), "{stderr}");
+}

@@ -15,6 +15,7 @@ mod budget;
 mod conformance;
 mod fixtures;
 mod guard;
+mod prices;
 mod reasoning;
 mod replay;
 mod serde_round_trip;
