@@ -8,6 +8,7 @@
 //! speak the published wire formats.
 
 mod budget;
+mod capabilities;
 mod client;
 mod embeddings;
 mod error;
@@ -26,6 +27,7 @@ mod stream;
 pub mod testing;
 
 pub use budget::{Charge, Meter, MeterConfig, MeterTotals, Tier, TokenCaps, budget_message, group};
+pub use capabilities::{Adjustment, CacheSupport, ModelCapabilities, Thinking, capabilities};
 pub use client::{
     ClientConfig, Endpoint, ModelClient, ModelStream, ProviderClient, collect, decode_bytes,
 };
@@ -49,6 +51,6 @@ pub use reasoning::{
     reasoning_call,
 };
 pub use replay::{Cassette, Exchange, ReplayClient, events_for};
-pub use retry::{RetryPolicy, retry_after};
+pub use retry::{Jitter, RetryPolicy, go_duration, retry_after, retry_after_at};
 pub use sse::{SseEvent, SseParser};
 pub use stream::{ResponseBuilder, StreamEvent};

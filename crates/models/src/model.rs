@@ -339,6 +339,8 @@ pub struct ModelRequest {
     pub reasoning: ReasoningLevel,
     /// Prompt caching (`None`: the provider's defaults, no breakpoints or keys sent).
     pub cache: Option<PromptCache>,
+    /// Total time this call may spend across retries (`None`: the client's `RetryPolicy`).
+    pub retry_deadline: Option<std::time::Duration>,
 }
 
 /// How long a prompt-cache entry should live, where the provider lets the caller choose.
@@ -443,6 +445,9 @@ pub struct ModelResponse {
     pub usage: Usage,
     /// The provider's response id, if any.
     pub id: Option<String>,
+    /// Where the request was sent differently from how it was asked (a model that cannot
+    /// stop thinking, a forced tool choice relaxed, a field dropped after a refusal).
+    pub adjustments: Vec<crate::capabilities::Adjustment>,
 }
 
 impl ModelResponse {

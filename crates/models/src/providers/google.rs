@@ -9,6 +9,7 @@ use url::Url;
 
 use super::{classify_stream_error, join, parse, str_at, u64_at};
 use crate::ModelError;
+use crate::capabilities::CallPlan;
 use crate::http::ApiKey;
 use crate::model::{
     FinishReason, ModelRequest, ModelSpec, OutputFormat, Part, ReasoningMetadata, Role, ToolChoice,
@@ -22,8 +23,10 @@ pub(crate) fn build(
     spec: &ModelSpec,
     key: &ApiKey,
     request: &ModelRequest,
-    reasoning: ReasoningCall,
+    plan: &CallPlan,
 ) -> Result<(Url, HeaderMap, Value), ModelError> {
+    let reasoning = plan.reasoning;
+    let system = plan.system(request);
     let mut headers = HeaderMap::new();
     // The key travels in a header, never in the `?key=` query string.
     headers.insert(HeaderName::from_static("x-goog-api-key"), key.header("")?);
@@ -34,13 +37,13 @@ pub(crate) fn build(
         });
     }
     let mut body = json!({"contents": contents(request)});
-    if let Some(system) = &request.system {
+    if let Some(system) = &system {
         body["systemInstruction"] = json!({"parts": [{"text": system}]});
     }
     if !request.tools.is_empty() {
         body["tools"] = json!([{"functionDeclarations": request.tools.iter().map(|t| json!({
             "name": t.name, "description": t.description, "parameters": t.parameters})).collect::<Vec<_>>()}]);
-        body["toolConfig"] = json!({"functionCallingConfig": match &request.tool_choice {
+        body["toolConfig"] = json!({"functionCallingConfig": match &plan.tool_choice {
             ToolChoice::Auto => json!({"mode": "AUTO"}),
             ToolChoice::None => json!({"mode": "NONE"}),
             ToolChoice::Required => json!({"mode": "ANY"}),

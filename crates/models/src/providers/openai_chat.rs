@@ -9,6 +9,7 @@ use url::Url;
 
 use super::{classify_stream_error, join, parse, str_at, u64_at};
 use crate::ModelError;
+use crate::capabilities::CallPlan;
 use crate::http::ApiKey;
 use crate::model::{
     FinishReason, ModelRequest, ModelSpec, OutputFormat, Part, Provider, Role, ToolChoice, Usage,
@@ -21,8 +22,10 @@ pub(crate) fn build(
     spec: &ModelSpec,
     key: &ApiKey,
     request: &ModelRequest,
-    reasoning: ReasoningCall,
+    plan: &CallPlan,
 ) -> Result<(Url, HeaderMap, Value), ModelError> {
+    let reasoning = plan.reasoning;
+    let system = plan.system(request);
     let mut headers = HeaderMap::new();
     if !key.is_empty() {
         headers.insert(
@@ -32,7 +35,7 @@ pub(crate) fn build(
     }
     let mut body = json!({
         "model": spec.model(),
-        "messages": messages(request),
+        "messages": messages(request, system.as_deref()),
         "stream": true,
         "stream_options": {"include_usage": true},
     });
@@ -53,7 +56,7 @@ pub(crate) fn build(
                     "name": t.name, "description": t.description, "parameters": t.parameters}})
             })
             .collect();
-        body["tool_choice"] = match &request.tool_choice {
+        body["tool_choice"] = match &plan.tool_choice {
             ToolChoice::Auto => json!("auto"),
             ToolChoice::None => json!("none"),
             ToolChoice::Required => json!("required"),
@@ -69,12 +72,19 @@ pub(crate) fn build(
     if let ReasoningCall::OpenaiEffort(effort) = reasoning {
         body["reasoning_effort"] = json!(effort.as_str());
     }
+    // An OpenAI-compatible server may refuse fields it does not know: the key goes to OpenAI
+    // only.
+    if spec.provider() == Provider::Openai
+        && let Some(key) = request.cache.as_ref().and_then(|c| c.key.as_ref())
+    {
+        body["prompt_cache_key"] = json!(key);
+    }
     Ok((join(base, "/chat/completions")?, headers, body))
 }
 
-fn messages(request: &ModelRequest) -> Value {
+fn messages(request: &ModelRequest, system: Option<&str>) -> Value {
     let mut out = Vec::new();
-    if let Some(system) = &request.system {
+    if let Some(system) = system {
         out.push(json!({"role": "system", "content": system}));
     }
     for message in &request.messages {

@@ -11,6 +11,7 @@ use url::Url;
 
 use super::{classify_stream_error, join, parse, str_at, u64_at};
 use crate::ModelError;
+use crate::capabilities::CallPlan;
 use crate::http::ApiKey;
 use crate::model::{
     FinishReason, ModelRequest, ModelSpec, OutputFormat, Part, ReasoningMetadata, Role, ToolChoice,
@@ -24,8 +25,10 @@ pub(crate) fn build(
     spec: &ModelSpec,
     key: &ApiKey,
     request: &ModelRequest,
-    reasoning: ReasoningCall,
+    plan: &CallPlan,
 ) -> Result<(Url, HeaderMap, Value), ModelError> {
+    let reasoning = plan.reasoning;
+    let system = plan.system(request);
     let mut headers = HeaderMap::new();
     headers.insert(
         HeaderName::from_static("authorization"),
@@ -38,7 +41,7 @@ pub(crate) fn build(
         // Reasoning items are sent back by reference, which needs the response stored.
         "store": true,
     });
-    if let Some(system) = &request.system {
+    if let Some(system) = &system {
         body["instructions"] = json!(system);
     }
     if let Some(max) = request.max_tokens {
@@ -50,7 +53,7 @@ pub(crate) fn build(
             .iter()
             .map(|t| json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": false}))
             .collect();
-        body["tool_choice"] = match &request.tool_choice {
+        body["tool_choice"] = match &plan.tool_choice {
             ToolChoice::Auto => json!("auto"),
             ToolChoice::None => json!("none"),
             ToolChoice::Required => json!("required"),
@@ -62,6 +65,9 @@ pub(crate) fn build(
     }
     if let ReasoningCall::OpenaiEffort(effort) = reasoning {
         body["reasoning"] = json!({"effort": effort.as_str(), "summary": "auto"});
+    }
+    if let Some(key) = request.cache.as_ref().and_then(|c| c.key.as_ref()) {
+        body["prompt_cache_key"] = json!(key);
     }
     Ok((join(base, "/v1/responses")?, headers, body))
 }
