@@ -233,6 +233,21 @@ pub(crate) struct CallPlan {
     /// Appended to the system prompt when a forced tool choice was relaxed.
     pub(crate) instruction: Option<String>,
     pub(crate) adjustments: Vec<Adjustment>,
+    /// Whether `OpenAI` Responses may store the response (set by the client's configuration).
+    pub(crate) storage: ResponseStorage,
+}
+
+/// Whether `OpenAI` Responses keeps responses on the provider's side.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum ResponseStorage {
+    /// `store: true`: reasoning items are sent back by reference.
+    #[default]
+    Stored,
+    /// `store: false` (for zero-data-retention organisations): reasoning travels back as its
+    /// encrypted content, requested with `include: ["reasoning.encrypted_content"]`.
+    Stateless,
 }
 
 /// Plans a call: the reasoning mapping, then the capability table's limits.
@@ -291,6 +306,7 @@ pub(crate) fn plan_call(
         tool_choice,
         instruction,
         adjustments,
+        storage: ResponseStorage::Stored,
     }
 }
 

@@ -15,7 +15,9 @@ use futures_util::{Stream, StreamExt};
 use url::Url;
 
 use crate::ModelError;
-use crate::capabilities::{Adjustment, Corrections, correction_for, plan_call};
+use crate::capabilities::{
+    Adjustment, CallPlan, Corrections, ResponseStorage, correction_for, plan_call,
+};
 use crate::http::{ApiKey, GuardedHttp, HttpConfig, NameLookup, SystemLookup};
 use crate::model::{ModelRequest, ModelResponse, ModelSpec, Provider};
 use crate::providers::Built;
@@ -87,6 +89,9 @@ pub struct ClientConfig {
     pub policy: Arc<UrlPolicy>,
     /// Name resolution (the system resolver unless a test supplies answers).
     pub lookup: Arc<dyn NameLookup>,
+    /// Whether `OpenAI` Responses stores responses (`Stateless` for zero-data-retention
+    /// organisations).
+    pub storage: ResponseStorage,
 }
 
 impl ClientConfig {
@@ -101,6 +106,7 @@ impl ClientConfig {
             http: HttpConfig::default(),
             policy: Arc::new(UrlPolicy::default()),
             lookup: Arc::new(SystemLookup),
+            storage: ResponseStorage::Stored,
         }
     }
 }
@@ -126,6 +132,7 @@ pub struct ProviderClient {
     retry: RetryPolicy,
     http: GuardedHttp,
     first_byte_timeout: Duration,
+    storage: ResponseStorage,
 }
 
 impl ProviderClient {
@@ -173,6 +180,7 @@ impl ProviderClient {
             retry: config.retry,
             http,
             first_byte_timeout,
+            storage: config.storage,
         })
     }
 
@@ -200,7 +208,7 @@ impl ModelClient for ProviderClient {
         let deadline = request.retry_deadline.unwrap_or(self.retry.deadline);
         let mut corrections = Corrections::default();
         let mut corrected: Option<&'static str> = None;
-        let mut plan = plan_call(&self.spec, request, self.route, corrections);
+        let mut plan = self.plan(request, corrections);
         let mut built = build(self.api, &self.base, &self.spec, &self.key, request, &plan)?;
         let mut retry = 0;
         loop {
@@ -234,7 +242,7 @@ impl ModelClient for ProviderClient {
                 tracing::warn!(parent: &span, field, "provider refused a field; resending without it");
                 corrections = next;
                 corrected = Some(field);
-                plan = plan_call(&self.spec, request, self.route, corrections);
+                plan = self.plan(request, corrections);
                 built = build(self.api, &self.base, &self.spec, &self.key, request, &plan)?;
                 continue;
             }
@@ -265,6 +273,12 @@ enum Attempt {
 }
 
 impl ProviderClient {
+    fn plan(&self, request: &ModelRequest, corrections: Corrections) -> CallPlan {
+        let mut plan = plan_call(&self.spec, request, self.route, corrections);
+        plan.storage = self.storage;
+        plan
+    }
+
     async fn attempt(&self, built: &Built) -> Attempt {
         let request =
             self.http

@@ -27,7 +27,9 @@ mod stream;
 pub mod testing;
 
 pub use budget::{Charge, Meter, MeterConfig, MeterTotals, Tier, TokenCaps, budget_message, group};
-pub use capabilities::{Adjustment, CacheSupport, ModelCapabilities, Thinking, capabilities};
+pub use capabilities::{
+    Adjustment, CacheSupport, ModelCapabilities, ResponseStorage, Thinking, capabilities,
+};
 pub use client::{
     ClientConfig, Endpoint, ModelClient, ModelStream, ProviderClient, collect, decode_bytes,
 };

@@ -379,12 +379,18 @@ pub enum FinishReason {
     ToolCalls,
     /// A content filter stopped it.
     ContentFilter,
+    /// The model declined to answer; its refusal is the response text.
+    Refusal,
+    /// The provider paused a long turn (Anthropic `pause_turn`): send the response back as
+    /// it is to let the model continue.
+    PauseTurn,
     /// Anything else.
     Other,
 }
 
 impl FinishReason {
-    /// The wire name (`stop`, `length`, `tool-calls`, `content-filter`, `other`).
+    /// The wire name (`stop`, `length`, `tool-calls`, `content-filter`, `refusal`,
+    /// `pause-turn`, `other`).
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -392,6 +398,8 @@ impl FinishReason {
             Self::Length => "length",
             Self::ToolCalls => "tool-calls",
             Self::ContentFilter => "content-filter",
+            Self::Refusal => "refusal",
+            Self::PauseTurn => "pause-turn",
             Self::Other => "other",
         }
     }

@@ -392,10 +392,11 @@ impl State {
 
 fn finish_reason(reason: &str) -> FinishReason {
     match reason {
-        "end_turn" | "stop_sequence" | "pause_turn" => FinishReason::Stop,
+        "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "pause_turn" => FinishReason::PauseTurn,
         "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
         "tool_use" => FinishReason::ToolCalls,
-        "refusal" => FinishReason::ContentFilter,
+        "refusal" => FinishReason::Refusal,
         _ => FinishReason::Other,
     }
 }

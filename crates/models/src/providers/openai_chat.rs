@@ -145,6 +145,8 @@ pub(crate) struct State {
     pub(crate) unrecognised: usize,
     started: Vec<u64>,
     id_sent: bool,
+    /// The answer came as `delta.refusal`.
+    refused: bool,
 }
 
 impl State {
@@ -200,6 +202,10 @@ impl State {
             if let Some(text) = str_at(delta, &["content"]).filter(|t| !t.is_empty()) {
                 out.push(StreamEvent::TextDelta(text.to_owned()));
             }
+            if let Some(text) = str_at(delta, &["refusal"]).filter(|t| !t.is_empty()) {
+                self.refused = true;
+                out.push(StreamEvent::TextDelta(text.to_owned()));
+            }
             for call in delta
                 .get("tool_calls")
                 .and_then(Value::as_array)
@@ -229,7 +235,7 @@ impl State {
                 }
             }
             if let Some(reason) = str_at(choice, &["finish_reason"]) {
-                out.push(StreamEvent::Finish(finish_reason(reason)));
+                out.push(StreamEvent::Finish(self.finish_reason(reason)));
             }
         }
         if let Some(u) = value.get("usage").filter(|u| !u.is_null()) {
@@ -238,7 +244,7 @@ impl State {
                 input: u64_at(u, &["prompt_tokens"]),
                 output: u64_at(u, &["completion_tokens"]),
                 cache_read: details.map_or(0, |d| u64_at(d, &["cached_tokens"])),
-                cache_write_5m: 0,
+                cache_write_5m: details.map_or(0, |d| u64_at(d, &["cache_write_tokens"])),
                 cache_write_1h: 0,
                 reasoning: u64_at(u, &["completion_tokens_details", "reasoning_tokens"]),
                 cache_reported: details.is_some(),
@@ -279,6 +285,8 @@ struct Delta<'a> {
     #[serde(borrow, default)]
     reasoning: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
+    refusal: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
     tool_calls: Option<Vec<CallDelta<'a>>>,
 }
 
@@ -310,6 +318,10 @@ impl State {
             if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
                 out.push(StreamEvent::TextDelta(text.into_owned()));
             }
+            if let Some(text) = delta.refusal.filter(|t| !t.is_empty()) {
+                self.refused = true;
+                out.push(StreamEvent::TextDelta(text.into_owned()));
+            }
             for call in delta.tool_calls.into_iter().flatten() {
                 let function = call.function.unwrap_or(FunctionDelta {
                     name: None,
@@ -334,7 +346,16 @@ impl State {
             }
         }
         if let Some(reason) = choice.finish_reason {
-            out.push(StreamEvent::Finish(finish_reason(&reason)));
+            out.push(StreamEvent::Finish(self.finish_reason(&reason)));
+        }
+    }
+}
+
+impl State {
+    fn finish_reason(&self, reason: &str) -> FinishReason {
+        match reason {
+            "stop" if self.refused => FinishReason::Refusal,
+            other => finish_reason(other),
         }
     }
 }

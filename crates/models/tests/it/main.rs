@@ -12,6 +12,7 @@
 )]
 
 mod budget;
+mod caching;
 mod conformance;
 mod fixtures;
 mod guard;
