@@ -19,6 +19,7 @@ mod guard;
 mod prices;
 mod reasoning;
 mod replay;
+mod requests;
 mod serde_round_trip;
 mod sse;
 mod support;
