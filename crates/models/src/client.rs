@@ -308,12 +308,17 @@ impl ProviderClient {
             let headers = response.headers().clone();
             let body = read_capped(response, 64 * 1024).await;
             if (200..300).contains(&status) {
-                // A 200 holding an error object instead of a stream.
-                return Attempt::Failed(match classify_http(500, &headers, &body) {
-                    ModelError::Server { message, .. } => ModelError::InvalidResponse {
-                        message: format!("a 200 answer held no stream: {message}"),
-                    },
-                    other => other,
+                // A 200 holding an error object instead of a stream: classified by the error
+                // it holds (as a 4xx would be), never taken for an empty answer.
+                let holds_error = serde_json::from_slice::<serde_json::Value>(&body)
+                    .ok()
+                    .is_some_and(|v| v.get("error").is_some());
+                return Attempt::Failed(if holds_error {
+                    classify_http(400, &headers, &body)
+                } else {
+                    ModelError::InvalidResponse {
+                        message: "a 200 answer held JSON instead of an event stream".into(),
+                    }
                 });
             }
             return Attempt::Failed(classify_http(status, &headers, &body));
