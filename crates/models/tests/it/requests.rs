@@ -282,3 +282,45 @@ async fn stateless_responses_send_reasoning_back_encrypted() {
     );
     assert!(!body.to_string().contains("item_reference"));
 }
+
+#[test]
+fn capabilities_match_exact_entries_then_families() {
+    use auto_swe_models::{CacheSupport, ModelSpec, Thinking, capabilities};
+    let of = |spec: &str| capabilities(&ModelSpec::parse(spec).unwrap());
+    assert_eq!(of("anthropic/claude-opus-5-5").thinking, Thinking::AlwaysOn);
+    assert_eq!(
+        of("anthropic/claude-opus-5-5-20261001").thinking,
+        Thinking::AlwaysOn
+    );
+    // Opus 5 is its own entry, and Opus 5.5 never falls back to it.
+    assert_eq!(of("anthropic/claude-opus-5").thinking, Thinking::Optional);
+    assert_eq!(
+        of("anthropic/claude-opus-5-20260724").thinking,
+        Thinking::Optional
+    );
+    assert_eq!(of("anthropic/claude-opus-5-5").max_output, 128_000);
+    assert!(!of("anthropic/claude-sonnet-4-5").forced_tools_with_thinking);
+    assert_eq!(of("anthropic/claude-sonnet-4-5").context_window, 200_000);
+    // Families: an unlisted thinking Claude, a Claude 3 that cannot think.
+    assert_eq!(
+        of("anthropic/claude-haiku-4-7").thinking,
+        Thinking::Optional
+    );
+    assert_eq!(
+        of("anthropic/claude-3-haiku-20240307").thinking,
+        Thinking::Never
+    );
+    assert_eq!(
+        of("anthropic/claude-3-haiku-20240307").cache,
+        CacheSupport::Breakpoints
+    );
+    // gpt-5.5 is not gpt-5; both cache automatically and allow forced tools with reasoning.
+    assert_eq!(of("openai/gpt-5.5").context_window, 1_000_000);
+    assert_eq!(of("openai/gpt-5").context_window, 400_000);
+    assert!(of("openai/gpt-5.5").forced_tools_with_thinking);
+    assert_eq!(
+        of("google/gemini-3.1-pro-preview").cache,
+        CacheSupport::Automatic
+    );
+    assert_eq!(of("openai-compatible/llama").cache, CacheSupport::None);
+}
