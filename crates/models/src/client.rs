@@ -286,8 +286,8 @@ impl ProviderClient {
         let Ok(sent) = tokio::time::timeout(self.first_byte_timeout, request).await else {
             return Attempt::Final(ModelError::Network {
                 message: format!(
-                    "timed out: no response within {} s of sending",
-                    self.first_byte_timeout.as_secs()
+                    "timed out: no response within {:?} of sending",
+                    self.first_byte_timeout
                 ),
             });
         };

@@ -407,3 +407,41 @@ async fn cancelled_streams_are_metered_for_every_client() {
         assert_eq!(totals.raw_input, expected, "{api:?}");
     }
 }
+
+#[tokio::test]
+async fn a_server_that_never_answers_hits_the_first_byte_timeout_once() {
+    // Accepts, reads the request, never answers.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let origin = listener.local_addr().unwrap().to_string();
+    let (accepted, mut accepts) = tokio::sync::mpsc::unbounded_channel();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            let _ = accepted.send(());
+            open.push(socket);
+        }
+    });
+    let mut policy = auto_swe_scanners::UrlPolicy::default();
+    policy.allow_private_origin(&origin).unwrap();
+    let mut config = auto_swe_models::ClientConfig::new(
+        auto_swe_models::ModelSpec::parse("anthropic/claude-haiku-4-5").unwrap(),
+        auto_swe_models::ApiKey::new("sk-test-key-0000000000"),
+    );
+    config.endpoint =
+        auto_swe_models::Endpoint::BaseUrl(url::Url::parse(&format!("http://{origin}")).unwrap());
+    config.policy = Arc::new(policy);
+    config.http.first_byte_timeout = Duration::from_millis(300);
+    let client = auto_swe_models::ProviderClient::new(config).unwrap();
+    let error = client.complete(&ask("hi")).await.unwrap_err();
+    assert_eq!(error.code(), "MODEL_NETWORK_ERROR");
+    assert!(
+        error.to_string().contains("no response within 300ms"),
+        "{error}"
+    );
+    // The request may have reached the provider: it is not sent again.
+    accepts.recv().await.unwrap();
+    assert!(accepts.try_recv().is_err());
+    held.abort();
+}
