@@ -56,6 +56,10 @@ struct CheckArgs {
     /// The prompt to send.
     #[arg(long, default_value = "Reply with the single word: ready")]
     prompt: String,
+    /// A price file (the shipped catalogue's format) whose entries replace the shipped ones
+    /// when the call's cost is reported.
+    #[arg(long, value_name = "FILE")]
+    prices: Option<std::path::PathBuf>,
     /// Give up after this many seconds, whatever the provider does.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     timeout: u64,
@@ -284,7 +288,24 @@ fn client_config(args: &CheckArgs) -> Result<ClientConfig, ModelError> {
     Ok(config)
 }
 
+/// Reads a host price file; a bad one is a configuration error naming its code.
+fn price_file(path: Option<&std::path::Path>) -> Result<Option<PriceFile>, ModelError> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| ModelError::Configuration {
+        message: format!("cannot read {}: {e}", path.display()),
+    })?;
+    PriceFile::parse(&text)
+        .map(Some)
+        .map_err(|e| ModelError::Configuration {
+            message: format!("{}: {e} ({})", path.display(), e.code()),
+        })
+}
+
 async fn call(args: &CheckArgs) -> Result<CheckReport, ModelError> {
+    // A bad price file is refused before anything is sent.
+    let overrides = price_file(args.prices.as_deref())?;
     let config = client_config(args)?;
     let spec = config.spec.clone();
     let client = ProviderClient::new(config)?;
@@ -297,7 +318,11 @@ async fn call(args: &CheckArgs) -> Result<CheckReport, ModelError> {
     let response = collect(client.stream(&request).await?).await?;
     let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let usage = response.usage;
-    let cost_usd = PriceCatalog::builtin()
+    let mut catalog = PriceCatalog::builtin();
+    if let Some(file) = &overrides {
+        catalog.apply(file);
+    }
+    let cost_usd = catalog
         .lookup(&spec)
         .price
         .map(|price| price.cost_usd(&usage));

@@ -443,3 +443,42 @@ async fn prices_prints_the_catalogue_and_a_host_file_replaces_entries() {
     assert_eq!(json, Value::Null);
     assert!(stderr.contains("PRICE_FILE_RATE"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_prices_the_call_from_a_host_price_file() {
+    let server = MockServer::start(Api::OpenaiChat, Some(KEY), vec![MockTurn::Reply(reply())])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("prices.toml");
+    // $1/M uncached input, $0.5/M cache reads, $10/M output: 400 + 300 + 100 millionths.
+    std::fs::write(
+        &path,
+        "version = 1\nunit = \"usd-per-million-tokens\"\n[[model]]\nid = \"openai-compatible/qwen3-coder\"\n\
+         input = 1.0\noutput = 10.0\ncacheRead = 0.5\ncacheWrite5m = 1.0\ncacheWrite1h = 1.0\n\
+         checked = \"2026-12-01\"\n",
+    )
+    .unwrap();
+    let mut args = check_args("openai-compatible/qwen3-coder", &server, "/v1", true);
+    args.extend(["--prices".to_owned(), path.display().to_string()]);
+    let (code, json, stderr) = run(args, Some("OPENAI_COMPATIBLE_API_KEY")).await;
+    assert_eq!(code, 0, "{json} {stderr}");
+    let cost = json["costUsd"].as_f64().unwrap();
+    assert!((cost - 0.0008).abs() < 1e-12, "{cost}");
+
+    // A bad file is refused before anything is sent.
+    std::fs::write(&path, "version = 1\nunit = \"usd\"\n").unwrap();
+    let before = server.requests().len();
+    let mut args = check_args("openai-compatible/qwen3-coder", &server, "/v1", true);
+    args.extend(["--prices".to_owned(), path.display().to_string()]);
+    let (code, json, _) = run(args, Some("OPENAI_COMPATIBLE_API_KEY")).await;
+    assert_eq!(code, 1);
+    assert_eq!(json["error"]["code"], "MODEL_CONFIGURATION");
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("PRICE_FILE_UNIT")
+    );
+    assert_eq!(server.requests().len(), before);
+}
