@@ -35,12 +35,63 @@ pub enum CacheSupport {
     None,
 }
 
+/// The graded effort levels a model takes (`low`, `medium`, `high`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Efforts {
+    /// `low`.
+    pub low: bool,
+    /// `medium`.
+    pub medium: bool,
+    /// `high`.
+    pub high: bool,
+}
+
+impl Efforts {
+    /// All three.
+    pub const GRADED: Self = Self {
+        low: true,
+        medium: true,
+        high: true,
+    };
+    /// `low` and `high` only (Gemini 3 Pro).
+    pub const LOW_HIGH: Self = Self {
+        low: true,
+        medium: false,
+        high: true,
+    };
+
+    /// Whether `effort` is listed.
+    #[must_use]
+    pub fn has(self, effort: Effort) -> bool {
+        match effort {
+            Effort::Low => self.low,
+            Effort::Medium => self.medium,
+            Effort::High => self.high,
+            Effort::None => false,
+        }
+    }
+
+    /// The listed effort nearest to `asked`, preferring the next higher one.
+    #[must_use]
+    pub fn nearest(self, asked: Effort) -> Option<Effort> {
+        let order = match asked {
+            Effort::Low => [Effort::Low, Effort::Medium, Effort::High],
+            Effort::Medium => [Effort::Medium, Effort::High, Effort::Low],
+            Effort::High | Effort::None => [Effort::High, Effort::Medium, Effort::Low],
+        };
+        order.into_iter().find(|e| self.has(*e))
+    }
+}
+
 /// What one model accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelCapabilities {
     /// Thinking.
     pub thinking: Thinking,
+    /// Graded effort levels (meaningful when the model thinks).
+    pub efforts: Efforts,
     /// Whether a forced tool choice (`Required`, `Tool(name)`) is accepted while thinking.
     pub forced_tools_with_thinking: bool,
     /// Context window in tokens.
@@ -60,6 +111,7 @@ const fn caps(
 ) -> ModelCapabilities {
     ModelCapabilities {
         thinking,
+        efforts: Efforts::GRADED,
         forced_tools_with_thinking,
         context_window,
         max_output,
@@ -131,6 +183,13 @@ const TABLE: &[(&str, ModelCapabilities)] = &[
         caps(Thinking::Never, true, 128_000, 16_384, Automatic),
     ),
     (
+        "google/gemini-3-pro",
+        ModelCapabilities {
+            efforts: Efforts::LOW_HIGH,
+            ..caps(Optional, true, 1_048_576, 65_536, Automatic)
+        },
+    ),
+    (
         "google/gemini-3",
         caps(Optional, true, 1_048_576, 65_536, Automatic),
     ),
@@ -191,6 +250,13 @@ pub enum Adjustment {
     ThinkingKeptAtLowest {
         /// The effort sent.
         effort: Effort,
+    },
+    /// The model does not list the asked effort: the nearest one it lists was sent.
+    EffortChanged {
+        /// The effort asked for.
+        asked: Effort,
+        /// The effort sent.
+        sent: Effort,
     },
     /// A forced tool choice cannot go with thinking on this model: `auto` was sent, with an
     /// instruction to call the tool appended to the system prompt.
@@ -271,6 +337,23 @@ pub(crate) fn plan_call(
         adjustments.push(Adjustment::ThinkingKeptAtLowest {
             effort: Effort::Low,
         });
+    }
+    let graded = match reasoning {
+        ReasoningCall::AnthropicAdaptive(e)
+        | ReasoningCall::OpenaiEffort(e)
+        | ReasoningCall::GoogleThinkingLevel(e) => Some(e),
+        _ => None,
+    };
+    if let Some(asked) = graded.filter(|e| *e != Effort::None && !caps.efforts.has(*e))
+        && let Some(sent) = caps.efforts.nearest(asked)
+    {
+        reasoning = match reasoning {
+            ReasoningCall::AnthropicAdaptive(_) => ReasoningCall::AnthropicAdaptive(sent),
+            ReasoningCall::OpenaiEffort(_) => ReasoningCall::OpenaiEffort(sent),
+            ReasoningCall::GoogleThinkingLevel(_) => ReasoningCall::GoogleThinkingLevel(sent),
+            other => other,
+        };
+        adjustments.push(Adjustment::EffortChanged { asked, sent });
     }
     let thinking = match reasoning {
         ReasoningCall::AnthropicAdaptive(_)

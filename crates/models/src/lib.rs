@@ -28,7 +28,7 @@ pub mod testing;
 
 pub use budget::{Charge, Meter, MeterConfig, MeterTotals, Tier, TokenCaps, budget_message, group};
 pub use capabilities::{
-    Adjustment, CacheSupport, ModelCapabilities, ResponseStorage, Thinking, capabilities,
+    Adjustment, CacheSupport, Efforts, ModelCapabilities, ResponseStorage, Thinking, capabilities,
 };
 pub use client::{
     ClientConfig, Endpoint, ModelClient, ModelStream, ProviderClient, collect, decode_bytes,

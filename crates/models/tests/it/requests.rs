@@ -103,6 +103,11 @@ async fn each_family_and_level_sends_the_expected_request() {
         ),
         (
             Api::GoogleGemini,
+            "google/gemini-3-pro-preview",
+            "google_gemini_3_pro",
+        ),
+        (
+            Api::GoogleGemini,
             "google/gemini-2.5-flash",
             "google_gemini_2_5_flash",
         ),
@@ -143,6 +148,27 @@ async fn degraded_calls_say_what_was_sent() {
             .as_str()
             .unwrap()
             .ends_with("Respond by calling one of the provided tools.")
+    );
+    // Gemini 3 Pro lists low and high only: medium is sent as high, and said so.
+    let gemini = mock(
+        Api::GoogleGemini,
+        vec![MockTurn::Reply(MockReply::text("ok"))],
+    )
+    .await;
+    let pro = client(Api::GoogleGemini, "google/gemini-3-pro-preview", &gemini);
+    let mut medium = ask("hi");
+    medium.reasoning = ReasoningLevel::Medium;
+    let response = pro.complete(&medium).await.unwrap();
+    assert_eq!(
+        response.adjustments,
+        [Adjustment::EffortChanged {
+            asked: Effort::Medium,
+            sent: Effort::High
+        }]
+    );
+    assert_eq!(
+        gemini.requests()[0].body["generationConfig"]["thinkingConfig"]["thinkingLevel"],
+        "high"
     );
     // A model that needs no degrading says nothing.
     let haiku = client(
