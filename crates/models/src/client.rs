@@ -6,17 +6,24 @@ use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tracing::Instrument;
 
 use auto_swe_scanners::UrlPolicy;
 use futures_util::{Stream, StreamExt};
 use url::Url;
 
 use crate::ModelError;
+use crate::capabilities::{
+    Adjustment, CallPlan, Corrections, ResponseStorage, correction_for, plan_call,
+};
 use crate::http::{ApiKey, GuardedHttp, HttpConfig, NameLookup, SystemLookup};
 use crate::model::{ModelRequest, ModelResponse, ModelSpec, Provider};
+use crate::providers::Built;
 use crate::providers::{Api, Decoder, build, classify_http};
-use crate::reasoning::{Route, reasoning_call};
-use crate::retry::RetryPolicy;
+use crate::reasoning::Route;
+use crate::retry::{RetryPolicy, random_u64};
 use crate::sse::SseParser;
 use crate::stream::{ResponseBuilder, StreamEvent};
 
@@ -82,6 +89,9 @@ pub struct ClientConfig {
     pub policy: Arc<UrlPolicy>,
     /// Name resolution (the system resolver unless a test supplies answers).
     pub lookup: Arc<dyn NameLookup>,
+    /// Whether `OpenAI` Responses stores responses (`Stateless` for zero-data-retention
+    /// organisations).
+    pub storage: ResponseStorage,
 }
 
 impl ClientConfig {
@@ -96,6 +106,7 @@ impl ClientConfig {
             http: HttpConfig::default(),
             policy: Arc::new(UrlPolicy::default()),
             lookup: Arc::new(SystemLookup),
+            storage: ResponseStorage::Stored,
         }
     }
 }
@@ -120,6 +131,8 @@ pub struct ProviderClient {
     base: Url,
     retry: RetryPolicy,
     http: GuardedHttp,
+    first_byte_timeout: Duration,
+    storage: ResponseStorage,
 }
 
 impl ProviderClient {
@@ -156,6 +169,7 @@ impl ProviderClient {
                 ),
             });
         }
+        let first_byte_timeout = config.http.first_byte_timeout;
         let http = GuardedHttp::with_lookup(&base, config.policy, config.http, config.lookup)?;
         Ok(Self {
             spec: config.spec,
@@ -165,6 +179,8 @@ impl ProviderClient {
             base,
             retry: config.retry,
             http,
+            first_byte_timeout,
+            storage: config.storage,
         })
     }
 
@@ -182,39 +198,153 @@ impl ModelClient for ProviderClient {
     }
 
     async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ModelError> {
-        let reasoning = reasoning_call(&self.spec, request.reasoning, self.route);
-        let built = build(
-            self.api, &self.base, &self.spec, &self.key, request, reasoning,
-        )?;
+        let span = tracing::info_span!(
+            "model.call",
+            model = %self.spec,
+            api = ?self.api,
+            attempts = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let deadline = request.retry_deadline.unwrap_or(self.retry.deadline);
+        let mut corrections = Corrections::default();
+        let mut corrected: Option<&'static str> = None;
+        let mut plan = self.plan(request, corrections);
+        let mut built = build(self.api, &self.base, &self.spec, &self.key, request, &plan)?;
         let mut retry = 0;
         loop {
-            let sent = self
-                .http
-                .post_json(built.url.clone(), built.headers.clone(), built.body.clone())
-                .await;
-            let error = match sent {
-                Ok(response) if response.status().is_success() => {
-                    return Ok(decode(self.api, response));
+            span.record("attempts", retry + 1);
+            let error = match self.attempt(&built).instrument(span.clone()).await {
+                Attempt::Streaming(stream) => {
+                    let mut adjustments = plan.adjustments.clone();
+                    if let Some(field) = corrected {
+                        adjustments.push(Adjustment::CorrectedAfterRefusal {
+                            field: field.to_owned(),
+                        });
+                    }
+                    let notes = futures_util::stream::iter(
+                        adjustments
+                            .into_iter()
+                            .map(|a| Ok(StreamEvent::Adjusted(a))),
+                    );
+                    return Ok(Box::pin(notes.chain(stream)));
                 }
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    let headers = response.headers().clone();
-                    let body = read_capped(response, 64 * 1024).await;
-                    classify_http(status, &headers, &body)
-                }
-                // A failure after the request may have reached the provider is not retried: a
-                // retried completion would be billed twice.
-                Err(failure) if !failure.before_sending => return Err(failure.error),
-                Err(failure) => failure.error,
+                Attempt::Final(error) => return Err(error),
+                Attempt::Failed(error) => error,
             };
-            match self.retry.delay(retry, &error) {
+            // A capability entry the provider contradicts: one corrected resend.
+            if let ModelError::InvalidRequest {
+                status: 400,
+                message,
+            } = &error
+                && corrected.is_none()
+                && let Some((next, field)) = correction_for(message, &plan, corrections)
+            {
+                tracing::warn!(parent: &span, field, "provider refused a field; resending without it");
+                corrections = next;
+                corrected = Some(field);
+                plan = self.plan(request, corrections);
+                built = build(self.api, &self.base, &self.spec, &self.key, request, &plan)?;
+                continue;
+            }
+            let elapsed = started.elapsed();
+            match self
+                .retry
+                .delay(retry, &error, elapsed, deadline, random_u64())
+            {
                 Some(delay) => {
+                    tracing::info!(parent: &span, code = error.code(), delay_ms = delay.as_millis(), "retrying");
                     tokio::time::sleep(delay).await;
                     retry += 1;
                 }
                 None => return Err(error),
             }
         }
+    }
+}
+
+/// How one attempt ended.
+enum Attempt {
+    /// The response is streaming and has produced output (or ended cleanly).
+    Streaming(ModelStream),
+    /// Failed in a way that may be retried (nothing reached the caller).
+    Failed(ModelError),
+    /// Failed in a way that must not be retried (the request may have been billed).
+    Final(ModelError),
+}
+
+impl ProviderClient {
+    fn plan(&self, request: &ModelRequest, corrections: Corrections) -> CallPlan {
+        let mut plan = plan_call(&self.spec, request, self.route, corrections);
+        plan.storage = self.storage;
+        plan
+    }
+
+    async fn attempt(&self, built: &Built) -> Attempt {
+        let request =
+            self.http
+                .post_json(built.url.clone(), built.headers.clone(), built.body.clone());
+        let Ok(sent) = tokio::time::timeout(self.first_byte_timeout, request).await else {
+            return Attempt::Final(ModelError::Network {
+                message: format!(
+                    "timed out: no response within {:?} of sending",
+                    self.first_byte_timeout
+                ),
+            });
+        };
+        let response = match sent {
+            Ok(response) => response,
+            // A failure after the request may have reached the provider is not retried: a
+            // retried completion would be billed twice.
+            Err(failure) if !failure.before_sending => return Attempt::Final(failure.error),
+            Err(failure) => return Attempt::Failed(failure.error),
+        };
+        let status = response.status().as_u16();
+        let is_json = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if !response.status().is_success() || is_json {
+            let headers = response.headers().clone();
+            let body = read_capped(response, 64 * 1024).await;
+            if (200..300).contains(&status) {
+                // A 200 holding an error object instead of a stream: classified by the error
+                // it holds (as a 4xx would be), never taken for an empty answer.
+                let holds_error = serde_json::from_slice::<serde_json::Value>(&body)
+                    .ok()
+                    .is_some_and(|v| v.get("error").is_some());
+                return Attempt::Failed(if holds_error {
+                    classify_http(400, &headers, &body)
+                } else {
+                    ModelError::InvalidResponse {
+                        message: "a 200 answer held JSON instead of an event stream".into(),
+                    }
+                });
+            }
+            return Attempt::Failed(classify_http(status, &headers, &body));
+        }
+        let mut stream = decode(self.api, response);
+        // Read up to the first output: an error before it (Anthropic's `overloaded_error`
+        // right after `message_start`) is retried as if the request had failed.
+        let mut prelude = Vec::new();
+        loop {
+            match stream.next().await {
+                Some(Ok(event)) if event.is_output() => {
+                    prelude.push(Ok(event));
+                    break;
+                }
+                Some(Ok(event)) => prelude.push(Ok(event)),
+                Some(Err(error)) if error.is_retryable() => {
+                    return Attempt::Failed(error);
+                }
+                Some(Err(error)) => {
+                    prelude.push(Err(error));
+                    break;
+                }
+                None => break,
+            }
+        }
+        Attempt::Streaming(Box::pin(futures_util::stream::iter(prelude).chain(stream)))
     }
 }
 

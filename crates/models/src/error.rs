@@ -65,6 +65,13 @@ pub enum ModelError {
         /// Scrubbed summary.
         message: String,
     },
+    /// The provider blocked the prompt itself (Gemini `promptFeedback.blockReason`). Never
+    /// retried: the same prompt is blocked again.
+    #[error("prompt blocked by the provider: {message}")]
+    PromptBlocked {
+        /// The block reason, scrubbed.
+        message: String,
+    },
     /// The outbound policy refused the URL or an address it resolved to. Never retried.
     #[error("refused by policy: {message}")]
     RefusedByPolicy {
@@ -112,6 +119,7 @@ impl ModelError {
             Self::InvalidRequest { .. } => "MODEL_INVALID_REQUEST",
             Self::Server { .. } => "MODEL_SERVER_ERROR",
             Self::Network { .. } => "MODEL_NETWORK_ERROR",
+            Self::PromptBlocked { .. } => "MODEL_PROMPT_BLOCKED",
             Self::RefusedByPolicy { .. } => "MODEL_REFUSED_BY_POLICY",
             Self::InvalidResponse { .. } => "MODEL_INVALID_RESPONSE",
             Self::Configuration { .. } => "MODEL_CONFIGURATION",
@@ -130,6 +138,7 @@ impl ModelError {
             | Self::Server { .. }
             | Self::Network { .. } => true,
             Self::Auth { .. }
+            | Self::PromptBlocked { .. }
             | Self::ContextTooLong { .. }
             | Self::InvalidRequest { .. }
             | Self::RefusedByPolicy { .. }

@@ -42,7 +42,10 @@ impl NameLookup for SystemLookup {
 pub struct HttpConfig {
     /// Connecting (TCP and TLS).
     pub connect_timeout: Duration,
-    /// Between two reads of the response; a stream that stalls longer fails.
+    /// From sending the request to the response's status and headers.
+    pub first_byte_timeout: Duration,
+    /// Between two reads of the response (the idle-stream timeout); a stream that stalls
+    /// longer fails.
     pub read_timeout: Duration,
 }
 
@@ -50,6 +53,7 @@ impl Default for HttpConfig {
     fn default() -> Self {
         Self {
             connect_timeout: Duration::from_secs(10),
+            first_byte_timeout: Duration::from_secs(120),
             read_timeout: Duration::from_secs(300),
         }
     }

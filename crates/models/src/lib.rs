@@ -8,12 +8,14 @@
 //! speak the published wire formats.
 
 mod budget;
+mod capabilities;
 mod client;
 mod embeddings;
 mod error;
 mod http;
 mod metered;
 mod model;
+mod price_file;
 mod pricing;
 mod providers;
 mod reasoning;
@@ -25,6 +27,9 @@ mod stream;
 pub mod testing;
 
 pub use budget::{Charge, Meter, MeterConfig, MeterTotals, Tier, TokenCaps, budget_message, group};
+pub use capabilities::{
+    Adjustment, CacheSupport, Efforts, ModelCapabilities, ResponseStorage, Thinking, capabilities,
+};
 pub use client::{
     ClientConfig, Endpoint, ModelClient, ModelStream, ProviderClient, collect, decode_bytes,
 };
@@ -37,6 +42,7 @@ pub use model::{
     PromptCache, Provider, ReasoningLevel, ReasoningMetadata, Role, ToolCall, ToolChoice,
     ToolDefinition, ToolResult, Usage,
 };
+pub use price_file::{BUILTIN_PRICES, PRICE_FILE_VERSION, PriceEntry, PriceFile, PriceFileError};
 pub use pricing::{
     ANTHROPIC_CACHE, CacheMultipliers, LongContext, Price, PriceCatalog, PriceLookup, PriceSource,
     Rates, counted_input,
@@ -47,6 +53,6 @@ pub use reasoning::{
     reasoning_call,
 };
 pub use replay::{Cassette, Exchange, ReplayClient, events_for};
-pub use retry::{RetryPolicy, retry_after};
+pub use retry::{Jitter, RetryPolicy, go_duration, retry_after, retry_after_at};
 pub use sse::{SseEvent, SseParser};
 pub use stream::{ResponseBuilder, StreamEvent};

@@ -339,6 +339,8 @@ pub struct ModelRequest {
     pub reasoning: ReasoningLevel,
     /// Prompt caching (`None`: the provider's defaults, no breakpoints or keys sent).
     pub cache: Option<PromptCache>,
+    /// Total time this call may spend across retries (`None`: the client's `RetryPolicy`).
+    pub retry_deadline: Option<std::time::Duration>,
 }
 
 /// How long a prompt-cache entry should live, where the provider lets the caller choose.
@@ -377,12 +379,18 @@ pub enum FinishReason {
     ToolCalls,
     /// A content filter stopped it.
     ContentFilter,
+    /// The model declined to answer; its refusal is the response text.
+    Refusal,
+    /// The provider paused a long turn (Anthropic `pause_turn`): send the response back as
+    /// it is to let the model continue.
+    PauseTurn,
     /// Anything else.
     Other,
 }
 
 impl FinishReason {
-    /// The wire name (`stop`, `length`, `tool-calls`, `content-filter`, `other`).
+    /// The wire name (`stop`, `length`, `tool-calls`, `content-filter`, `refusal`,
+    /// `pause-turn`, `other`).
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -390,6 +398,8 @@ impl FinishReason {
             Self::Length => "length",
             Self::ToolCalls => "tool-calls",
             Self::ContentFilter => "content-filter",
+            Self::Refusal => "refusal",
+            Self::PauseTurn => "pause-turn",
             Self::Other => "other",
         }
     }
@@ -443,6 +453,9 @@ pub struct ModelResponse {
     pub usage: Usage,
     /// The provider's response id, if any.
     pub id: Option<String>,
+    /// Where the request was sent differently from how it was asked (a model that cannot
+    /// stop thinking, a forced tool choice relaxed, a field dropped after a refusal).
+    pub adjustments: Vec<crate::capabilities::Adjustment>,
 }
 
 impl ModelResponse {

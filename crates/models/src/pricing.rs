@@ -1,5 +1,6 @@
-//! The pricing catalog: per-model USD prices (built in, overridable by the host), the cost of a
-//! call and the cache multipliers budgets count input with.
+//! The pricing catalog: per-model USD prices (the catalogue file shipped with the crate,
+//! overridable by the host), the cost of a call and the cache multipliers budgets count input
+//! with.
 
 use std::collections::BTreeMap;
 
@@ -90,97 +91,8 @@ pub struct LongContext {
     pub rates: Rates,
 }
 
-const fn rates(input: f64, output: f64, read: f64, w5: f64, w1: f64) -> Rates {
-    Rates {
-        input,
-        output,
-        cache_read: read,
-        cache_write_5m: w5,
-        cache_write_1h: w1,
-    }
-}
-
-const fn anthropic(input: f64, output: f64) -> Price {
-    Price {
-        rates: rates(input, output, input * 0.1, input * 1.25, input * 2.0),
-        long_context: None,
-        cache: ANTHROPIC_CACHE,
-    }
-}
-
-const fn flat_cache(input: f64, output: f64, read: f64, read_milli: u32) -> Price {
-    Price {
-        rates: rates(input, output, read, input, input),
-        long_context: None,
-        cache: CacheMultipliers {
-            read_milli,
-            write_5m_milli: 1000,
-            write_1h_milli: 1000,
-        },
-    }
-}
-
-/// The built-in table: `provider/model` prefix → price. A dated snapshot id matches its
-/// undated entry (`claude-sonnet-4-5-20250929` → `claude-sonnet-4-5`).
-const BUILTIN: &[(&str, Price)] = &[
-    ("anthropic/claude-opus-4-5", anthropic(5.0, 25.0)),
-    ("anthropic/claude-opus-4-1", anthropic(15.0, 75.0)),
-    ("anthropic/claude-opus-4", anthropic(15.0, 75.0)),
-    (
-        "anthropic/claude-sonnet-4-5",
-        Price {
-            rates: rates(3.0, 15.0, 0.3, 3.75, 6.0),
-            long_context: Some(LongContext {
-                threshold: 200_000,
-                rates: rates(6.0, 22.5, 0.6, 7.5, 12.0),
-            }),
-            cache: ANTHROPIC_CACHE,
-        },
-    ),
-    ("anthropic/claude-sonnet-4", anthropic(3.0, 15.0)),
-    ("anthropic/claude-3-7-sonnet", anthropic(3.0, 15.0)),
-    ("anthropic/claude-haiku-4-5", anthropic(1.0, 5.0)),
-    ("anthropic/claude-3-5-haiku", anthropic(0.8, 4.0)),
-    ("openai/gpt-5", flat_cache(1.25, 10.0, 0.125, 100)),
-    ("openai/gpt-5-mini", flat_cache(0.25, 2.0, 0.025, 100)),
-    ("openai/gpt-5-nano", flat_cache(0.05, 0.4, 0.005, 100)),
-    ("openai/gpt-4.1", flat_cache(2.0, 8.0, 0.5, 250)),
-    ("openai/gpt-4.1-mini", flat_cache(0.4, 1.6, 0.1, 250)),
-    ("openai/gpt-4o", flat_cache(2.5, 10.0, 1.25, 500)),
-    ("openai/gpt-4o-mini", flat_cache(0.15, 0.6, 0.075, 500)),
-    ("openai/o3", flat_cache(2.0, 8.0, 0.5, 250)),
-    ("openai/o4-mini", flat_cache(1.1, 4.4, 0.275, 250)),
-    (
-        "openai/text-embedding-3-small",
-        flat_cache(0.02, 0.0, 0.02, 1000),
-    ),
-    (
-        "openai/text-embedding-3-large",
-        flat_cache(0.13, 0.0, 0.13, 1000),
-    ),
-    (
-        "google/gemini-2.5-pro",
-        Price {
-            rates: rates(1.25, 10.0, 0.125, 1.25, 1.25),
-            long_context: Some(LongContext {
-                threshold: 200_000,
-                rates: rates(2.5, 15.0, 0.25, 2.5, 2.5),
-            }),
-            cache: CacheMultipliers {
-                read_milli: 100,
-                write_5m_milli: 1000,
-                write_1h_milli: 1000,
-            },
-        },
-    ),
-    ("google/gemini-2.5-flash", flat_cache(0.3, 2.5, 0.03, 100)),
-    (
-        "google/gemini-2.5-flash-lite",
-        flat_cache(0.1, 0.4, 0.01, 100),
-    ),
-];
-
-/// Prices: the host's entries first, then the built-in table.
+/// Prices: the host's entries first, then the built-in table (`data/prices.toml`, shipped with
+/// the crate).
 #[derive(Debug, Clone, Default)]
 pub struct PriceCatalog {
     entries: BTreeMap<String, Price>,
@@ -207,6 +119,19 @@ impl PriceCatalog {
         self.entries.insert(spec.to_owned(), price);
     }
 
+    /// Sets every entry of a host's price file (`PriceFile::parse`) over the built-in table.
+    pub fn apply(&mut self, file: &crate::price_file::PriceFile) {
+        for entry in &file.entries {
+            self.entries.insert(entry.id.clone(), entry.price);
+        }
+    }
+
+    /// The host's entries (`provider/model` → price), in id order.
+    #[must_use]
+    pub fn host_entries(&self) -> &BTreeMap<String, Price> {
+        &self.entries
+    }
+
     /// Finds a model's price.
     #[must_use]
     pub fn lookup(&self, spec: &ModelSpec) -> PriceLookup {
@@ -217,7 +142,8 @@ impl PriceCatalog {
                 source: PriceSource::Catalog,
             };
         }
-        if let Some(price) = best_match(BUILTIN.iter().map(|(k, v)| (*k, v)), &key) {
+        let builtin = crate::price_file::builtin_entries();
+        if let Some(price) = best_match(builtin.iter().map(|e| (e.id.as_str(), &e.price)), &key) {
             return PriceLookup {
                 price: Some(*price),
                 source: PriceSource::Builtin,

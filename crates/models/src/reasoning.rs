@@ -14,7 +14,8 @@ pub enum Route {
 }
 
 /// Effort words shared by the providers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Effort {
     /// `none` (`OpenAI` only).
     None,

@@ -1,5 +1,6 @@
 //! Provider-neutral stream events and the builder that folds them into a `ModelResponse`.
 
+use crate::capabilities::Adjustment;
 use crate::model::{FinishReason, ModelResponse, Part, ReasoningMetadata, ToolCall, Usage};
 
 /// One increment of a streamed response.
@@ -40,6 +41,27 @@ pub enum StreamEvent {
     Usage(Usage),
     /// Why the model stopped.
     Finish(FinishReason),
+    /// The request was sent differently from how it was asked (first in a stream).
+    Adjusted(Adjustment),
+}
+
+impl StreamEvent {
+    /// Whether this event is part of the answer (text, reasoning, a tool call, a finish)
+    /// rather than bookkeeping (ids, usage, adjustments). A stream error before any output
+    /// can be retried without anything having reached the caller.
+    #[must_use]
+    pub fn is_output(&self) -> bool {
+        match self {
+            Self::ResponseId(_) | Self::Usage(_) | Self::Adjusted(_) => false,
+            Self::TextDelta(_)
+            | Self::ReasoningStart
+            | Self::ReasoningDelta(_)
+            | Self::ReasoningEnd(_)
+            | Self::ToolCallStart { .. }
+            | Self::ToolCallDelta { .. }
+            | Self::Finish(_) => true,
+        }
+    }
 }
 
 /// Folds stream events into a response, keeping parts in the order the model produced them.
@@ -51,6 +73,7 @@ pub struct ResponseBuilder {
     finish: Option<FinishReason>,
     usage: Usage,
     id: Option<String>,
+    adjustments: Vec<Adjustment>,
 }
 
 impl ResponseBuilder {
@@ -58,6 +81,12 @@ impl ResponseBuilder {
     #[must_use]
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The usage reported so far (what a failed or cancelled call has already cost).
+    #[must_use]
+    pub fn usage(&self) -> Usage {
+        self.usage
     }
 
     /// Applies one event.
@@ -124,6 +153,7 @@ impl ResponseBuilder {
             }
             StreamEvent::Usage(usage) => merge_usage(&mut self.usage, usage),
             StreamEvent::Finish(reason) => self.finish = Some(reason),
+            StreamEvent::Adjusted(adjustment) => self.adjustments.push(adjustment),
         }
     }
 
@@ -141,6 +171,7 @@ impl ResponseBuilder {
             finish_reason,
             usage: self.usage,
             id: self.id,
+            adjustments: self.adjustments,
         }
     }
 }

@@ -1,11 +1,11 @@
-//! `auto-swe models …`: check that a provider, key and model work.
+//! `auto-swe models …`: check that a provider, key and model work; print the price catalogue.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use auto_swe_models::{
     ApiKey, ClientConfig, Endpoint, FinishReason, Message, ModelClient, ModelError, ModelRequest,
-    ModelSpec, PriceCatalog, Provider, ProviderClient, collect,
+    ModelSpec, PriceCatalog, PriceEntry, PriceFile, Provider, ProviderClient, collect,
 };
 use auto_swe_scanners::UrlPolicy;
 use clap::{Args, Subcommand};
@@ -24,6 +24,19 @@ pub(crate) struct ModelsArgs {
 enum ModelsCommand {
     /// Make one streamed call and report whether the provider, key and model work.
     Check(CheckArgs),
+    /// Print the price catalogue: USD per million tokens, with the day each price was checked.
+    Prices(PricesArgs),
+}
+
+#[derive(Debug, Args)]
+struct PricesArgs {
+    /// A price file (TOML, the shipped catalogue's format) whose entries replace the shipped
+    /// ones.
+    #[arg(long, value_name = "FILE")]
+    file: Option<std::path::PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
 }
 
 #[derive(Debug, Args)]
@@ -43,6 +56,13 @@ struct CheckArgs {
     /// The prompt to send.
     #[arg(long, default_value = "Reply with the single word: ready")]
     prompt: String,
+    /// A price file (the shipped catalogue's format) whose entries replace the shipped ones
+    /// when the call's cost is reported.
+    #[arg(long, value_name = "FILE")]
+    prices: Option<std::path::PathBuf>,
+    /// Give up after this many seconds, whatever the provider does.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    timeout: u64,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
@@ -83,14 +103,104 @@ struct ErrorBody {
 pub(crate) fn run(args: &ModelsArgs) -> anyhow::Result<Status> {
     match &args.command {
         ModelsCommand::Check(check_args) => check(check_args),
+        ModelsCommand::Prices(prices_args) => prices(prices_args),
     }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PriceRow {
+    #[serde(flatten)]
+    entry: PriceEntry,
+    origin: &'static str,
+}
+
+fn prices(args: &PricesArgs) -> anyhow::Result<Status> {
+    let mut rows: Vec<PriceRow> = PriceFile::builtin()
+        .entries
+        .into_iter()
+        .map(|entry| PriceRow {
+            entry,
+            origin: "builtin",
+        })
+        .collect();
+    if let Some(path) = &args.file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let file = PriceFile::parse(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {e} ({})", path.display(), e.code()))?;
+        for entry in file.entries {
+            rows.retain(|row| row.entry.id != entry.id);
+            rows.push(PriceRow {
+                entry,
+                origin: "catalog",
+            });
+        }
+    }
+    rows.sort_by(|a, b| a.entry.id.cmp(&b.entry.id));
+    match args.format {
+        Format::Json => crate::output::print_json(&rows)?,
+        Format::Text => crate::output::print_text(&render_prices(&rows))?,
+    }
+    Ok(Status::Success)
+}
+
+fn render_prices(rows: &[PriceRow]) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "{:<36} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<10} {}\n",
+        "model", "input", "output", "read", "write5m", "write1h", "checked", "origin"
+    );
+    for row in rows {
+        let r = row.entry.price.rates;
+        let _ = writeln!(
+            out,
+            "{:<36} {:>8} {:>8} {:>8} {:>8} {:>8}  {:<10} {}",
+            row.entry.id,
+            r.input,
+            r.output,
+            r.cache_read,
+            r.cache_write_5m,
+            r.cache_write_1h,
+            row.entry.checked,
+            row.origin
+        );
+        if let Some(long) = row.entry.price.long_context {
+            let l = long.rates;
+            let _ = writeln!(
+                out,
+                "{:<36} {:>8} {:>8} {:>8} {:>8} {:>8}",
+                format!("  above {} input tokens", long.threshold),
+                l.input,
+                l.output,
+                l.cache_read,
+                l.cache_write_5m,
+                l.cache_write_1h
+            );
+        }
+    }
+    out.push_str("USD per million tokens.\n");
+    out
 }
 
 fn check(args: &CheckArgs) -> anyhow::Result<Status> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    match runtime.block_on(call(args)) {
+    let limit = Duration::from_secs(args.timeout.max(1));
+    let outcome = runtime.block_on(async {
+        match tokio::time::timeout(limit, call(args)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(ModelError::Network {
+                message: format!(
+                    "no complete answer within {} s (--timeout); the provider accepted the \
+                     connection but did not finish responding",
+                    limit.as_secs()
+                ),
+            }),
+        }
+    });
+    match outcome {
         Ok(report) => {
             match args.format {
                 Format::Json => crate::output::print_json(&report)?,
@@ -178,7 +288,24 @@ fn client_config(args: &CheckArgs) -> Result<ClientConfig, ModelError> {
     Ok(config)
 }
 
+/// Reads a host price file; a bad one is a configuration error naming its code.
+fn price_file(path: Option<&std::path::Path>) -> Result<Option<PriceFile>, ModelError> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| ModelError::Configuration {
+        message: format!("cannot read {}: {e}", path.display()),
+    })?;
+    PriceFile::parse(&text)
+        .map(Some)
+        .map_err(|e| ModelError::Configuration {
+            message: format!("{}: {e} ({})", path.display(), e.code()),
+        })
+}
+
 async fn call(args: &CheckArgs) -> Result<CheckReport, ModelError> {
+    // A bad price file is refused before anything is sent.
+    let overrides = price_file(args.prices.as_deref())?;
     let config = client_config(args)?;
     let spec = config.spec.clone();
     let client = ProviderClient::new(config)?;
@@ -191,7 +318,11 @@ async fn call(args: &CheckArgs) -> Result<CheckReport, ModelError> {
     let response = collect(client.stream(&request).await?).await?;
     let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let usage = response.usage;
-    let cost_usd = PriceCatalog::builtin()
+    let mut catalog = PriceCatalog::builtin();
+    if let Some(file) = &overrides {
+        catalog.apply(file);
+    }
+    let cost_usd = catalog
         .lookup(&spec)
         .price
         .map(|price| price.cost_usd(&usage));

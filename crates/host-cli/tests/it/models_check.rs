@@ -339,3 +339,146 @@ async fn text_output_reads_as_a_sentence() {
         .join("\n");
     insta::assert_snapshot!("check_text", stable);
 }
+
+#[tokio::test]
+async fn a_server_that_accepts_and_never_answers_is_given_up_on_at_the_timeout() {
+    // Accepts connections and reads nothing back: the request is sent and no byte comes.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let origin = listener.local_addr().unwrap().to_string();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            open.push(socket);
+        }
+    });
+    let args = vec![
+        "models".to_owned(),
+        "check".to_owned(),
+        "anthropic/claude-haiku-4-5".to_owned(),
+        "--api-base".to_owned(),
+        format!("http://{origin}"),
+        "--allow-private-host".to_owned(),
+        origin,
+        "--timeout".to_owned(),
+        "1".to_owned(),
+        "--format".to_owned(),
+        "json".to_owned(),
+    ];
+    let started = std::time::Instant::now();
+    let (status, json, _) = run(args, Some("ANTHROPIC_API_KEY")).await;
+    // Bounded by the timeout (1 s) plus process start; far below the 300 s it once took.
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(status, 1, "{json}");
+    assert_eq!(json["error"]["code"], "MODEL_NETWORK_ERROR");
+    let message = json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("within 1 s"), "{message}");
+    held.abort();
+}
+
+#[tokio::test]
+async fn prices_prints_the_catalogue_and_a_host_file_replaces_entries() {
+    let (status, json, _) = run(
+        vec![
+            "models".into(),
+            "prices".into(),
+            "--format".into(),
+            "json".into(),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(status, 0);
+    let rows = json.as_array().unwrap();
+    let opus = rows
+        .iter()
+        .find(|r| r["id"] == "anthropic/claude-opus-5-5")
+        .unwrap();
+    assert_eq!(opus["price"]["rates"]["input"], 4.0);
+    assert_eq!(opus["origin"], "builtin");
+    assert!(opus["checked"].as_str().unwrap().starts_with("20"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("prices.toml");
+    std::fs::write(
+        &path,
+        "version = 1\nunit = \"usd-per-million-tokens\"\n[[model]]\nid = \"anthropic/claude-opus-5-5\"\n\
+         input = 3.0\noutput = 15.0\ncacheRead = 0.3\ncacheWrite5m = 3.75\ncacheWrite1h = 6.0\n\
+         checked = \"2026-12-01\"\n",
+    )
+    .unwrap();
+    let file_args = |format: &str| {
+        vec![
+            "models".to_owned(),
+            "prices".to_owned(),
+            "--file".to_owned(),
+            path.display().to_string(),
+            "--format".to_owned(),
+            format.to_owned(),
+        ]
+    };
+    let (status, json, _) = run(file_args("json"), None).await;
+    assert_eq!(status, 0);
+    let rows: Vec<&Value> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["id"] == "anthropic/claude-opus-5-5")
+        .collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["price"]["rates"]["input"], 3.0);
+    assert_eq!(rows[0]["origin"], "catalog");
+
+    // A negative price is refused with its code, and nothing is printed as if it were valid.
+    std::fs::write(
+        &path,
+        "version = 1\nunit = \"usd-per-million-tokens\"\n[[model]]\nid = \"openai/gpt-x\"\n\
+         input = -3.0\noutput = 15.0\ncacheRead = 0.3\ncacheWrite5m = 3.75\ncacheWrite1h = 6.0\n\
+         checked = \"2026-12-01\"\n",
+    )
+    .unwrap();
+    let (status, json, stderr) = run(file_args("json"), None).await;
+    assert_ne!(status, 0);
+    assert_eq!(json, Value::Null);
+    assert!(stderr.contains("PRICE_FILE_RATE"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_prices_the_call_from_a_host_price_file() {
+    let server = MockServer::start(Api::OpenaiChat, Some(KEY), vec![MockTurn::Reply(reply())])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("prices.toml");
+    // $1/M uncached input, $0.5/M cache reads, $10/M output: 400 + 300 + 100 millionths.
+    std::fs::write(
+        &path,
+        "version = 1\nunit = \"usd-per-million-tokens\"\n[[model]]\nid = \"openai-compatible/qwen3-coder\"\n\
+         input = 1.0\noutput = 10.0\ncacheRead = 0.5\ncacheWrite5m = 1.0\ncacheWrite1h = 1.0\n\
+         checked = \"2026-12-01\"\n",
+    )
+    .unwrap();
+    let mut args = check_args("openai-compatible/qwen3-coder", &server, "/v1", true);
+    args.extend(["--prices".to_owned(), path.display().to_string()]);
+    let (code, json, stderr) = run(args, Some("OPENAI_COMPATIBLE_API_KEY")).await;
+    assert_eq!(code, 0, "{json} {stderr}");
+    let cost = json["costUsd"].as_f64().unwrap();
+    assert!((cost - 0.0008).abs() < 1e-12, "{cost}");
+
+    // A bad file is refused before anything is sent.
+    std::fs::write(&path, "version = 1\nunit = \"usd\"\n").unwrap();
+    let before = server.requests().len();
+    let mut args = check_args("openai-compatible/qwen3-coder", &server, "/v1", true);
+    args.extend(["--prices".to_owned(), path.display().to_string()]);
+    let (code, json, _) = run(args, Some("OPENAI_COMPATIBLE_API_KEY")).await;
+    assert_eq!(code, 1);
+    assert_eq!(json["error"]["code"], "MODEL_CONFIGURATION");
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("PRICE_FILE_UNIT")
+    );
+    assert_eq!(server.requests().len(), before);
+}

@@ -9,10 +9,11 @@ use url::Url;
 
 use super::{classify_stream_error, join, parse, str_at, u64_at};
 use crate::ModelError;
+use crate::capabilities::CallPlan;
 use crate::http::ApiKey;
 use crate::model::{
-    FinishReason, ModelRequest, ModelSpec, OutputFormat, Part, ReasoningMetadata, Role, ToolChoice,
-    Usage,
+    CacheTtl, FinishReason, ModelRequest, ModelSpec, OutputFormat, Part, ReasoningMetadata, Role,
+    ToolChoice, Usage,
 };
 use crate::reasoning::ReasoningCall;
 use crate::stream::StreamEvent;
@@ -26,8 +27,10 @@ pub(crate) fn build(
     spec: &ModelSpec,
     key: &ApiKey,
     request: &ModelRequest,
-    reasoning: ReasoningCall,
+    plan: &CallPlan,
 ) -> Result<(Url, HeaderMap, Value), ModelError> {
+    let reasoning = plan.reasoning;
+    let system = plan.system(request);
     let mut headers = HeaderMap::new();
     headers.insert(HeaderName::from_static("x-api-key"), key.header("")?);
     headers.insert(
@@ -35,21 +38,38 @@ pub(crate) fn build(
         HeaderValue::from_static(API_VERSION),
     );
     let mut max_tokens = request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS);
+    let breakpoint = request.cache.as_ref().map(|cache| match cache.ttl {
+        CacheTtl::FiveMinutes => json!({"type": "ephemeral"}),
+        CacheTtl::OneHour => json!({"type": "ephemeral", "ttl": "1h"}),
+    });
+    let mut messages = messages(request);
+    // Breakpoints: the end of the tools, of the system prompt and of the newest message, so
+    // the next call of the session reads everything up to this call's last message.
+    if let Some(marker) = &breakpoint {
+        mark_newest(&mut messages, marker);
+    }
     let mut body = json!({
         "model": spec.model(),
-        "messages": messages(request),
+        "messages": messages,
         "stream": true,
     });
-    if let Some(system) = &request.system {
-        body["system"] = json!(system);
+    if let Some(system) = &system {
+        body["system"] = match &breakpoint {
+            Some(marker) => json!([{"type": "text", "text": system, "cache_control": marker}]),
+            None => json!(system),
+        };
     }
     if !request.tools.is_empty() {
-        body["tools"] = request
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
             .collect();
-        body["tool_choice"] = match &request.tool_choice {
+        if let (Some(marker), Some(last)) = (&breakpoint, tools.last_mut()) {
+            last["cache_control"] = marker.clone();
+        }
+        body["tools"] = Value::Array(tools);
+        body["tool_choice"] = match &plan.tool_choice {
             ToolChoice::Auto => json!({"type": "auto"}),
             ToolChoice::None => json!({"type": "none"}),
             ToolChoice::Required => json!({"type": "any"}),
@@ -80,6 +100,27 @@ pub(crate) fn build(
     }
     body["max_tokens"] = json!(max_tokens);
     Ok((join(base, "/v1/messages")?, headers, body))
+}
+
+/// Puts the cache marker on the newest message's last block that can carry one (thinking
+/// blocks cannot).
+fn mark_newest(messages: &mut Value, marker: &Value) {
+    let Some(content) = messages
+        .as_array_mut()
+        .and_then(|m| m.last_mut())
+        .and_then(|m| m.get_mut("content"))
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    if let Some(block) = content.iter_mut().rev().find(|b| {
+        !matches!(
+            b.get("type").and_then(Value::as_str),
+            Some("thinking" | "redacted_thinking")
+        )
+    }) {
+        block["cache_control"] = marker.clone();
+    }
 }
 
 fn messages(request: &ModelRequest) -> Value {
@@ -351,10 +392,11 @@ impl State {
 
 fn finish_reason(reason: &str) -> FinishReason {
     match reason {
-        "end_turn" | "stop_sequence" | "pause_turn" => FinishReason::Stop,
+        "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "pause_turn" => FinishReason::PauseTurn,
         "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
         "tool_use" => FinishReason::ToolCalls,
-        "refusal" => FinishReason::ContentFilter,
+        "refusal" => FinishReason::Refusal,
         _ => FinishReason::Other,
     }
 }

@@ -7,8 +7,9 @@ use reqwest::header::{HeaderMap, HeaderName};
 use serde_json::{Value, json};
 use url::Url;
 
-use super::{classify_stream_error, join, parse, str_at, u64_at};
+use super::{classify_stream_error, join, parse, provider_text, str_at, u64_at};
 use crate::ModelError;
+use crate::capabilities::CallPlan;
 use crate::http::ApiKey;
 use crate::model::{
     FinishReason, ModelRequest, ModelSpec, OutputFormat, Part, ReasoningMetadata, Role, ToolChoice,
@@ -22,8 +23,10 @@ pub(crate) fn build(
     spec: &ModelSpec,
     key: &ApiKey,
     request: &ModelRequest,
-    reasoning: ReasoningCall,
+    plan: &CallPlan,
 ) -> Result<(Url, HeaderMap, Value), ModelError> {
+    let reasoning = plan.reasoning;
+    let system = plan.system(request);
     let mut headers = HeaderMap::new();
     // The key travels in a header, never in the `?key=` query string.
     headers.insert(HeaderName::from_static("x-goog-api-key"), key.header("")?);
@@ -34,13 +37,13 @@ pub(crate) fn build(
         });
     }
     let mut body = json!({"contents": contents(request)});
-    if let Some(system) = &request.system {
+    if let Some(system) = &system {
         body["systemInstruction"] = json!({"parts": [{"text": system}]});
     }
     if !request.tools.is_empty() {
         body["tools"] = json!([{"functionDeclarations": request.tools.iter().map(|t| json!({
-            "name": t.name, "description": t.description, "parameters": t.parameters})).collect::<Vec<_>>()}]);
-        body["toolConfig"] = json!({"functionCallingConfig": match &request.tool_choice {
+            "name": t.name, "description": t.description, "parametersJsonSchema": t.parameters})).collect::<Vec<_>>()}]);
+        body["toolConfig"] = json!({"functionCallingConfig": match &plan.tool_choice {
             ToolChoice::Auto => json!({"mode": "AUTO"}),
             ToolChoice::None => json!({"mode": "NONE"}),
             ToolChoice::Required => json!({"mode": "ANY"}),
@@ -149,6 +152,19 @@ impl State {
                 str_at(error, &["message"]),
             ));
         }
+        // The prompt itself was blocked: nothing will be generated, and sending it again
+        // would be blocked again.
+        if let Some(reason) = str_at(&value, &["promptFeedback", "blockReason"]) {
+            if let Some(u) = value.get("usageMetadata") {
+                out.push(StreamEvent::Usage(usage(u)));
+            }
+            return Err(ModelError::PromptBlocked {
+                message: provider_text(
+                    Some(reason),
+                    str_at(&value, &["promptFeedback", "blockReasonMessage"]),
+                ),
+            });
+        }
         if !self.id_sent
             && let Some(id) = str_at(&value, &["responseId"])
         {
@@ -202,16 +218,7 @@ impl State {
             self.complete = true;
         }
         if let Some(u) = value.get("usageMetadata") {
-            let thoughts = u64_at(u, &["thoughtsTokenCount"]);
-            out.push(StreamEvent::Usage(Usage {
-                input: u64_at(u, &["promptTokenCount"]),
-                output: u64_at(u, &["candidatesTokenCount"]) + thoughts,
-                cache_read: u64_at(u, &["cachedContentTokenCount"]),
-                cache_write_5m: 0,
-                cache_write_1h: 0,
-                reasoning: thoughts,
-                cache_reported: true,
-            }));
+            out.push(StreamEvent::Usage(usage(u)));
         }
         if candidate.is_none() && value.get("usageMetadata").is_none() {
             self.unrecognised += 1;
@@ -289,6 +296,20 @@ impl State {
                 ReasoningMetadata::GoogleThoughtSignature { signature }
             })));
         }
+    }
+}
+
+/// `usageMetadata`; implicit cache hits (`cachedContentTokenCount`) are a share of the prompt.
+fn usage(u: &Value) -> Usage {
+    let thoughts = u64_at(u, &["thoughtsTokenCount"]);
+    Usage {
+        input: u64_at(u, &["promptTokenCount"]),
+        output: u64_at(u, &["candidatesTokenCount"]) + thoughts,
+        cache_read: u64_at(u, &["cachedContentTokenCount"]),
+        cache_write_5m: 0,
+        cache_write_1h: 0,
+        reasoning: thoughts,
+        cache_reported: true,
     }
 }
 

@@ -11,10 +11,10 @@ use serde_json::Value;
 use url::Url;
 
 use crate::ModelError;
+use crate::capabilities::CallPlan;
 use crate::error::{scrub, truncate};
 use crate::http::ApiKey;
 use crate::model::{ModelRequest, ModelSpec};
-use crate::reasoning::ReasoningCall;
 use crate::stream::StreamEvent;
 
 /// Which wire protocol a client speaks.
@@ -52,13 +52,13 @@ pub(crate) fn build(
     spec: &ModelSpec,
     key: &ApiKey,
     request: &ModelRequest,
-    reasoning: ReasoningCall,
+    plan: &CallPlan,
 ) -> Result<Built, ModelError> {
     let (url, headers, body) = match api {
-        Api::AnthropicMessages => anthropic::build(base, spec, key, request, reasoning)?,
-        Api::OpenaiResponses => openai_responses::build(base, spec, key, request, reasoning)?,
-        Api::OpenaiChat => openai_chat::build(base, spec, key, request, reasoning)?,
-        Api::GoogleGemini => google::build(base, spec, key, request, reasoning)?,
+        Api::AnthropicMessages => anthropic::build(base, spec, key, request, plan)?,
+        Api::OpenaiResponses => openai_responses::build(base, spec, key, request, plan)?,
+        Api::OpenaiChat => openai_chat::build(base, spec, key, request, plan)?,
+        Api::GoogleGemini => google::build(base, spec, key, request, plan)?,
     };
     let body = serde_json::to_vec(&body).map_err(|e| ModelError::Configuration {
         message: format!("serialising the request failed: {e}"),
@@ -201,7 +201,7 @@ pub(crate) fn classify_http(status: u16, headers: &HeaderMap, body: &[u8]) -> Mo
                 .find_map(|x| x.get("reason").and_then(Value::as_str))
         });
     let text = provider_text(kind, message);
-    let retry_after = crate::retry::retry_after(headers);
+    let retry_after = crate::retry::retry_after(headers).or_else(|| google_retry_delay(error));
     let raw_kind = kind.unwrap_or_default();
     let code = error
         .get("code")
@@ -252,6 +252,21 @@ pub(crate) fn classify_http(status: u16, headers: &HeaderMap, body: &[u8]) -> Mo
         status,
         message: text,
     }
+}
+
+/// Gemini's `google.rpc.RetryInfo` detail: `{"@type": "…RetryInfo", "retryDelay": "30s"}`.
+fn google_retry_delay(error: &Value) -> Option<std::time::Duration> {
+    error
+        .get("details")
+        .and_then(Value::as_array)?
+        .iter()
+        .filter(|d| {
+            d.get("@type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.ends_with("RetryInfo"))
+        })
+        .find_map(|d| d.get("retryDelay").and_then(Value::as_str))
+        .and_then(crate::retry::go_duration)
 }
 
 /// Classifies an error reported inside a stream (`kind` is the provider's error type or code).

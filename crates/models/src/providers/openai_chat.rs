@@ -9,6 +9,7 @@ use url::Url;
 
 use super::{classify_stream_error, join, parse, str_at, u64_at};
 use crate::ModelError;
+use crate::capabilities::CallPlan;
 use crate::http::ApiKey;
 use crate::model::{
     FinishReason, ModelRequest, ModelSpec, OutputFormat, Part, Provider, Role, ToolChoice, Usage,
@@ -21,8 +22,10 @@ pub(crate) fn build(
     spec: &ModelSpec,
     key: &ApiKey,
     request: &ModelRequest,
-    reasoning: ReasoningCall,
+    plan: &CallPlan,
 ) -> Result<(Url, HeaderMap, Value), ModelError> {
+    let reasoning = plan.reasoning;
+    let system = plan.system(request);
     let mut headers = HeaderMap::new();
     if !key.is_empty() {
         headers.insert(
@@ -32,7 +35,7 @@ pub(crate) fn build(
     }
     let mut body = json!({
         "model": spec.model(),
-        "messages": messages(request),
+        "messages": messages(request, system.as_deref()),
         "stream": true,
         "stream_options": {"include_usage": true},
     });
@@ -53,7 +56,7 @@ pub(crate) fn build(
                     "name": t.name, "description": t.description, "parameters": t.parameters}})
             })
             .collect();
-        body["tool_choice"] = match &request.tool_choice {
+        body["tool_choice"] = match &plan.tool_choice {
             ToolChoice::Auto => json!("auto"),
             ToolChoice::None => json!("none"),
             ToolChoice::Required => json!("required"),
@@ -69,12 +72,19 @@ pub(crate) fn build(
     if let ReasoningCall::OpenaiEffort(effort) = reasoning {
         body["reasoning_effort"] = json!(effort.as_str());
     }
+    // An OpenAI-compatible server may refuse fields it does not know: the key goes to OpenAI
+    // only.
+    if spec.provider() == Provider::Openai
+        && let Some(key) = request.cache.as_ref().and_then(|c| c.key.as_ref())
+    {
+        body["prompt_cache_key"] = json!(key);
+    }
     Ok((join(base, "/chat/completions")?, headers, body))
 }
 
-fn messages(request: &ModelRequest) -> Value {
+fn messages(request: &ModelRequest, system: Option<&str>) -> Value {
     let mut out = Vec::new();
-    if let Some(system) = &request.system {
+    if let Some(system) = system {
         out.push(json!({"role": "system", "content": system}));
     }
     for message in &request.messages {
@@ -135,6 +145,8 @@ pub(crate) struct State {
     pub(crate) unrecognised: usize,
     started: Vec<u64>,
     id_sent: bool,
+    /// The answer came as `delta.refusal`.
+    refused: bool,
 }
 
 impl State {
@@ -190,6 +202,10 @@ impl State {
             if let Some(text) = str_at(delta, &["content"]).filter(|t| !t.is_empty()) {
                 out.push(StreamEvent::TextDelta(text.to_owned()));
             }
+            if let Some(text) = str_at(delta, &["refusal"]).filter(|t| !t.is_empty()) {
+                self.refused = true;
+                out.push(StreamEvent::TextDelta(text.to_owned()));
+            }
             for call in delta
                 .get("tool_calls")
                 .and_then(Value::as_array)
@@ -219,7 +235,7 @@ impl State {
                 }
             }
             if let Some(reason) = str_at(choice, &["finish_reason"]) {
-                out.push(StreamEvent::Finish(finish_reason(reason)));
+                out.push(StreamEvent::Finish(self.finish_reason(reason)));
             }
         }
         if let Some(u) = value.get("usage").filter(|u| !u.is_null()) {
@@ -228,7 +244,7 @@ impl State {
                 input: u64_at(u, &["prompt_tokens"]),
                 output: u64_at(u, &["completion_tokens"]),
                 cache_read: details.map_or(0, |d| u64_at(d, &["cached_tokens"])),
-                cache_write_5m: 0,
+                cache_write_5m: details.map_or(0, |d| u64_at(d, &["cache_write_tokens"])),
                 cache_write_1h: 0,
                 reasoning: u64_at(u, &["completion_tokens_details", "reasoning_tokens"]),
                 cache_reported: details.is_some(),
@@ -269,6 +285,8 @@ struct Delta<'a> {
     #[serde(borrow, default)]
     reasoning: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
+    refusal: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
     tool_calls: Option<Vec<CallDelta<'a>>>,
 }
 
@@ -300,6 +318,10 @@ impl State {
             if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
                 out.push(StreamEvent::TextDelta(text.into_owned()));
             }
+            if let Some(text) = delta.refusal.filter(|t| !t.is_empty()) {
+                self.refused = true;
+                out.push(StreamEvent::TextDelta(text.into_owned()));
+            }
             for call in delta.tool_calls.into_iter().flatten() {
                 let function = call.function.unwrap_or(FunctionDelta {
                     name: None,
@@ -324,7 +346,16 @@ impl State {
             }
         }
         if let Some(reason) = choice.finish_reason {
-            out.push(StreamEvent::Finish(finish_reason(&reason)));
+            out.push(StreamEvent::Finish(self.finish_reason(&reason)));
+        }
+    }
+}
+
+impl State {
+    fn finish_reason(&self, reason: &str) -> FinishReason {
+        match reason {
+            "stop" if self.refused => FinishReason::Refusal,
+            other => finish_reason(other),
         }
     }
 }

@@ -11,6 +11,7 @@ use url::Url;
 
 use super::{classify_stream_error, join, parse, str_at, u64_at};
 use crate::ModelError;
+use crate::capabilities::{CallPlan, ResponseStorage};
 use crate::http::ApiKey;
 use crate::model::{
     FinishReason, ModelRequest, ModelSpec, OutputFormat, Part, ReasoningMetadata, Role, ToolChoice,
@@ -24,21 +25,27 @@ pub(crate) fn build(
     spec: &ModelSpec,
     key: &ApiKey,
     request: &ModelRequest,
-    reasoning: ReasoningCall,
+    plan: &CallPlan,
 ) -> Result<(Url, HeaderMap, Value), ModelError> {
+    let reasoning = plan.reasoning;
+    let system = plan.system(request);
     let mut headers = HeaderMap::new();
     headers.insert(
         HeaderName::from_static("authorization"),
         key.header("Bearer ")?,
     );
+    let stored = plan.storage == ResponseStorage::Stored;
     let mut body = json!({
         "model": spec.model(),
-        "input": input(request),
+        "input": input(request, stored),
         "stream": true,
-        // Reasoning items are sent back by reference, which needs the response stored.
-        "store": true,
+        // Stored: reasoning items are sent back by reference. Stateless: as encrypted content.
+        "store": stored,
     });
-    if let Some(system) = &request.system {
+    if !stored {
+        body["include"] = json!(["reasoning.encrypted_content"]);
+    }
+    if let Some(system) = &system {
         body["instructions"] = json!(system);
     }
     if let Some(max) = request.max_tokens {
@@ -50,7 +57,7 @@ pub(crate) fn build(
             .iter()
             .map(|t| json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": false}))
             .collect();
-        body["tool_choice"] = match &request.tool_choice {
+        body["tool_choice"] = match &plan.tool_choice {
             ToolChoice::Auto => json!("auto"),
             ToolChoice::None => json!("none"),
             ToolChoice::Required => json!("required"),
@@ -63,10 +70,13 @@ pub(crate) fn build(
     if let ReasoningCall::OpenaiEffort(effort) = reasoning {
         body["reasoning"] = json!({"effort": effort.as_str(), "summary": "auto"});
     }
+    if let Some(key) = request.cache.as_ref().and_then(|c| c.key.as_ref()) {
+        body["prompt_cache_key"] = json!(key);
+    }
     Ok((join(base, "/v1/responses")?, headers, body))
 }
 
-fn input(request: &ModelRequest) -> Value {
+fn input(request: &ModelRequest, stored: bool) -> Value {
     let mut items = Vec::new();
     for message in &request.messages {
         for part in &message.parts {
@@ -75,8 +85,15 @@ fn input(request: &ModelRequest) -> Value {
                     "role": "user", "content": [{"type": "input_text", "text": text}]})),
                 (Role::Assistant, Part::Text { text }) => items.push(json!({
                     "role": "assistant", "content": [{"type": "output_text", "text": text}]})),
-                (_, Part::Reasoning { metadata: Some(ReasoningMetadata::OpenaiItem { id, .. }), .. }) => {
+                (_, Part::Reasoning { metadata: Some(ReasoningMetadata::OpenaiItem { id, .. }), .. }) if stored => {
                     items.push(json!({"type": "item_reference", "id": id}));
+                }
+                (_, Part::Reasoning { text, metadata: Some(ReasoningMetadata::OpenaiItem { id, encrypted_content: Some(content) }) }) => {
+                    let summary: Vec<Value> = if text.is_empty() { Vec::new() } else {
+                        vec![json!({"type": "summary_text", "text": text})]
+                    };
+                    items.push(json!({"type": "reasoning", "id": id, "summary": summary,
+                                      "encrypted_content": content}));
                 }
                 (_, Part::ToolCall(call)) => {
                     let mut item = json!({"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.arguments});
@@ -102,6 +119,8 @@ pub(crate) struct State {
     /// Output index of each function call item.
     calls: Vec<(u64, String)>,
     reasoning_open: bool,
+    /// The answer was a refusal (`response.refusal.delta`).
+    refused: bool,
 }
 
 impl State {
@@ -122,6 +141,11 @@ impl State {
             let delta = hot.delta.into_owned();
             match &*hot.kind {
                 "response.output_text.delta" => {
+                    out.push(StreamEvent::TextDelta(delta));
+                    return Ok(());
+                }
+                "response.refusal.delta" => {
+                    self.refused = true;
                     out.push(StreamEvent::TextDelta(delta));
                     return Ok(());
                 }
@@ -195,6 +219,12 @@ impl State {
             "response.output_text.delta" => out.push(StreamEvent::TextDelta(
                 str_at(&value, &["delta"]).unwrap_or_default().to_owned(),
             )),
+            "response.refusal.delta" => {
+                self.refused = true;
+                out.push(StreamEvent::TextDelta(
+                    str_at(&value, &["delta"]).unwrap_or_default().to_owned(),
+                ));
+            }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 out.push(StreamEvent::ReasoningDelta(
                     str_at(&value, &["delta"]).unwrap_or_default().to_owned(),
@@ -207,6 +237,7 @@ impl State {
             "response.completed" | "response.incomplete" => {
                 let response = value.get("response").unwrap_or(&Value::Null);
                 let reason = match (kind, str_at(response, &["incomplete_details", "reason"])) {
+                    ("response.completed", _) if self.refused => FinishReason::Refusal,
                     ("response.completed", _) => FinishReason::Stop,
                     (_, Some("max_output_tokens")) => FinishReason::Length,
                     (_, Some("content_filter")) => FinishReason::ContentFilter,
@@ -214,19 +245,19 @@ impl State {
                 };
                 out.push(StreamEvent::Finish(reason));
                 if let Some(u) = response.get("usage").filter(|u| !u.is_null()) {
-                    out.push(StreamEvent::Usage(Usage {
-                        input: u64_at(u, &["input_tokens"]),
-                        output: u64_at(u, &["output_tokens"]),
-                        cache_read: u64_at(u, &["input_tokens_details", "cached_tokens"]),
-                        cache_write_5m: 0,
-                        cache_write_1h: 0,
-                        reasoning: u64_at(u, &["output_tokens_details", "reasoning_tokens"]),
-                        cache_reported: u.get("input_tokens_details").is_some(),
-                    }));
+                    out.push(StreamEvent::Usage(usage(u)));
                 }
                 self.complete = true;
             }
             "response.failed" => {
+                // A failed response may still report what it consumed.
+                if let Some(u) = value
+                    .get("response")
+                    .and_then(|r| r.get("usage"))
+                    .filter(|u| !u.is_null())
+                {
+                    out.push(StreamEvent::Usage(usage(u)));
+                }
                 let error = value
                     .get("response")
                     .and_then(|r| r.get("error"))
@@ -246,6 +277,7 @@ impl State {
             | "response.content_part.added"
             | "response.content_part.done"
             | "response.output_text.done"
+            | "response.refusal.done"
             | "response.function_call_arguments.done"
             | "response.reasoning_summary_part.added"
             | "response.reasoning_summary_part.done"
@@ -255,6 +287,20 @@ impl State {
             _ => self.unrecognised += 1,
         }
         Ok(())
+    }
+}
+
+fn usage(u: &Value) -> Usage {
+    Usage {
+        input: u64_at(u, &["input_tokens"]),
+        output: u64_at(u, &["output_tokens"]),
+        cache_read: u64_at(u, &["input_tokens_details", "cached_tokens"]),
+        // OpenAI reports cache writes without a lifetime; they are priced at the catalogue's
+        // write rate.
+        cache_write_5m: u64_at(u, &["input_tokens_details", "cache_write_tokens"]),
+        cache_write_1h: 0,
+        reasoning: u64_at(u, &["output_tokens_details", "reasoning_tokens"]),
+        cache_reported: u.get("input_tokens_details").is_some(),
     }
 }
 

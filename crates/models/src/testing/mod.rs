@@ -2,6 +2,7 @@
 //! names and payload shapes, tool-call deltas, usage frames and error bodies. Each server is
 //! driven by a script of turns and records the requests it receives.
 
+mod cache;
 mod render;
 
 use std::collections::BTreeMap;
@@ -119,6 +120,7 @@ struct Shared {
     next: Mutex<usize>,
     requests: Mutex<Vec<RecordedRequest>>,
     disconnects: mpsc::UnboundedSender<()>,
+    prompt_cache: Mutex<Option<cache::PromptCacheSim>>,
 }
 
 /// A running mock server on `127.0.0.1`. Stops when dropped.
@@ -148,6 +150,7 @@ impl MockServer {
             next: Mutex::new(0),
             requests: Mutex::new(Vec::new()),
             disconnects: tx,
+            prompt_cache: Mutex::new(None),
         });
         let app_shared = Arc::clone(&shared);
         let app = axum::Router::new().fallback(move |method, uri, headers, body| {
@@ -204,6 +207,18 @@ impl MockServer {
             .next
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = 0;
+    }
+
+    /// From now on, an Anthropic mock reports input usage the way the provider's prompt cache
+    /// would: the prefixes each request marks with `cache_control` are kept, and a later
+    /// request's `cache_read_input_tokens` / `cache_creation_input_tokens` follow from them
+    /// (the scripted usage keeps only its output figures). Other protocols are unaffected.
+    pub fn simulate_prompt_cache(&self) {
+        *self
+            .shared
+            .prompt_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(cache::PromptCacheSim::default());
     }
 
     /// Waits until a client drops a stalled stream.
@@ -293,7 +308,20 @@ fn handle(
     let model = model_of(api, &recorded);
     match turn {
         None => error_response(api, MockError::Server),
-        Some(MockTurn::Reply(reply)) => {
+        Some(MockTurn::Reply(mut reply)) => {
+            if api == Api::AnthropicMessages
+                && let Some(sim) = shared
+                    .prompt_cache
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_mut()
+            {
+                let output = reply.usage.output;
+                reply.usage = Usage {
+                    output,
+                    ..sim.account(&recorded.body)
+                };
+            }
             let (frames, _) = render_reply(api, &model, &reply);
             sse(Body::from(frames.concat()))
         }

@@ -126,7 +126,8 @@ fn anthropic(model: &str, reply: &MockReply) -> (Vec<Vec<u8>>, usize) {
         FinishReason::Stop | FinishReason::Other => "end_turn",
         FinishReason::Length => "max_tokens",
         FinishReason::ToolCalls => "tool_use",
-        FinishReason::ContentFilter => "refusal",
+        FinishReason::ContentFilter | FinishReason::Refusal => "refusal",
+        FinishReason::PauseTurn => "pause_turn",
     };
     frames.push(named(
         "message_delta",
@@ -154,8 +155,14 @@ fn chat(model: &str, reply: &MockReply) -> (Vec<Vec<u8>>, usize) {
     for part in &reply.parts {
         match part {
             Part::Text { text } => {
+                // A refusal streams in its own field.
+                let field = if reply.finish == FinishReason::Refusal {
+                    "refusal"
+                } else {
+                    "content"
+                };
                 for piece in chunks(text, reply.chunk) {
-                    frames.push(chunk(json!({"content": piece}), Value::Null));
+                    frames.push(chunk(json!({field: piece}), Value::Null));
                 }
             }
             Part::ToolCall(call) => calls.push(call),
@@ -187,7 +194,10 @@ fn chat(model: &str, reply: &MockReply) -> (Vec<Vec<u8>>, usize) {
         }
     }
     let finish = match reply.finish {
-        FinishReason::Stop | FinishReason::Other => "stop",
+        FinishReason::Stop
+        | FinishReason::Other
+        | FinishReason::Refusal
+        | FinishReason::PauseTurn => "stop",
         FinishReason::Length => "length",
         FinishReason::ToolCalls => "tool_calls",
         FinishReason::ContentFilter => "content_filter",
@@ -196,7 +206,7 @@ fn chat(model: &str, reply: &MockReply) -> (Vec<Vec<u8>>, usize) {
     frames.push(unnamed(&json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1_700_000_000,
         "model": model, "system_fingerprint": "fp_mock", "choices": [],
         "usage": {"prompt_tokens": u.input, "completion_tokens": u.output, "total_tokens": u.input + u.output,
-                  "prompt_tokens_details": {"cached_tokens": u.cache_read, "audio_tokens": 0},
+                  "prompt_tokens_details": {"cached_tokens": u.cache_read, "cache_write_tokens": u.cache_write(), "audio_tokens": 0},
                   "completion_tokens_details": {"reasoning_tokens": u.reasoning, "audio_tokens": 0,
                       "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}})));
     frames.push(b"data: [DONE]\n\n".to_vec());
@@ -293,19 +303,32 @@ fn responses(model: &str, reply: &MockReply) -> (Vec<Vec<u8>>, usize) {
                     "response.content_part.added",
                     json!({"item_id": id, "output_index": i, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
                 );
+                let refusal = reply.finish == FinishReason::Refusal;
+                let (delta, done, content) = if refusal {
+                    (
+                        "response.refusal.delta",
+                        "response.refusal.done",
+                        json!({"type": "refusal", "refusal": text}),
+                    )
+                } else {
+                    (
+                        "response.output_text.delta",
+                        "response.output_text.done",
+                        json!({"type": "output_text", "text": text, "annotations": []}),
+                    )
+                };
                 for piece in chunks(text, reply.chunk) {
                     emit(
                         &mut frames,
-                        "response.output_text.delta",
+                        delta,
                         json!({"item_id": id, "output_index": i, "content_index": 0, "delta": piece, "logprobs": []}),
                     );
                 }
                 emit(
                     &mut frames,
-                    "response.output_text.done",
-                    json!({"item_id": id, "output_index": i, "content_index": 0, "text": text, "logprobs": []}),
+                    done,
+                    json!({"item_id": id, "output_index": i, "content_index": 0, "text": text, "refusal": text}),
                 );
-                let content = json!({"type": "output_text", "text": text, "annotations": []});
                 emit(
                     &mut frames,
                     "response.content_part.done",
@@ -352,7 +375,7 @@ fn responses(model: &str, reply: &MockReply) -> (Vec<Vec<u8>>, usize) {
             _ => {}
         }
     }
-    let usage = json!({"input_tokens": u.input, "input_tokens_details": {"cached_tokens": u.cache_read},
+    let usage = json!({"input_tokens": u.input, "input_tokens_details": {"cached_tokens": u.cache_read, "cache_write_tokens": u.cache_write()},
         "output_tokens": u.output, "output_tokens_details": {"reasoning_tokens": u.reasoning},
         "total_tokens": u.input + u.output});
     match reply.finish {
@@ -429,7 +452,11 @@ fn google(model: &str, reply: &MockReply) -> (Vec<Vec<u8>>, usize) {
         frames.push(frame(Value::Array(calls), None));
     }
     let finish = match reply.finish {
-        FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Other => "STOP",
+        FinishReason::Stop
+        | FinishReason::ToolCalls
+        | FinishReason::Other
+        | FinishReason::Refusal
+        | FinishReason::PauseTurn => "STOP",
         FinishReason::Length => "MAX_TOKENS",
         FinishReason::ContentFilter => "SAFETY",
     };

@@ -98,9 +98,29 @@ fn cost_per_call_and_price_sources() {
         catalog.lookup(&spec("openai-compatible/llama")).source,
         PriceSource::Unknown
     );
+    // The seeds' defaults are priced by the shipped catalogue, with their own cache rates
+    // (reads at 0.05 × input on the 5.5 generation).
+    let opus = catalog.lookup(&spec("anthropic/claude-opus-5-5"));
+    assert_eq!(opus.source, PriceSource::Builtin);
+    let opus = opus.price.unwrap();
+    assert_eq!((opus.rates.input, opus.rates.output), (4.0, 20.0));
     assert_eq!(
-        catalog.lookup(&spec("anthropic/claude-opus-5-5")).source,
-        PriceSource::Unknown
+        opus.cache,
+        CacheMultipliers {
+            read_milli: 50,
+            write_5m_milli: 1250,
+            write_1h_milli: 2000
+        }
+    );
+    // Claude Opus 5 is its own entry: the 5.5 id does not fall back to it.
+    assert_eq!(
+        catalog
+            .lookup(&spec("anthropic/claude-opus-5-20260724"))
+            .price
+            .unwrap()
+            .rates
+            .input,
+        5.0
     );
     // Dated snapshots match; a different model with a shared prefix does not.
     assert_eq!(

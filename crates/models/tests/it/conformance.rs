@@ -467,7 +467,13 @@ async fn usage_reports_cache_figures() {
                 reasoning: 0,
                 ..script_usage
             },
-            // OpenAI and Google report cache reads and the reasoning share; writes are not billed apart.
+            // OpenAI reports reads, writes without a lifetime and the reasoning share.
+            Api::OpenaiResponses | Api::OpenaiChat => Usage {
+                cache_write_5m: 3_000,
+                cache_write_1h: 0,
+                ..script_usage
+            },
+            // Gemini's implicit cache reports reads only.
             _ => Usage {
                 cache_write_5m: 0,
                 cache_write_1h: 0,
@@ -475,6 +481,25 @@ async fn usage_reports_cache_figures() {
             },
         };
         assert_eq!(usage, expected, "{api:?}");
+        // Priced at the model's own cache rates.
+        let spec = auto_swe_models::ModelSpec::parse(spec).unwrap();
+        if let Some(price) = auto_swe_models::PriceCatalog::builtin().lookup(&spec).price {
+            let r = price.rates;
+            let manual = (usage.uncached_input() as f64 * r.input
+                + usage.cache_read as f64 * r.cache_read
+                + usage.cache_write_5m as f64 * r.cache_write_5m
+                + usage.cache_write_1h as f64 * r.cache_write_1h
+                + usage.output as f64 * r.output)
+                / 1e6;
+            assert!((price.cost_usd(&usage) - manual).abs() < 1e-12, "{api:?}");
+            assert!(r.cache_read < r.input, "{api:?} reads are discounted");
+        } else {
+            assert_eq!(
+                api,
+                Api::OpenaiChat,
+                "only the compatible model is unpriced"
+            );
+        }
     }
 }
 

@@ -65,6 +65,7 @@ fn expected(name: &str) -> (Api, &'static str, ModelResponse) {
                     )),
                 ],
                 finish_reason: Some(FinishReason::ToolCalls),
+                adjustments: Vec::new(),
                 usage: Usage {
                     input: 472 + 1_200 + 8_000,
                     output: 89,
@@ -94,6 +95,7 @@ fn expected(name: &str) -> (Api, &'static str, ModelResponse) {
                     )),
                 ],
                 finish_reason: Some(FinishReason::ToolCalls),
+                adjustments: Vec::new(),
                 usage: Usage {
                     input: 2_006,
                     output: 300,
@@ -123,6 +125,7 @@ fn expected(name: &str) -> (Api, &'static str, ModelResponse) {
                     }),
                 ],
                 finish_reason: Some(FinishReason::ToolCalls),
+                adjustments: Vec::new(),
                 usage: Usage {
                     input: 328,
                     output: 148,
@@ -151,6 +154,7 @@ fn expected(name: &str) -> (Api, &'static str, ModelResponse) {
                     Part::ToolCall(call("call_1", "get_weather", r#"{"location":"London"}"#)),
                 ],
                 finish_reason: Some(FinishReason::ToolCalls),
+                adjustments: Vec::new(),
                 usage: Usage {
                     input: 120,
                     output: 94,

@@ -12,11 +12,16 @@
 )]
 
 mod budget;
+mod caching;
 mod conformance;
 mod fixtures;
 mod guard;
+mod outcomes;
+mod prices;
 mod reasoning;
 mod replay;
+mod requests;
+mod resilience;
 mod serde_round_trip;
 mod sse;
 mod support;

@@ -49,6 +49,7 @@ pub(crate) fn config(api: Api, spec: &str, server: &MockServer) -> ClientConfig 
         base_delay: Duration::from_millis(1),
         max_delay: Duration::from_millis(5),
         retry_after_cap: Duration::from_secs(1),
+        ..RetryPolicy::default()
     };
     config
 }
