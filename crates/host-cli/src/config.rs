@@ -28,6 +28,9 @@ pub(crate) struct ModelsConfig {
     /// (a local Ollama or vLLM). Metadata and link-local addresses stay refused whatever is
     /// listed.
     pub(crate) private_network_hosts: Vec<String>,
+    /// A price file laid over the built-in catalogue (`auto-swe models prices` shows the
+    /// result). A relative path is read from the configuration file's directory.
+    pub(crate) prices_file: Option<PathBuf>,
 }
 
 /// Why the configuration could not be read.
@@ -89,10 +92,16 @@ fn read(path: &Path, required: bool) -> Result<Config, ConfigError> {
             });
         }
     };
-    parse(&text).map_err(|message| ConfigError::Invalid {
+    let mut config = parse(&text).map_err(|message| ConfigError::Invalid {
         path: path.to_path_buf(),
         message,
-    })
+    })?;
+    if let (Some(file), Some(dir)) = (&config.models.prices_file, path.parent())
+        && file.is_relative()
+    {
+        config.models.prices_file = Some(dir.join(file));
+    }
+    Ok(config)
 }
 
 fn parse(text: &str) -> Result<Config, String> {

@@ -124,7 +124,8 @@ fn prices(args: &PricesArgs) -> anyhow::Result<Status> {
             origin: "builtin",
         })
         .collect();
-    if let Some(path) = &args.file {
+    let configured = crate::config::load()?.models.prices_file;
+    if let Some(path) = args.file.as_ref().or(configured.as_ref()) {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         let file = PriceFile::parse(&text)
@@ -305,7 +306,13 @@ fn price_file(path: Option<&std::path::Path>) -> Result<Option<PriceFile>, Model
 
 async fn call(args: &CheckArgs) -> Result<CheckReport, ModelError> {
     // A bad price file is refused before anything is sent.
-    let overrides = price_file(args.prices.as_deref())?;
+    let configured = crate::config::load()
+        .map_err(|e| ModelError::Configuration {
+            message: e.to_string(),
+        })?
+        .models
+        .prices_file;
+    let overrides = price_file(args.prices.as_deref().or(configured.as_deref()))?;
     let config = client_config(args)?;
     let spec = config.spec.clone();
     let client = ProviderClient::new(config)?;

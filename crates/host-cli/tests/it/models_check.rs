@@ -444,6 +444,45 @@ async fn prices_prints_the_catalogue_and_a_host_file_replaces_entries() {
     assert!(stderr.contains("PRICE_FILE_RATE"), "{stderr}");
 }
 
+#[tokio::test]
+async fn the_configured_price_file_replaces_entries_and_a_missing_one_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("host-prices.toml");
+    std::fs::write(
+        &path,
+        "version = 1\nunit = \"usd-per-million-tokens\"\n[[model]]\nid = \"anthropic/claude-opus-5-5\"\n\
+         input = 2.5\noutput = 15.0\ncacheRead = 0.3\ncacheWrite5m = 3.75\ncacheWrite1h = 6.0\n\
+         checked = \"2026-12-01\"\n",
+    )
+    .unwrap();
+    let args = || {
+        ["models", "prices", "--format", "json"]
+            .map(str::to_owned)
+            .to_vec()
+    };
+    let config = format!("[models]\npricesFile = {:?}\n", path.display().to_string());
+    let (status, json, _) = run_with_config(args(), None, Some(config)).await;
+    assert_eq!(status, 0);
+    let opus = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "anthropic/claude-opus-5-5")
+        .unwrap();
+    assert_eq!(opus["price"]["rates"]["input"], 2.5);
+    assert_eq!(opus["origin"], "catalog");
+
+    let missing = dir.path().join("gone.toml");
+    let config = format!(
+        "[models]\npricesFile = {:?}\n",
+        missing.display().to_string()
+    );
+    let (status, json, stderr) = run_with_config(args(), None, Some(config)).await;
+    assert_ne!(status, 0);
+    assert_eq!(json, Value::Null);
+    assert!(stderr.contains("gone.toml"), "{stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_prices_the_call_from_a_host_price_file() {
     let server = MockServer::start(Api::OpenaiChat, Some(KEY), vec![MockTurn::Reply(reply())])
