@@ -1,0 +1,3 @@
+//! Benchmarks of the agent runtime (filled in below).
+
+fn main() {}
