@@ -234,9 +234,12 @@ pub fn fit(
         return report;
     }
     let target = budget_tokens.saturating_mul(TARGET_PERCENT) / 100 * CHARS_PER_TOKEN;
+    // The newest results the model is about to react to: those after the newest prompt.
+    let newest_prompt = messages.iter().rposition(opens_exchange).unwrap_or(0);
     let protected = messages
         .iter()
-        .rposition(|m| m.parts.iter().any(|p| matches!(p, Part::ToolResult(_))));
+        .rposition(|m| m.parts.iter().any(|p| matches!(p, Part::ToolResult(_))))
+        .filter(|&i| i > newest_prompt);
     let mut f = Fitter {
         messages,
         sizes,

@@ -12,3 +12,4 @@ mod compaction;
 mod loops;
 mod support;
 mod tools;
+mod tracer;
