@@ -8,6 +8,7 @@
 
 pub mod compact;
 mod error;
+pub mod structured;
 mod tools;
 mod trace;
 mod turn;

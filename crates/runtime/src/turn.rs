@@ -277,8 +277,13 @@ impl NativeLoop {
         span.record("gen_ai.usage.input_tokens", usage.input);
         span.record("gen_ai.usage.output_tokens", usage.output);
         add_usage(spent, usage);
-        // Debit whatever the provider reported, completed or not.
-        let debit = self.meter.record(&spec, &usage);
+        // Debit whatever the provider reported, completed or not; a call that failed before
+        // reporting anything is not a call on the ledger.
+        let debit = if streamed.is_ok() || usage != Usage::default() {
+            self.meter.record(&spec, &usage).map(|_| ())
+        } else {
+            Ok(())
+        };
         let charge = self.meter.charge(&spec, &usage);
         let error = streamed.as_ref().err().map(ToString::to_string);
         self.tracer.record(TraceEntry {
@@ -313,7 +318,7 @@ impl NativeLoop {
                     source,
                     spent: *spent,
                 }),
-                Ok(_) => Ok(Called {
+                Ok(()) => Ok(Called {
                     parts: response.parts,
                 }),
             },

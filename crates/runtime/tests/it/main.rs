@@ -10,6 +10,7 @@
 
 mod compaction;
 mod loops;
+mod structured;
 mod support;
 mod tools;
 mod tracer;
