@@ -8,6 +8,7 @@
 
 pub mod compact;
 mod error;
+mod harness;
 pub mod structured;
 mod tools;
 mod trace;
@@ -15,6 +16,12 @@ mod turn;
 mod workspace;
 
 pub use error::{HarnessError, TurnError};
+pub use harness::{
+    CanonicalCall, CanonicalPolicy, DECISION_DEADLINE, Decision, HarnessAdapter,
+    HarnessCapabilities, HarnessRegistry, HarnessReport, HarnessRuntime, HarnessRuntimeConfig,
+    HarnessTurn, NATIVE_RUNTIME, NativeCall, PolicyRequirement, Provisioning, TURN_TAG_ENV,
+    decide_canonical, map_native_call,
+};
 pub use tools::lessons::{LessonHit, LessonMemory, MemoryError};
 pub use tools::offload::{Bounded, DEFAULT_MAX_TOOL_OUTPUT_CHARS, excerpt};
 pub use tools::{

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use auto_swe_sandbox::{ExecOutput, ExecRequest, SandboxError, WorkspaceBackend, WorkspaceHandle};
+use auto_swe_sandbox::{
+    ExecOutput, ExecRequest, SandboxError, SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
+};
 
 /// Where things sit inside a workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +78,11 @@ impl ToolWorkspace {
     /// Runs one command.
     pub async fn exec(&self, request: &ExecRequest) -> Result<ExecOutput, SandboxError> {
         self.backend.exec(&self.handle, request).await
+    }
+
+    /// Starts one command with streamed stdin and output.
+    pub async fn spawn(&self, request: &ExecRequest) -> Result<SpawnedProcess, SandboxError> {
+        self.backend.spawn(&self.handle, request).await
     }
 
     /// A script run as `sh -c script sh <args…>`: the model's text only ever arrives as a

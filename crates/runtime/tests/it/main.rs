@@ -9,6 +9,7 @@
 )]
 
 mod compaction;
+mod harness;
 mod loops;
 mod structured;
 mod support;
