@@ -9,6 +9,7 @@
 pub mod compact;
 mod error;
 mod harness;
+pub mod mcp;
 pub mod structured;
 mod tools;
 mod trace;

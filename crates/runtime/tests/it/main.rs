@@ -11,6 +11,7 @@
 mod compaction;
 mod harness;
 mod loops;
+mod mcp;
 mod structured;
 mod support;
 mod tools;
