@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use auto_swe_agents::StaticPatterns;
 use auto_swe_models::{
     FinishReason, Message, Meter, MeterConfig, ModelClient, ModelError, ModelRequest, ModelSpec,
-    ModelStream, Part, PriceCatalog, ResponseBuilder, StreamEvent, Tier, ToolCall, ToolResult,
-    Usage,
+    ModelStream, Part, PriceCatalog, ResponseBuilder, StreamEvent, Tier, TokenCaps, ToolCall,
+    ToolResult, Usage,
 };
 use auto_swe_runtime::{
     LessonBinding, LessonHit, LessonMemory, LoopConfig, MemoryAudit, MemoryError, NativeLoop,
@@ -169,8 +169,16 @@ fn native() -> NativeLoop {
             spec: ModelSpec::parse("anthropic/claude-sonnet-4-5").unwrap(),
             calls: AtomicUsize::new(0),
         }),
+        // Uncapped: the benchmark runs far more turns than any budget allows.
         Arc::new(Meter::new(
-            MeterConfig::tier(Tier::Epic),
+            MeterConfig {
+                tier: Tier::Epic,
+                caps: TokenCaps {
+                    input: u64::MAX,
+                    output: u64::MAX,
+                },
+                usd_cap: None,
+            },
             PriceCatalog::builtin(),
         )),
         Arc::new(tools),

@@ -193,7 +193,7 @@ async fn a_stream_that_fails_is_debited_what_it_reported() {
     assert!(row.error.is_some());
 }
 
-/// Cancels its token once the first event of a stream has arrived.
+/// Cancels its token once a stream has reported usage (the opening frames of a stalled reply).
 #[derive(Debug)]
 struct CancelOnFirstEvent {
     inner: Arc<dyn ModelClient>,
@@ -210,7 +210,11 @@ impl ModelClient for CancelOnFirstEvent {
         use futures_util::StreamExt as _;
         let cancel = self.cancel.clone();
         let inner = self.inner.stream(request).await?;
-        Ok(Box::pin(inner.inspect(move |_| cancel.cancel())))
+        Ok(Box::pin(inner.inspect(move |event| {
+            if matches!(event, Ok(StreamEvent::Usage(_))) {
+                cancel.cancel();
+            }
+        })))
     }
 }
 
@@ -240,7 +244,12 @@ async fn cancellation_stops_a_stalled_stream_and_debits_what_it_reported() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), "TURN_CANCELLED");
-    assert_eq!(meter.totals().raw_input, err.spent().input);
+    assert_eq!(
+        err.spent().input,
+        55,
+        "the interrupted call's reported usage"
+    );
+    assert_eq!(meter.totals().raw_input, 55);
     server.disconnected().await;
     assert_history_valid(&session);
 }
