@@ -3,6 +3,8 @@
 //! tools are named and filtered, and how their results are screened and fenced. An unusable
 //! binding never fails the step: every refusal here is an outcome with an event, not an error.
 
+mod client;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +13,8 @@ use auto_swe_scanners::{
     CheckedUrl, CompiledPatterns, MemoryAccess, RequestKind, UrlPolicy, UrlRefusal, scan_memory,
 };
 use serde_json::{Value, json};
+
+pub use client::{McpBinding, McpContext, McpTarget, bind_mcp};
 
 /// Default tool-listing timeout.
 pub const MCP_LIST_TIMEOUT: Duration = Duration::from_secs(15);

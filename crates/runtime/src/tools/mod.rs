@@ -171,6 +171,7 @@ pub struct ToolSet {
     pub(crate) config: ToolConfig,
     pub(crate) audit: Arc<dyn AuditSink>,
     pub(crate) tracer: Arc<Tracer>,
+    pub(crate) mcp: Option<Arc<crate::mcp::McpBinding>>,
     offloads: AtomicU64,
     session_tag: String,
 }
@@ -224,9 +225,17 @@ impl ToolSet {
             config: config.config,
             audit: config.audit,
             tracer: config.tracer,
+            mcp: None,
             offloads: AtomicU64::new(0),
             session_tag: random_tag(),
         }
+    }
+
+    /// Adds an MCP binding's tools after the built-in ones (whose names it never takes).
+    #[must_use]
+    pub fn with_mcp(mut self, binding: Arc<crate::mcp::McpBinding>) -> Self {
+        self.mcp = Some(binding);
+        self
     }
 
     /// The tool definitions, in a fixed order (part of the prompt's cached prefix).
@@ -256,6 +265,9 @@ impl ToolSet {
                 "Read one lesson of this repository by its id (read only).",
                 json!({"type":"object","properties":{"lessonId":{"type":"string"}},"required":["lessonId"],"additionalProperties":false}),
             ));
+        }
+        if let Some(binding) = &self.mcp {
+            out.extend(binding.definitions());
         }
         out
     }
@@ -336,7 +348,19 @@ impl ToolSet {
                 Err(e) => e,
             },
             "searchLessons" | "explainLesson" => self.lessons(&call.name, &args).await,
-            _ => Outcome::error("unknown tool"),
+            name => match &self.mcp {
+                Some(binding) if binding.has(name) => {
+                    let result = binding.call(&call.id, name, &Value::Object(args)).await;
+                    Outcome {
+                        tag: result.is_error.then(|| result.content.clone()),
+                        text: result.content,
+                        is_error: result.is_error,
+                        offload_path: None,
+                        original_chars: None,
+                    }
+                }
+                _ => Outcome::error("unknown tool"),
+            },
         }
     }
 
