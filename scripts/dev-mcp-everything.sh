@@ -57,7 +57,8 @@ auto_swe_mcp_main() {
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
   local runner=()
   if [ "$(id -u)" = "0" ]; then
-    runner=(runuser -u nobody --)
+    # setpriv execs node itself, so the recorded pid is the server's own.
+    runner=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
     chmod -R a+rX "$install"
   fi
   PORT="$port" nohup "${runner[@]}" node "$entry" streamableHttp >"$home/server.log" 2>&1 &
