@@ -290,3 +290,109 @@ async fn a_failed_offload_falls_back_to_truncation() {
     assert!(result.content.contains("could not be saved"));
     assert!(result.content.ends_with("100000\n[exit status 0]"));
 }
+
+/// Remembers which repository each question named.
+#[derive(Default)]
+struct Memory(std::sync::Mutex<Vec<String>>);
+
+#[async_trait::async_trait]
+impl auto_swe_runtime::LessonMemory for Memory {
+    async fn search(
+        &self,
+        repository: &str,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<auto_swe_runtime::LessonHit>, auto_swe_runtime::MemoryError> {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("search {repository} {query} {limit}"));
+        Ok(vec![auto_swe_runtime::LessonHit {
+            lesson_id: "0190a8b2-7c3d-7e4f-9a1b-2c3d4e5f6a7b".to_owned(),
+            summary: "seed the clock".to_owned(),
+            failure_type: "test".to_owned(),
+            confidence: 0.7,
+            similarity: 0.8,
+        }])
+    }
+
+    async fn explain(
+        &self,
+        repository: &str,
+        lesson_id: &str,
+    ) -> Result<Option<serde_json::Value>, auto_swe_runtime::MemoryError> {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("explain {repository} {lesson_id}"));
+        Ok(None)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_tools_answer_for_the_sessions_repository_only() {
+    let Some(ws) = workspace().await else { return };
+    let (tracer, _sink) = Tracer::in_memory();
+    let memory = Arc::new(Memory::default());
+    let tools = auto_swe_runtime::ToolSet::new(auto_swe_runtime::ToolSetConfig {
+        workspace: ws.tools(),
+        patterns: crate::support::patterns(),
+        workspace_tools: Vec::new(),
+        skills: Vec::new(),
+        lessons: Some(auto_swe_runtime::LessonBinding {
+            memory: memory.clone(),
+            repository: "acme/api".to_owned(),
+        }),
+        config: ToolConfig::default(),
+        audit: Arc::new(MemoryAudit::default()),
+        tracer: Arc::new(tracer),
+    });
+    let names: Vec<String> = tools.definitions().into_iter().map(|d| d.name).collect();
+    assert_eq!(names, vec!["searchLessons", "explainLesson"]);
+    let cancel = CancellationToken::new();
+    // A repository argument is ignored; the limit is clamped to 1–10.
+    let found = tools
+        .call(
+            &call(
+                "searchLessons",
+                &json!({"query": "flaky", "limit": 99, "repository": "evil/other"}),
+            ),
+            &cancel,
+        )
+        .await;
+    assert!(
+        found.content.contains("seed the clock"),
+        "{}",
+        found.content
+    );
+    // Not a UUID: not found, and the memory is not asked.
+    let odd = tools
+        .call(
+            &call("explainLesson", &json!({"lessonId": "../../etc"})),
+            &cancel,
+        )
+        .await;
+    assert_eq!(odd.content, r#"{"found":false}"#);
+    let other = tools
+        .call(
+            &call(
+                "explainLesson",
+                &json!({"lessonId": "0190a8b2-7c3d-7e4f-9a1b-2c3d4e5f6a7b", "repository": "evil/other"}),
+            ),
+            &cancel,
+        )
+        .await;
+    assert_eq!(other.content, r#"{"found":false}"#);
+    assert_eq!(
+        *memory.0.lock().unwrap(),
+        vec![
+            "search acme/api flaky 10".to_owned(),
+            "explain acme/api 0190a8b2-7c3d-7e4f-9a1b-2c3d4e5f6a7b".to_owned()
+        ]
+    );
+    // Workspace tools were not granted.
+    let refused = tools
+        .call(&call("bash", &json!({"command": "id"})), &cancel)
+        .await;
+    assert!(refused.is_error && refused.content.contains("unknown tool"));
+}
