@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Starts the reference MCP server `@modelcontextprotocol/server-everything` (npm) in
+# streamable-HTTP mode for the runtime's MCP tests, on a free port, as an unprivileged user.
+#
+# Usage:
+#   source scripts/dev-mcp-everything.sh   start (or reuse) it and export AUTO_SWE_MCP_EVERYTHING_URL
+#   scripts/dev-mcp-everything.sh stop     stop it
+#
+# Environment: AUTO_SWE_MCP_HOME (default /var/cache/auto-swe/mcp-everything as root,
+# ~/.cache/auto-swe/mcp-everything otherwise).
+# The package's server binds every interface (it takes only PORT); the tests reach it on
+# 127.0.0.1 and nothing else talks to it.
+
+auto_swe_mcp_main() {
+  local version="2026.8.31"
+  local home
+  if [ "$(id -u)" = "0" ]; then
+    home="${AUTO_SWE_MCP_HOME:-/var/cache/auto-swe/mcp-everything}"
+  else
+    home="${AUTO_SWE_MCP_HOME:-${HOME}/.cache/auto-swe/mcp-everything}"
+  fi
+  local install="$home/$version"
+  local entry="$install/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+  local pidfile="$home/server.pid"
+  local portfile="$home/server.port"
+
+  if [ "${1:-start}" = "stop" ]; then
+    if [ -f "$pidfile" ]; then
+      kill "$(cat "$pidfile")" 2>/dev/null || true
+      rm -f "$pidfile" "$portfile"
+    fi
+    return 0
+  fi
+
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    if [ "$(id -u)" = "0" ]; then
+      apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
+    else
+      echo "dev-mcp-everything: node and npm are required" >&2
+      return 1
+    fi
+  fi
+  mkdir -p "$install"
+  if [ ! -f "$entry" ]; then
+    npm install --prefix "$install" --no-audit --no-fund --silent \
+      "@modelcontextprotocol/server-everything@$version" >/dev/null || return 1
+  fi
+
+  # Reuse a running server.
+  if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null && [ -f "$portfile" ]; then
+    export AUTO_SWE_MCP_EVERYTHING_URL="http://127.0.0.1:$(cat "$portfile")/mcp"
+    echo "$AUTO_SWE_MCP_EVERYTHING_URL"
+    return 0
+  fi
+
+  local port
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+  local runner=()
+  if [ "$(id -u)" = "0" ]; then
+    # setpriv execs node itself, so the recorded pid is the server's own.
+    runner=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
+    chmod -R a+rX "$install"
+  fi
+  PORT="$port" nohup "${runner[@]}" node "$entry" streamableHttp >"$home/server.log" 2>&1 &
+  echo $! >"$pidfile"
+  echo "$port" >"$portfile"
+  local i
+  for i in $(seq 1 100); do
+    if grep -q "listening on port" "$home/server.log" 2>/dev/null; then
+      export AUTO_SWE_MCP_EVERYTHING_URL="http://127.0.0.1:$port/mcp"
+      echo "$AUTO_SWE_MCP_EVERYTHING_URL"
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "dev-mcp-everything: the server did not start; see $home/server.log" >&2
+  return 1
+}
+
+auto_swe_mcp_main "$@"
