@@ -191,6 +191,18 @@ impl ProviderClient {
     }
 }
 
+/// A shared client is a client (so a `MeteredClient` can wrap an `Arc<dyn ModelClient>`).
+#[async_trait::async_trait]
+impl<C: ModelClient + ?Sized> ModelClient for std::sync::Arc<C> {
+    fn spec(&self) -> &ModelSpec {
+        (**self).spec()
+    }
+
+    async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ModelError> {
+        (**self).stream(request).await
+    }
+}
+
 #[async_trait::async_trait]
 impl ModelClient for ProviderClient {
     fn spec(&self) -> &ModelSpec {

@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use auto_swe_models::{
-    CacheTtl, Message, Meter, ModelClient, ModelError, ModelRequest, Part, PromptCache,
-    ReasoningLevel, ResponseBuilder, Role, Usage,
+    CacheTtl, Message, Meter, MeteredClient, ModelClient, ModelError, ModelRequest, Part,
+    PromptCache, ReasoningLevel, ResponseBuilder, Role, Usage,
 };
 use auto_swe_scanners::{CompiledPatterns, scan_llm_output};
 use futures_util::StreamExt as _;
@@ -155,7 +155,9 @@ impl Default for LoopConfig {
 
 /// The native tool loop.
 pub struct NativeLoop {
-    client: Arc<dyn ModelClient>,
+    /// The caller's client, metered: every call is admitted by the meter and debited once
+    /// however its stream ends (completed, failed or dropped on cancellation).
+    client: MeteredClient<Arc<dyn ModelClient>>,
     meter: Arc<Meter>,
     tools: Arc<ToolSet>,
     tracer: Arc<Tracer>,
@@ -178,7 +180,8 @@ struct Called {
 }
 
 impl NativeLoop {
-    /// A loop over `client` (a plain client: the loop meters itself), `meter`, `tools`.
+    /// A loop over `client` (a plain client: the loop wraps it in a `MeteredClient` on
+    /// `meter`, so a client metered already would be debited twice), `meter`, `tools`.
     #[must_use]
     pub fn new(
         client: Arc<dyn ModelClient>,
@@ -189,7 +192,7 @@ impl NativeLoop {
         config: LoopConfig,
     ) -> Self {
         Self {
-            client,
+            client: MeteredClient::new(client, Arc::clone(&meter)),
             meter,
             tools,
             tracer,
@@ -277,13 +280,8 @@ impl NativeLoop {
         span.record("gen_ai.usage.input_tokens", usage.input);
         span.record("gen_ai.usage.output_tokens", usage.output);
         add_usage(spent, usage);
-        // Debit whatever the provider reported, completed or not; a call that failed before
-        // reporting anything is not a call on the ledger.
-        let debit = if streamed.is_ok() || usage != Usage::default() {
-            self.meter.record(&spec, &usage).map(|_| ())
-        } else {
-            Ok(())
-        };
+        // The metered client has debited whatever the provider reported, completed or not (a
+        // call past a cap ends its stream with the budget error); this only prices it.
         let charge = self.meter.charge(&spec, &usage);
         let error = streamed.as_ref().err().map(ToString::to_string);
         self.tracer.record(TraceEntry {
@@ -313,15 +311,9 @@ impl NativeLoop {
                 source,
                 spent: *spent,
             }),
-            Ok(()) => match debit {
-                Err(source) => Err(TurnError::Model {
-                    source,
-                    spent: *spent,
-                }),
-                Ok(()) => Ok(Called {
-                    parts: response.parts,
-                }),
-            },
+            Ok(()) => Ok(Called {
+                parts: response.parts,
+            }),
         }
     }
 }

@@ -434,3 +434,62 @@ async fn twenty_turns_read_most_of_their_input_from_the_cache() {
     );
     assert!(share > 0.85, "{share}");
 }
+
+/// The same 20-turn session through the real Anthropic client against the mock server's
+/// prompt cache: the breakpoints the client places (tools, system, newest message) are all that
+/// makes a later request read from the cache, so this measures the loop's stable prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_turns_on_the_anthropic_wire_read_from_the_cache_after_the_first() {
+    let Some(ws) = workspace().await else { return };
+    let mut script = Vec::new();
+    for n in 0..20 {
+        // Usage figures of a scripted reply are replaced by the cache simulation's.
+        script.push(tool_reply(
+            &[("bash", json!({"command": format!("seq 1 {}", 200 + n)}))],
+            0,
+            0,
+        ));
+        script.push(text_reply(&format!("done with step {n}"), 0));
+    }
+    let server = mock(script).await;
+    server.simulate_prompt_cache();
+    let (tracer, _sink) = Tracer::in_memory();
+    let tracer = Arc::new(tracer);
+    let runtime = native(
+        client(&server),
+        meter(100_000_000),
+        toolset(&ws, tracer.clone(), Arc::new(MemoryAudit::default())),
+        tracer,
+        LoopConfig {
+            system: "You are a careful engineer. ".repeat(40),
+            ..LoopConfig::default()
+        },
+    );
+    let mut session = Session::new("twenty-wire");
+    let (mut input, mut cached) = (0, 0);
+    for turn in 0..20 {
+        let outcome = runtime
+            .run_turn(
+                &mut session,
+                &format!("step {turn}"),
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        if turn > 0 {
+            assert!(
+                outcome.usage.cache_read > 0,
+                "turn {turn} read nothing from the cache"
+            );
+        }
+        input += outcome.usage.input;
+        cached += outcome.usage.cache_read;
+    }
+    let share = cached as f64 / input as f64;
+    eprintln!(
+        "20-turn session on the Anthropic wire: {cached} of {input} input tokens read from \
+         cache ({:.1} %)",
+        share * 100.0
+    );
+    assert!(share > 0.8, "{share}");
+}
