@@ -4,6 +4,7 @@
 #
 # Usage:
 #   source scripts/dev-mcp-everything.sh   start (or reuse) it and export AUTO_SWE_MCP_EVERYTHING_URL
+#                                          (streamable HTTP) and AUTO_SWE_MCP_EVERYTHING_SSE_URL (legacy SSE)
 #   scripts/dev-mcp-everything.sh stop     stop it
 #
 # Environment: AUTO_SWE_MCP_HOME (default /var/cache/auto-swe/mcp-everything as root,
@@ -21,14 +22,15 @@ auto_swe_mcp_main() {
   fi
   local install="$home/$version"
   local entry="$install/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-  local pidfile="$home/server.pid"
-  local portfile="$home/server.port"
 
   if [ "${1:-start}" = "stop" ]; then
-    if [ -f "$pidfile" ]; then
-      kill "$(cat "$pidfile")" 2>/dev/null || true
-      rm -f "$pidfile" "$portfile"
-    fi
+    local mode
+    for mode in streamableHttp sse; do
+      if [ -f "$home/$mode.pid" ]; then
+        kill "$(cat "$home/$mode.pid")" 2>/dev/null || true
+        rm -f "$home/$mode.pid" "$home/$mode.port"
+      fi
+    done
     return 0
   fi
 
@@ -46,10 +48,23 @@ auto_swe_mcp_main() {
       "@modelcontextprotocol/server-everything@$version" >/dev/null || return 1
   fi
 
-  # Reuse a running server.
+  if [ "$(id -u)" = "0" ]; then
+    chmod -R a+rX "$install"
+  fi
+  auto_swe_mcp_start "$home" "$entry" streamableHttp /mcp AUTO_SWE_MCP_EVERYTHING_URL || return 1
+  # The same server in the legacy HTTP+SSE mode, for the client's fallback.
+  auto_swe_mcp_start "$home" "$entry" sse /sse AUTO_SWE_MCP_EVERYTHING_SSE_URL || return 1
+}
+
+# Starts (or reuses) one server in MODE and exports VARIABLE as its URL (PATH on loopback).
+auto_swe_mcp_start() {
+  local home="$1" entry="$2" mode="$3" path="$4" variable="$5"
+  local pidfile="$home/$mode.pid"
+  local portfile="$home/$mode.port"
+  local log="$home/$mode.log"
   if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null && [ -f "$portfile" ]; then
-    export AUTO_SWE_MCP_EVERYTHING_URL="http://127.0.0.1:$(cat "$portfile")/mcp"
-    echo "$AUTO_SWE_MCP_EVERYTHING_URL"
+    export "$variable=http://127.0.0.1:$(cat "$portfile")$path"
+    echo "${!variable}"
     return 0
   fi
 
@@ -59,21 +74,20 @@ auto_swe_mcp_main() {
   if [ "$(id -u)" = "0" ]; then
     # setpriv execs node itself, so the recorded pid is the server's own.
     runner=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
-    chmod -R a+rX "$install"
   fi
-  PORT="$port" nohup "${runner[@]}" node "$entry" streamableHttp >"$home/server.log" 2>&1 &
+  PORT="$port" nohup "${runner[@]}" node "$entry" "$mode" >"$log" 2>&1 &
   echo $! >"$pidfile"
   echo "$port" >"$portfile"
   local i
   for i in $(seq 1 100); do
-    if grep -q "listening on port" "$home/server.log" 2>/dev/null; then
-      export AUTO_SWE_MCP_EVERYTHING_URL="http://127.0.0.1:$port/mcp"
-      echo "$AUTO_SWE_MCP_EVERYTHING_URL"
+    if grep -qi "listening on port\|running on" "$log" 2>/dev/null; then
+      export "$variable=http://127.0.0.1:$port$path"
+      echo "${!variable}"
       return 0
     fi
     sleep 0.1
   done
-  echo "dev-mcp-everything: the server did not start; see $home/server.log" >&2
+  echo "dev-mcp-everything: the $mode server did not start; see $log" >&2
   return 1
 }
 

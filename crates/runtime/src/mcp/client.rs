@@ -191,23 +191,29 @@ pub async fn bind_mcp(target: &McpTarget, context: McpContext) -> Option<McpBind
     if let Some(token) = &target.bearer {
         config = config.auth_header(token.clone());
     }
-    let transport = StreamableHttpClientTransport::with_client(client, config);
-    let connected = tokio::time::timeout(target.list_timeout, async {
-        let service = ().serve(transport).await.map_err(|e| e.to_string())?;
-        match service.list_all_tools().await {
-            Ok(tools) => Ok((service, tools)),
-            Err(e) => {
-                let _ = service.cancel().await;
-                Err(e.to_string())
-            }
-        }
-    })
-    .await;
+    let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
+    let started = Instant::now();
+    let connected = tokio::time::timeout(target.list_timeout, serve_and_list(transport)).await;
     let (service, listed) = match connected {
         Ok(Ok(pair)) => pair,
         Ok(Err(reason)) => {
-            failed(reason);
-            return None;
+            // A server from before streamable HTTP refuses the POST; the same URL may open a
+            // legacy event stream. What is left of the listing timeout bounds the attempt.
+            let left = target.list_timeout.saturating_sub(started.elapsed());
+            match legacy(client, target, left).await {
+                Ok(pair) => {
+                    event(
+                        &tracer,
+                        "mcp.legacy_sse",
+                        json!({ "server": target.name, "streamableHttp": mask_credential_shapes(&reason) }),
+                    );
+                    pair
+                }
+                Err(legacy_reason) => {
+                    failed(format!("{reason}; {legacy_reason}"));
+                    return None;
+                }
+            }
         }
         Err(_) => {
             failed(format!(
@@ -240,6 +246,55 @@ pub async fn bind_mcp(target: &McpTarget, context: McpContext) -> Option<McpBind
         tracer: context.tracer,
         audit: context.audit,
     })
+}
+
+type Listed = (RunningService<RoleClient, ()>, Vec<rmcp::model::Tool>);
+
+/// Starts the session over `transport` and lists every tool.
+async fn serve_and_list<T, E, A>(transport: T) -> Result<Listed, String>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let service = ().serve(transport).await.map_err(|e| e.to_string())?;
+    match service.list_all_tools().await {
+        Ok(tools) => Ok((service, tools)),
+        Err(e) => {
+            let _ = service.cancel().await;
+            Err(e.to_string())
+        }
+    }
+}
+
+/// The legacy HTTP+SSE transport at the connection's URL, within `wait`.
+async fn legacy(
+    client: reqwest::Client,
+    target: &McpTarget,
+    wait: Duration,
+) -> Result<Listed, String> {
+    if wait.is_zero() {
+        return Err("legacy SSE: no time left".to_owned());
+    }
+    let url = url::Url::parse(&target.url).map_err(|e| e.to_string())?;
+    let mut headers = http::HeaderMap::new();
+    for (name, value) in header_map(&target.headers).unwrap_or_default() {
+        headers.insert(name, value);
+    }
+    if let Some(token) = &target.bearer {
+        let mut value = http::HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| "legacy SSE: the token cannot be sent".to_owned())?;
+        value.set_sensitive(true);
+        headers.insert(http::header::AUTHORIZATION, value);
+    }
+    let started = Instant::now();
+    let transport = super::legacy::LegacySse::connect(client, &url, headers, wait)
+        .await
+        .map_err(|e| e.to_string())?;
+    let left = wait.saturating_sub(started.elapsed());
+    tokio::time::timeout(left, serve_and_list(transport))
+        .await
+        .map_err(|_| "legacy SSE: no answer".to_owned())?
+        .map_err(|e| format!("legacy SSE: {e}"))
 }
 
 /// Our HTTP client for one connection: no redirects, no proxy, every resolved address checked.

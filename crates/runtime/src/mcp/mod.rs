@@ -4,6 +4,7 @@
 //! binding never fails the step: every refusal here is an outcome with an event, not an error.
 
 mod client;
+mod legacy;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use auto_swe_scanners::{
 use serde_json::{Value, json};
 
 pub use client::{McpBinding, McpContext, McpTarget, bind_mcp};
+pub use legacy::LegacySseError;
 
 /// Default tool-listing timeout.
 pub const MCP_LIST_TIMEOUT: Duration = Duration::from_secs(15);

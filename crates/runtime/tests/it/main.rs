@@ -12,6 +12,7 @@ mod compaction;
 mod harness;
 mod loops;
 mod mcp;
+mod mcp_legacy;
 mod mcp_live;
 mod structured;
 mod support;

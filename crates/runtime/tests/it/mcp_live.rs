@@ -17,7 +17,7 @@ use serde_json::json;
 
 use crate::support::patterns;
 
-fn context(policy: UrlPolicy) -> (McpContext, Arc<Tracer>, Arc<MemoryAudit>) {
+pub(crate) fn context(policy: UrlPolicy) -> (McpContext, Arc<Tracer>, Arc<MemoryAudit>) {
     let (tracer, _) = Tracer::in_memory();
     let tracer = Arc::new(tracer);
     let audit = Arc::new(MemoryAudit::default());
@@ -37,7 +37,7 @@ fn context(policy: UrlPolicy) -> (McpContext, Arc<Tracer>, Arc<MemoryAudit>) {
     )
 }
 
-fn events(tracer: &Tracer) -> Vec<String> {
+pub(crate) fn events(tracer: &Tracer) -> Vec<String> {
     tracer
         .pending()
         .into_iter()
@@ -46,7 +46,7 @@ fn events(tracer: &Tracer) -> Vec<String> {
         .collect()
 }
 
-fn loopback_policy(url: &str) -> UrlPolicy {
+pub(crate) fn loopback_policy(url: &str) -> UrlPolicy {
     let parsed = url::Url::parse(url).unwrap();
     let mut policy = UrlPolicy::new();
     policy
