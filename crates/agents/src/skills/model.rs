@@ -163,3 +163,25 @@ pub struct PromptSkill {
     /// Provenance of imported text.
     pub provenance: Option<SkillProvenance>,
 }
+
+impl PromptSkill {
+    /// A skill with hand-written text (no provenance), for embedders and tests that build one
+    /// without a library.
+    #[must_use]
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        prompt_text: impl Into<String>,
+        revision: u32,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            description: description.into(),
+            prompt_text: prompt_text.into(),
+            revision,
+            provenance: None,
+        }
+    }
+}

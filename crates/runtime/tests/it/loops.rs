@@ -18,7 +18,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::{client, meter, mock, native, toolset, workspace};
 
-fn tool_reply(calls: &[(&str, serde_json::Value)], input: u64, cache_read: u64) -> MockTurn {
+pub(crate) fn tool_reply(
+    calls: &[(&str, serde_json::Value)],
+    input: u64,
+    cache_read: u64,
+) -> MockTurn {
     MockTurn::Reply(MockReply {
         parts: calls
             .iter()
@@ -45,7 +49,7 @@ fn tool_reply(calls: &[(&str, serde_json::Value)], input: u64, cache_read: u64) 
     })
 }
 
-fn text_reply(text: &str, input: u64) -> MockTurn {
+pub(crate) fn text_reply(text: &str, input: u64) -> MockTurn {
     let mut reply = MockReply::text(text);
     reply.usage.input = input;
     reply.usage.output = 9;

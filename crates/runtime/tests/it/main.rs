@@ -14,6 +14,7 @@ mod loops;
 mod mcp;
 mod mcp_legacy;
 mod mcp_live;
+mod spans;
 mod structured;
 mod support;
 mod tools;

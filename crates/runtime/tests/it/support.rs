@@ -119,6 +119,24 @@ pub(crate) fn toolset(ws: &Ws, tracer: Arc<Tracer>, audit: Arc<MemoryAudit>) -> 
     toolset_with(ws, tracer, audit, ToolConfig::default())
 }
 
+pub(crate) fn toolset_with_skills(
+    ws: &Ws,
+    tracer: Arc<Tracer>,
+    audit: Arc<MemoryAudit>,
+    skills: Vec<auto_swe_agents::PromptSkill>,
+) -> ToolSet {
+    ToolSet::new(ToolSetConfig {
+        workspace: ws.tools(),
+        patterns: patterns(),
+        workspace_tools: auto_swe_agents::implementer_workspace_tools(None),
+        skills,
+        lessons: None,
+        config: ToolConfig::default(),
+        audit,
+        tracer,
+    })
+}
+
 pub(crate) fn toolset_with(
     ws: &Ws,
     tracer: Arc<Tracer>,

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use auto_swe_agents::PromptSkill;
 use auto_swe_models::ToolCall;
 use auto_swe_runtime::{
     MAX_TOOL_ARGUMENT_BYTES, MemoryAudit, SECURITY_CHECK_FAILED_PREFIX, ToolConfig, TraceKind,
@@ -395,4 +396,46 @@ async fn memory_tools_answer_for_the_sessions_repository_only() {
         .call(&call("bash", &json!({"command": "id"})), &cancel)
         .await;
     assert!(refused.is_error && refused.content.contains("unknown tool"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_skill_exists_only_with_skills_and_reads_only_the_sessions_skills() {
+    let Some(ws) = workspace().await else { return };
+    let (tracer, _sink) = Tracer::in_memory();
+    let tracer = Arc::new(tracer);
+    let audit = Arc::new(MemoryAudit::default());
+    let cancel = CancellationToken::new();
+
+    let without = toolset(&ws, tracer.clone(), audit.clone());
+    assert!(!without.has("loadSkill"));
+    let refused = without
+        .call(&call("loadSkill", &json!({"name": "rust-style"})), &cancel)
+        .await;
+    assert!(refused.is_error, "{}", refused.content);
+
+    let skill = PromptSkill::new(
+        "sk-1",
+        "rust-style",
+        "How this team writes Rust",
+        "Prefer iterators over index loops.",
+        3,
+    );
+    let with = crate::support::toolset_with_skills(&ws, tracer, audit, vec![skill]);
+    assert!(with.has("loadSkill"));
+    assert!(with.definitions().iter().any(|d| d.name == "loadSkill"));
+    let loaded = with
+        .call(&call("loadSkill", &json!({"name": "rust-style"})), &cancel)
+        .await;
+    assert!(!loaded.is_error, "{}", loaded.content);
+    assert!(
+        loaded
+            .content
+            .contains("Prefer iterators over index loops."),
+        "{}",
+        loaded.content
+    );
+    for args in [json!({"name": "other"}), json!({"name": 7}), json!({})] {
+        let missing = with.call(&call("loadSkill", &args), &cancel).await;
+        assert!(missing.is_error, "{args}: {}", missing.content);
+    }
 }
