@@ -29,6 +29,7 @@ pub use git::{
     authed_git_request, authed_git_script, basic_auth_header, bearer_auth_header, clone_script,
     git_auth_env, split_clone_credential,
 };
+pub use local::identity::{CREATE_ACCOUNT_COMMAND, HostIdentity, SANDBOX_ACCOUNT};
 pub use local::{LocalBackend, LocalConfig, WORKSPACE_ID_ENV};
 pub use probe::{BackendProbe, ProbeConfig, ProbeReport, explain_bwrap_failure, probe};
 pub use quote::{shell_join, shell_quote};

@@ -131,6 +131,8 @@ struct Ended {
 pub(crate) struct Launcher {
     requests: tokio::sync::Mutex<tokio::process::ChildStdin>,
     waiters: Waiters,
+    /// Who the launcher and its sandboxes are on the host; their files are handed to it.
+    identity: super::identity::HostIdentity,
     dir: PathBuf,
     pid: u32,
     ended: Arc<std::sync::atomic::AtomicBool>,
@@ -202,15 +204,25 @@ struct Standby {
 }
 
 impl Launcher {
-    /// Starts a launcher through `join` (the cgroup-joining command that ends by exec'ing the
-    /// rest of its arguments), with FIFOs under `dir` (created 0700).
+    /// Starts a launcher as `identity`, with FIFOs under `dir` (created 0700 and handed to
+    /// `identity`), and moves it into the cgroups whose `cgroup.procs` files are `join` before
+    /// anything is asked of it: it forks nothing until its first request, so every sandbox it
+    /// starts is capped from its first instruction. The move is made from this side because an
+    /// unprivileged launcher may not write those files itself.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the local driver starts its launcher; this is the sanctioned spawn site"
+    )]
     pub(crate) fn start(
-        mut join: tokio::process::Command,
+        join: &[PathBuf],
         dir: &Path,
         bwrap: &Path,
+        identity: &super::identity::HostIdentity,
     ) -> Result<Self> {
         super::private_dir(dir)?;
-        join.arg("/bin/sh")
+        identity.own(dir)?;
+        let mut command = tokio::process::Command::new("/bin/sh");
+        command
             .arg("-c")
             .arg(LAUNCHER)
             .arg("launcher")
@@ -223,9 +235,23 @@ impl Launcher {
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .process_group(0);
-        let mut child = join
+        if identity.switched {
+            // Dropping from root also drops every supplementary group.
+            command.uid(identity.uid).gid(identity.gid);
+        }
+        let mut child = command
             .spawn()
             .map_err(|e| SandboxError::io("starting the workspace launcher", e))?;
+        let pid = child.id().unwrap_or(0);
+        for file in join {
+            if let Err(e) = std::fs::write(file, pid.to_string()) {
+                let _ = child.start_kill();
+                return Err(SandboxError::io(
+                    format!("moving the launcher into {}", file.display()),
+                    e,
+                ));
+            }
+        }
         let pid = child.id().unwrap_or(0);
         let requests = child
             .stdin
@@ -245,6 +271,7 @@ impl Launcher {
         Ok(Self {
             requests: tokio::sync::Mutex::new(requests),
             waiters,
+            identity: identity.clone(),
             dir: dir.to_path_buf(),
             pid,
             ended,
@@ -254,6 +281,11 @@ impl Launcher {
             generation: std::sync::atomic::AtomicU64::new(0),
             epoch: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// Who the launcher and its sandboxes are on the host.
+    pub(crate) fn identity(&self) -> &super::identity::HostIdentity {
+        &self.identity
     }
 
     /// The launcher's PID (a member of its cgroups).
@@ -408,7 +440,7 @@ impl Launcher {
             option_bytes.extend_from_slice(option.as_bytes());
             option_bytes.push(0);
         }
-        let pipes = ExecPipes::open(&self.dir, &id, &option_bytes)?;
+        let pipes = ExecPipes::open(&self.dir, &id, &option_bytes, &self.identity)?;
         let (opened_tx, held) = watch::channel(false);
         let (pid_tx, pid_rx) = oneshot::channel();
         let (status_tx, status_rx) = oneshot::channel();
@@ -624,9 +656,17 @@ struct ExecPipes {
 }
 
 impl ExecPipes {
-    fn open(dir: &Path, id: &str, options: &[u8]) -> Result<Self> {
+    fn open(
+        dir: &Path,
+        id: &str,
+        options: &[u8],
+        identity: &super::identity::HostIdentity,
+    ) -> Result<Self> {
         let path = |suffix: &str| dir.join(format!("{id}.{suffix}"));
         let mut fifos = Fifos::make(&[path("req"), path("in"), path("out"), path("err")])?;
+        for fifo in &fifos.0 {
+            identity.own(fifo)?;
+        }
         let io = |e| SandboxError::io("opening an exec pipe", e);
         // The option file, written whole, and the (empty) start mark: new, 0600, removed with
         // the FIFOs.
@@ -640,8 +680,9 @@ impl ExecPipes {
                 .mode(0o600)
                 .open(&file)
                 .map_err(io)?;
-            fifos.0.push(file);
+            fifos.0.push(file.clone());
             opened.write_all(text).map_err(io)?;
+            identity.own(&file)?;
         }
         let writer = |p: PathBuf| {
             pipe::OpenOptions::new()

@@ -37,6 +37,15 @@ pub const HOST_ETC_ALLOWLIST: &[&str] = &[
     "/etc/inputrc",
 ];
 
+/// Kernel knobs of `/proc` bound read-only over the sandbox's own `/proc` where the kernel has
+/// them; `/proc/sys`, always there, is bound unconditionally before them.
+pub const PROC_KNOBS: &[&str] = &[
+    "/proc/sysrq-trigger",
+    "/proc/irq",
+    "/proc/bus",
+    "/proc/fs",
+];
+
 /// How a top-level host system path appears on this host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "target")]
@@ -179,7 +188,16 @@ pub fn sandbox_args(plan: &BwrapPlan<'_>) -> Vec<String> {
             }
         }
     }
-    push(&["--proc", "/proc", "--dev", "/dev"]);
+    push(&["--proc", "/proc"]);
+    // The kernel's knobs, read-only whoever the sandbox is on the host: bubblewrap covers them
+    // only when they look writable to it, and an unprivileged start finds them unwritable.
+    // `/proc/sys` resolves its `net` subtree in the reader's own network namespace, so the
+    // sandbox still sees its own values.
+    push(&["--ro-bind", "/proc/sys", "/proc/sys"]);
+    for knob in PROC_KNOBS {
+        push(&["--ro-bind-try", knob, knob]);
+    }
+    push(&["--dev", "/dev"]);
     match (plan.lockdown, plan.tmp_dir) {
         (Lockdown::Workspace, Some(tmp)) => {
             let tmp = path(tmp);

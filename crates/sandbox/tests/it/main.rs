@@ -12,6 +12,7 @@ mod docker;
 mod endurance;
 mod git_escape;
 mod git_scripts;
+mod hardening;
 mod harness;
 mod kubernetes;
 mod kubernetes_api;
