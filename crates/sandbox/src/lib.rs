@@ -11,6 +11,7 @@ mod error;
 mod git;
 pub mod kubernetes;
 pub mod local;
+mod mount_guard;
 pub mod policy;
 mod probe;
 mod process;
@@ -31,6 +32,7 @@ pub use git::{
 };
 pub use local::identity::{CREATE_ACCOUNT_COMMAND, HostIdentity, SANDBOX_ACCOUNT};
 pub use local::{LocalBackend, LocalConfig, WORKSPACE_ID_ENV};
+pub use mount_guard::{MountGuard, PROTECTED as PROTECTED_MOUNT_SOURCES};
 pub use probe::{BackendProbe, ProbeConfig, ProbeReport, explain_bwrap_failure, probe};
 pub use quote::{shell_join, shell_quote};
 pub use spec::{

@@ -53,6 +53,7 @@ struct DockerWorkspace {
 pub struct DockerBackend {
     docker: Docker,
     config: DockerConfig,
+    guard: crate::mount_guard::MountGuard,
     workspaces: Mutex<HashMap<String, Arc<DockerWorkspace>>>,
 }
 
@@ -111,11 +112,21 @@ impl DockerBackend {
             .ping()
             .await
             .map_err(|e| unavailable(format!("the engine does not answer: {e}")))?;
+        let guard = crate::mount_guard::MountGuard::new().protect(path);
         Ok(Self {
             docker,
             config,
+            guard,
             workspaces: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Also refuses mounts of `path` (the store's directory, say), what is below it and its
+    /// ancestors; the engine's socket is refused already.
+    #[must_use]
+    pub fn protect_path(mut self, path: impl AsRef<std::path::Path>) -> Self {
+        self.guard = std::mem::take(&mut self.guard).protect(path);
+        self
     }
 
     /// Whether the engine has `image`.
@@ -319,7 +330,9 @@ impl DockerBackend {
     }
 
     async fn create_inner(&self, name: &str, spec: &WorkspaceSpec) -> Result<WorkspaceHandle> {
-        let body = plan::workspace_container(name, spec)?;
+        let mut guarded = spec.clone();
+        guarded.mounts = self.guard.check(&spec.mounts)?;
+        let body = plan::workspace_container(name, &guarded)?;
         let options = CreateContainerOptionsBuilder::new().name(name).build();
         self.docker
             .create_container(Some(options), body)
@@ -615,6 +628,7 @@ impl DockerBackend {
         };
         let mut locked = spec.clone();
         locked.image = image;
+        locked.mounts = self.guard.check(&spec.mounts)?;
         let keeper = vec!["sleep".to_owned(), "infinity".to_owned()];
         let body = plan::ephemeral_container(&name, &locked, &keeper, &request.workdir)?;
         let options = CreateContainerOptionsBuilder::new().name(&name).build();

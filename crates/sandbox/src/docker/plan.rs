@@ -25,23 +25,20 @@ fn network_mode(network: NetworkMode) -> String {
     .to_owned()
 }
 
-/// Refuses mounts that would hand the workspace an engine socket or the host's runtime state.
+/// Refuses mounts that would hand the workspace an engine socket, the host's runtime state or
+/// an ancestor of either: [`crate::mount_guard::MountGuard`]'s rules on the sources as given.
+/// The driver has already resolved every source (links, `..`) through the same guard; this is
+/// the plan's own check, so no plan is ever made from an unchecked spec.
 pub fn check_mounts(mounts: &[Mount]) -> Result<()> {
+    let guard = crate::mount_guard::MountGuard::new();
     for mount in mounts {
-        let source = mount.source.to_string_lossy();
-        let forbidden = source.ends_with(".sock")
-            || [
-                "", "/var/run", "/run", "/proc", "/sys", "/root", "/home", "/etc",
-            ]
-            .contains(&source.trim_end_matches('/'))
-            || source.starts_with("/var/run/")
-            || source.starts_with("/run/")
-            || source.starts_with("/proc/");
-        if forbidden || !mount.target.starts_with('/') || mount.target.contains(':') {
+        if let Some(why) = guard.refusal(&mount.source, false) {
             return Err(SandboxError::InvalidRequest(format!(
-                "mount of {source} is not allowed"
+                "mount of {} is not allowed: {why}",
+                mount.source.display()
             )));
         }
+        crate::mount_guard::check_target(&mount.target)?;
     }
     Ok(())
 }
@@ -54,11 +51,9 @@ fn binds(mounts: &[Mount]) -> Vec<String> {
                 MountAccess::ReadOnly => "ro",
                 MountAccess::ReadWrite => "rw",
             };
-            format!(
-                "{}:{}:{mode},nosuid,nodev",
-                m.source.to_string_lossy(),
-                m.target
-            )
+            // Docker's bind syntax takes `ro`/`rw` and relabel/propagation options only (it
+            // refused `nosuid`); nothing set-id runs anyway: no-new-privileges, no capability.
+            format!("{}:{}:{mode}", m.source.to_string_lossy(), m.target)
         })
         .collect()
 }

@@ -117,6 +117,7 @@ struct LocalWorkspace {
 pub struct LocalBackend {
     config: LocalConfig,
     identity: HostIdentity,
+    guard: crate::mount_guard::MountGuard,
     host: HostLayout,
     workspaces: Mutex<HashMap<String, Arc<LocalWorkspace>>>,
     cgroups: CgroupPool,
@@ -233,11 +234,20 @@ impl LocalBackend {
         );
         Ok(Self {
             identity,
+            guard: crate::mount_guard::MountGuard::new().protect(&config.state_dir),
             config,
             host: plan::read_host_layout(),
             workspaces: Mutex::new(HashMap::new()),
             cgroups: CgroupPool::default(),
         })
+    }
+
+    /// Also refuses mounts of `path` (the store's directory, say), what is below it and its
+    /// ancestors; the state directory is refused already.
+    #[must_use]
+    pub fn protect_path(mut self, path: impl AsRef<Path>) -> Self {
+        self.guard = std::mem::take(&mut self.guard).protect(path);
+        self
     }
 
     /// Who every sandbox of this backend is on the host.
@@ -568,7 +578,8 @@ impl LocalBackend {
             .cgroup_root
             .as_deref()
             .and_then(|root| self.cgroups.take(root, &name, &spec.limits));
-        let lent = identity::Lent::mounts(&self.identity, &spec.mounts)?;
+        let mounts = self.guard.check(&spec.mounts)?;
+        let lent = identity::Lent::mounts(&self.identity, &mounts)?;
         // With a cgroup, the run's bubblewrap is forked by a launcher already inside it (the
         // sandbox's account may not move itself into a cgroup of ours).
         let caps = match cgroup {
@@ -603,7 +614,7 @@ impl LocalBackend {
                     tmp_dir: None,
                     hosts_file: &hosts,
                     resolv_file: &resolv,
-                    mounts: &spec.mounts,
+                    mounts: &mounts,
                     network: spec.network,
                     lockdown: Lockdown::Ephemeral,
                     workdir: "/",
@@ -696,6 +707,7 @@ impl WorkspaceBackend for LocalBackend {
         if let LocalRoot::Rootfs(root) = &spec.local_root {
             check_rootfs(root)?;
         }
+        let mounts = self.guard.check(&spec.mounts)?;
         let dir = self.config.state_dir.join(&id);
         passage_dir(&self.config.state_dir)?;
         passage_dir(&self.data_root())?;
@@ -734,10 +746,10 @@ impl WorkspaceBackend for LocalBackend {
                 network: spec.network,
                 block_metadata: spec.block_metadata,
                 env: spec.env.clone(),
-                mounts: spec.mounts.clone(),
+                lent: identity::Lent::mounts(&self.identity, &mounts)?,
+                mounts: mounts.clone(),
                 limits: spec.limits,
                 data: Some(data.clone()),
-                lent: identity::Lent::mounts(&self.identity, &spec.mounts)?,
             };
             let json = serde_json::to_string(&meta).map_err(|e| SandboxError::Engine {
                 backend: "local",

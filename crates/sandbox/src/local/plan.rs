@@ -39,12 +39,7 @@ pub const HOST_ETC_ALLOWLIST: &[&str] = &[
 
 /// Kernel knobs of `/proc` bound read-only over the sandbox's own `/proc` where the kernel has
 /// them; `/proc/sys`, always there, is bound unconditionally before them.
-pub const PROC_KNOBS: &[&str] = &[
-    "/proc/sysrq-trigger",
-    "/proc/irq",
-    "/proc/bus",
-    "/proc/fs",
-];
+pub const PROC_KNOBS: &[&str] = &["/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"];
 
 /// How a top-level host system path appears on this host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

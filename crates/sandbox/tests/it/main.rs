@@ -17,5 +17,6 @@ mod harness;
 mod kubernetes;
 mod kubernetes_api;
 mod local;
+mod mount_guard;
 mod plans;
 mod suite;
