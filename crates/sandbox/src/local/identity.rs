@@ -153,6 +153,61 @@ impl HostIdentity {
     }
 }
 
+/// Creates the system account `account` with [`CREATE_ACCOUNT_COMMAND`]'s options (root only;
+/// what `sandbox probe --create-account` does) and resolves it. An account that exists already
+/// is resolved as it is.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "making the sandbox's account is part of setting up the local backend"
+)]
+pub async fn create_account(account: &str) -> Result<HostIdentity> {
+    if nix::unistd::User::from_name(account)
+        .ok()
+        .flatten()
+        .is_none()
+    {
+        let valid = !account.is_empty()
+            && account.len() <= 32
+            && account
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+            && !account.starts_with('-');
+        if !valid {
+            return Err(SandboxError::InvalidRequest(format!(
+                "{account:?} is not an account name this backend makes"
+            )));
+        }
+        let out = tokio::process::Command::new("useradd")
+            .args([
+                "--system",
+                "--user-group",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/usr/sbin/nologin",
+                "--",
+                account,
+            ])
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .output()
+            .await
+            .map_err(|e| SandboxError::io("running useradd", e))?;
+        if !out.status.success() {
+            return Err(SandboxError::BackendUnavailable {
+                backend: "local",
+                reason: format!(
+                    "useradd could not make `{account}`: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+                remedy: format!("create it yourself: {CREATE_ACCOUNT_COMMAND}"),
+            });
+        }
+    }
+    HostIdentity::resolve(account)
+}
+
 /// Read-write mounts lent to the sandbox's account: each source with the owner to hand it back
 /// to.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]

@@ -19,4 +19,5 @@ mod kubernetes_api;
 mod local;
 mod mount_guard;
 mod plans;
+mod settings;
 mod suite;
