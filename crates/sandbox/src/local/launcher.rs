@@ -51,7 +51,8 @@ use crate::process::{OomProbe, kill_tree};
 use crate::spec::ExecId;
 
 /// The launcher loop. `$1` is the FIFO directory, `$2` the bubblewrap binary, `$3` the
-/// [`STUB`]. Ids are checked to be lowercase hex, so no request can name a path outside the
+/// [`STUB`], `$4` the seccomp program's file (opened on descriptor 9, which bubblewrap reads
+/// and closes: `--seccomp 9`). Ids are checked to be lowercase hex, so no request can name a path outside the
 /// directory. The subshell opens every file, says so (`o ID`), and only then is the request
 /// FIFO written and closed (data in a FIFO that nobody holds open is discarded).
 /// On end of input (this process went away) it kills its whole process group, bubblewrap
@@ -64,7 +65,7 @@ while IFS= read -r id; do
   case "$id" in ''|*[!0-9a-f]*) continue ;; esac
   f="$1/$id"
   {
-    exec 3<"$f.args" 4<"$f.req" 5>"$f.up" 6<"$f.in" 7>"$f.out" 8>"$f.err"
+    exec 3<"$f.args" 4<"$f.req" 5>"$f.up" 6<"$f.in" 7>"$f.out" 8>"$f.err" 9<"$4"
     { echo 0 >/proc/self/oom_score_adj; } 2>/dev/null
     echo "o $id"
     "$2" --args 3 -- /bin/sh -c "$3" sh <&6 >&7 2>&8 6<&- 7>&- 8>&-
@@ -107,6 +108,13 @@ while [ "$1" != -- ]; do export "$1" || exit 126; shift; done
 shift
 "$@"
 exit $?"#;
+
+/// What a launcher starts sandboxes with: the bubblewrap binary and the seccomp program's file.
+#[derive(Debug, Clone)]
+pub(crate) struct Tools {
+    pub(crate) bwrap: PathBuf,
+    pub(crate) filter: PathBuf,
+}
 
 type Waiters = Arc<Mutex<HashMap<String, Waiter>>>;
 
@@ -216,7 +224,7 @@ impl Launcher {
     pub(crate) fn start(
         join: &[PathBuf],
         dir: &Path,
-        bwrap: &Path,
+        tools: &Tools,
         identity: &super::identity::HostIdentity,
     ) -> Result<Self> {
         super::private_dir(dir)?;
@@ -227,8 +235,9 @@ impl Launcher {
             .arg(LAUNCHER)
             .arg("launcher")
             .arg(dir)
-            .arg(bwrap)
+            .arg(&tools.bwrap)
             .arg(STUB)
+            .arg(&tools.filter)
             .env_clear()
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())

@@ -9,6 +9,7 @@ mod cgroup;
 pub mod identity;
 mod launcher;
 pub mod plan;
+pub mod seccomp;
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::DirBuilderExt as _;
@@ -118,6 +119,8 @@ pub struct LocalBackend {
     config: LocalConfig,
     identity: HostIdentity,
     guard: crate::mount_guard::MountGuard,
+    /// The seccomp program's file (`STATE/.seccomp.bpf`), when this architecture has one.
+    filter: Option<PathBuf>,
     host: HostLayout,
     workspaces: Mutex<HashMap<String, Arc<LocalWorkspace>>>,
     cgroups: CgroupPool,
@@ -232,8 +235,19 @@ impl LocalBackend {
             switched = identity.switched,
             "local sandboxes run as an unprivileged host identity"
         );
+        let filter = match seccomp::native() {
+            Some(arch) => {
+                passage_dir(&config.state_dir)?;
+                let path = config.state_dir.join(".seccomp.bpf");
+                std::fs::write(&path, seccomp::to_bytes(&seccomp::program(&arch)))
+                    .map_err(|e| SandboxError::io("writing the seccomp program", e))?;
+                Some(path)
+            }
+            None => None,
+        };
         Ok(Self {
             identity,
+            filter,
             guard: crate::mount_guard::MountGuard::new().protect(&config.state_dir),
             config,
             host: plan::read_host_layout(),
@@ -316,7 +330,7 @@ impl LocalBackend {
             return Ok((None, None, None));
         };
         let dir = self.launch_dir()?;
-        match Launcher::start(&cg.procs_files(), &dir, &self.config.bwrap, &self.identity) {
+        match Launcher::start(&cg.procs_files(), &dir, &self.tools(), &self.identity) {
             Ok(launcher) => Ok((Some(cg), Some(Arc::new(launcher)), None)),
             Err(e) => {
                 cg.remove();
@@ -332,7 +346,19 @@ impl LocalBackend {
         Ok(root.join(random_hex(8)?))
     }
 
-    /// A bubblewrap started directly (no cgroup to start it in), as the sandbox's identity.
+    /// The bubblewrap binary and the seccomp program's file (`/dev/null` without one).
+    fn tools(&self) -> launcher::Tools {
+        launcher::Tools {
+            bwrap: self.config.bwrap.clone(),
+            filter: self
+                .filter
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("/dev/null")),
+        }
+    }
+
+    /// A bubblewrap started directly (no cgroup to start it in), as the sandbox's identity,
+    /// through a shell that opens the seccomp program on [`plan::SECCOMP_FD`] for it.
     #[expect(
         clippy::disallowed_methods,
         reason = "the local driver starts bubblewrap; this is the sanctioned spawn site"
@@ -342,7 +368,17 @@ impl LocalBackend {
         bwrap_args: Vec<String>,
         env: Vec<(String, String)>,
     ) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(&self.config.bwrap);
+        let tools = self.tools();
+        let mut command = tokio::process::Command::new("/bin/sh");
+        command
+            .arg("-c")
+            .arg(format!(
+                "exec {}<\"$1\" || exit 125; shift; exec \"$@\"",
+                plan::SECCOMP_FD
+            ))
+            .arg("sh")
+            .arg(&tools.filter)
+            .arg(&tools.bwrap);
         if self.identity.switched {
             command.uid(self.identity.uid).gid(self.identity.gid);
         }
@@ -377,6 +413,7 @@ impl LocalBackend {
             lockdown: Lockdown::Workspace,
             workdir: "/",
             argv: &[],
+            seccomp_fd: self.filter.as_ref().map(|_| plan::SECCOMP_FD),
         })
     }
 
@@ -500,7 +537,7 @@ impl LocalBackend {
         let fresh = Arc::new(Launcher::start(
             &cgroup.procs_files(),
             &dir,
-            &self.config.bwrap,
+            &self.tools(),
             &self.identity,
         )?);
         *slot = Some(Arc::clone(&fresh));
@@ -585,7 +622,7 @@ impl LocalBackend {
         let caps = match cgroup {
             Some(cg) => {
                 let started = self.launch_dir().and_then(|dir| {
-                    Launcher::start(&cg.procs_files(), &dir, &self.config.bwrap, &self.identity)
+                    Launcher::start(&cg.procs_files(), &dir, &self.tools(), &self.identity)
                 });
                 match started {
                     Ok(launcher) => Some(EphemeralCaps {
@@ -619,6 +656,7 @@ impl LocalBackend {
                     lockdown: Lockdown::Ephemeral,
                     workdir: "/",
                     argv: &[],
+                    seccomp_fd: self.filter.as_ref().map(|_| plan::SECCOMP_FD),
                 }),
                 &spec.env,
                 &secrets,

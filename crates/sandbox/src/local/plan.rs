@@ -95,7 +95,13 @@ pub struct BwrapPlan<'a> {
     pub workdir: &'a str,
     /// The command.
     pub argv: &'a [String],
+    /// The descriptor bubblewrap reads the seccomp program from (`--seccomp`), when there is
+    /// one (see `local::seccomp`).
+    pub seccomp_fd: Option<u32>,
 }
+
+/// The descriptor the driver hands each bubblewrap the seccomp program on.
+pub const SECCOMP_FD: u32 = 9;
 
 fn path(p: &Path) -> String {
     p.to_string_lossy().into_owned()
@@ -217,6 +223,10 @@ pub fn sandbox_args(plan: &BwrapPlan<'_>) -> Vec<String> {
         push(&[flag, &source, &mount.target]);
     }
     push(&["--remount-ro", "/"]);
+    if let Some(fd) = plan.seccomp_fd {
+        let fd = fd.to_string();
+        push(&["--seccomp", &fd]);
+    }
     a
 }
 

@@ -19,5 +19,6 @@ mod kubernetes_api;
 mod local;
 mod mount_guard;
 mod plans;
+mod seccomp;
 mod settings;
 mod suite;
