@@ -641,7 +641,13 @@ impl DockerBackend {
                 .start_container(&name, None)
                 .await
                 .map_err(|e| engine(&e))?;
-            self.start_exec(&name, request, secrets, None, keep_stdin_open, None)
+            // The run's own OOM accounting, so a command the OOM killer ended is reported as
+            // such, not as a bare 137.
+            let oom = Arc::new(DockerWorkspace {
+                secret_env: SecretEnv::new(),
+                oom_seen: Mutex::new(0),
+            });
+            self.start_exec(&name, request, secrets, None, keep_stdin_open, Some(oom))
                 .await
         }
         .await;

@@ -226,3 +226,42 @@ async fn the_sandbox_does_not_spend_the_callers_inotify_budget() {
     );
     backend.remove(&ws).await.unwrap();
 }
+
+/// An ephemeral run the OOM killer ends says so on both backends (docker once gave a bare 137).
+async fn ephemeral_oom_is_reported(runner: &dyn auto_swe_sandbox::EphemeralRunner) {
+    let mut spec = ephemeral_with(Vec::new());
+    spec.limits.memory_bytes = 64 * 1024 * 1024;
+    let request = ExecRequest::shell("x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo ${#x}")
+        .timeout(Duration::from_secs(120));
+    let err = runner.run_ephemeral(&spec, &request).await.unwrap_err();
+    assert_eq!(err.code(), "WORKSPACE_OUT_OF_MEMORY", "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_ephemeral_oom_is_reported() {
+    let state = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = harness::local(&state) else {
+        return;
+    };
+    let probe = backend
+        .create(&harness::spec("unused", root))
+        .await
+        .unwrap();
+    let capped = probe
+        .protections
+        .contains(&auto_swe_sandbox::Protection::MemoryCap);
+    backend.remove(&probe).await.unwrap();
+    if !capped {
+        eprintln!("skipping: no memory cap on this host");
+        return;
+    }
+    ephemeral_oom_is_reported(&backend).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_ephemeral_oom_is_reported() {
+    let Some(backend) = harness::docker().await else {
+        return;
+    };
+    ephemeral_oom_is_reported(&backend).await;
+}
