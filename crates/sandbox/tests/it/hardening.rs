@@ -265,3 +265,36 @@ async fn docker_ephemeral_oom_is_reported() {
     };
     ephemeral_oom_is_reported(&backend).await;
 }
+
+/// No new user namespace can be made inside (the way to regain capabilities over a namespace of
+/// one's own), and the kernel's trigger files are not writable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_user_namespace_and_no_kernel_trigger_inside() {
+    let state = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = harness::local(&state) else {
+        return;
+    };
+    let ws = backend
+        .create(&harness::spec("unused", root))
+        .await
+        .unwrap();
+    let out = backend
+        .exec(
+            &ws,
+            &ExecRequest::shell(
+                "command -v unshare >/dev/null || { echo NO-UNSHARE; exit 0; }; \
+                 unshare -U true 2>/dev/null && echo USERNS; \
+                 unshare -Ur true 2>/dev/null && echo ROOT-IN-USERNS; \
+                 for f in /proc/sysrq-trigger /proc/sys/kernel/core_pattern; do \
+                   [ -e \"$f\" ] && [ -w \"$f\" ] && echo \"WRITABLE $f\"; done; echo done",
+            ),
+        )
+        .await
+        .unwrap();
+    let stdout = out.stdout_text();
+    assert!(stdout.ends_with("done\n"), "{stdout} {}", out.stderr_text());
+    for bad in ["USERNS", "ROOT-IN-USERNS", "WRITABLE"] {
+        assert!(!stdout.contains(bad), "{stdout}");
+    }
+    backend.remove(&ws).await.unwrap();
+}
