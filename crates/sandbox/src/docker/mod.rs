@@ -177,7 +177,8 @@ impl DockerBackend {
                     env: Some(env),
                     cmd: Some(request.argv.clone()),
                     working_dir: Some(request.workdir.clone()),
-                    user: user.map(ToOwned::to_owned),
+                    // Every exec names its user: the container's own is the keeper's.
+                    user: Some(user.unwrap_or(plan::WORKSPACE_USER).to_owned()),
                     ..CreateExecOptions::default()
                 },
             )
@@ -424,6 +425,7 @@ async fn kill_tagged(docker: &Docker, container: &str, tag: &str) {
                 attach_stdout: Some(true),
                 attach_stderr: Some(true),
                 cmd: Some(vec!["/bin/sh".to_owned(), "-c".to_owned(), script]),
+                user: Some(plan::WORKSPACE_USER.to_owned()),
                 ..CreateExecOptions::default()
             },
         )

@@ -13,8 +13,13 @@ use crate::spec::{MetadataBlock, Mount, MountAccess, NetworkMode, ResourceLimits
 /// The label every container of this backend carries, naming its workspace.
 pub const WORKSPACE_LABEL: &str = "io.auto-swe.workspace";
 
-/// The user workspace commands run as (the rootfs's `agent`).
+/// The user workspace commands run as (the rootfs's `agent`): every exec names it.
 pub const WORKSPACE_USER: &str = "1000:1000";
+
+/// The user the container's own processes — the init and the keeper — run as: not the
+/// workspace user, so no workspace process may trace them (a traced keeper ran an agent's code
+/// under the one PID the authenticated git call's stray sweep spares) or signal them.
+pub const KEEPER_USER: &str = "65534:65534";
 
 fn network_mode(network: NetworkMode) -> String {
     match network {
@@ -111,7 +116,7 @@ pub fn workspace_container(name: &str, spec: &WorkspaceSpec) -> Result<Container
         image: Some(spec.image.clone()),
         cmd: Some(vec!["sleep".to_owned(), "infinity".to_owned()]),
         entrypoint: Some(Vec::new()),
-        user: Some(WORKSPACE_USER.to_owned()),
+        user: Some(KEEPER_USER.to_owned()),
         hostname: Some("workspace".to_owned()),
         working_dir: Some("/workspace".to_owned()),
         env: Some(
@@ -184,7 +189,7 @@ pub fn ephemeral_container(
         image: Some(spec.image.clone()),
         cmd: Some(argv.to_vec()),
         entrypoint: Some(Vec::new()),
-        user: Some(WORKSPACE_USER.to_owned()),
+        user: Some(KEEPER_USER.to_owned()),
         working_dir: Some(workdir.to_owned()),
         env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
         labels: Some(HashMap::from([(

@@ -298,3 +298,90 @@ async fn no_user_namespace_and_no_kernel_trigger_inside() {
     }
     backend.remove(&ws).await.unwrap();
 }
+
+/// Tries `ptrace(PTRACE_ATTACH)` on every process the exec can see but itself (x86-64 numbers):
+/// one line per process, `refused` or `ATTACHED`. With `OTHERS_ONLY` set, only processes of
+/// another uid than the exec's are tried.
+const ATTACH_ALL: &str = r#"
+    opendir(my $d, "/proc") or die;
+    my @pids = sort { $a <=> $b } grep { /^\d+$/ && $_ != $$ } readdir($d);
+    @pids = grep { (stat("/proc/$_"))[4] != $< } @pids if $ENV{OTHERS_ONLY};
+    for my $pid (@pids) {
+        my $r = syscall(101, 16, $pid + 0, 0, 0);
+        print "$pid ", ($r == -1 ? "refused" : "ATTACHED"), "\n";
+    }
+"#;
+
+/// The hijack of the report: an agent attaching to a long-lived process of its workspace (the
+/// keeper, the init, a sandbox's PID 1, a process it left running) to run its own code there.
+/// Every attach is refused, on both backends.
+async fn no_long_lived_process_can_be_hijacked(
+    backend: &dyn auto_swe_sandbox::WorkspaceBackend,
+    spec: auto_swe_sandbox::WorkspaceSpec,
+    others_only: bool,
+) {
+    if !cfg!(target_arch = "x86_64") {
+        eprintln!("skipping: the attach script uses x86-64 call numbers");
+        return;
+    }
+    let ws = backend.create(&spec).await.unwrap();
+    let spawned = backend
+        .spawn(&ws, &ExecRequest::shell("echo up; exec sleep 60"))
+        .await
+        .unwrap();
+    let mut output = spawned.output;
+    assert!(output.recv().await.is_some());
+    let mut request = ExecRequest::shell(&format!(
+        "sleep 60 >/dev/null 2>&1 & perl -e '{}'",
+        ATTACH_ALL.replace('\'', "")
+    ));
+    request.timeout = Duration::from_secs(30);
+    if others_only {
+        request.env.insert(
+            auto_swe_sandbox::EnvName::new("OTHERS_ONLY").unwrap(),
+            "1".to_owned(),
+        );
+    }
+    let out = backend.exec(&ws, &request).await.unwrap();
+    let stdout = out.stdout_text();
+    let expected = if others_only { 2 } else { 3 };
+    assert!(
+        stdout.lines().count() >= expected,
+        "the long-lived processes are seen: {stdout} {}",
+        out.stderr_text()
+    );
+    assert!(!stdout.contains("ATTACHED"), "{stdout}");
+    if ws.keeper_pid > 0 {
+        assert!(
+            stdout.contains(&format!("{} refused", ws.keeper_pid)),
+            "the keeper {} is seen and refused: {stdout}",
+            ws.keeper_pid
+        );
+    }
+    backend.remove(&ws).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_no_long_lived_process_can_be_hijacked() {
+    let state = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = harness::local(&state) else {
+        return;
+    };
+    // Everything, the exec's own processes included: the seccomp filter refuses every attach.
+    no_long_lived_process_can_be_hijacked(&backend, harness::spec("unused", root), false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_no_long_lived_process_can_be_hijacked() {
+    let Some(backend) = harness::docker().await else {
+        return;
+    };
+    // The container's own processes (the init and the keeper); the workspace user's own
+    // processes are its to trace on this backend.
+    no_long_lived_process_can_be_hijacked(
+        &backend,
+        harness::spec(&harness::image(), auto_swe_sandbox::LocalRoot::HostSystem),
+        true,
+    )
+    .await;
+}
