@@ -44,7 +44,7 @@ pub const OFFSET_ARG0: u32 = 16;
 
 /// Let the call through.
 pub const RET_ALLOW: u32 = 0x7fff_0000;
-/// Fail the call with `EPERM` (`SECCOMP_RET_ERRNO`, 0x0005_0000, with errno 1).
+/// Fail the call with `EPERM` (`SECCOMP_RET_ERRNO`, `0x0005_0000`, with errno 1).
 pub const RET_EPERM: u32 = 0x0005_0001;
 /// Kill the whole process.
 pub const RET_KILL_PROCESS: u32 = 0x8000_0000;
