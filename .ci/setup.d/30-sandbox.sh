@@ -8,6 +8,13 @@ if ! command -v bwrap >/dev/null 2>&1 || ! command -v dockerd >/dev/null 2>&1 \
     bubblewrap docker.io debootstrap iproute2 tar >/dev/null
 fi
 
+# CI runs as root, and local sandboxes never run as host root: they run as this unprivileged
+# account (see docs/sandbox.md, "Never host root").
+if ! id auto-swe-sandbox >/dev/null 2>&1; then
+  useradd --system --user-group --no-create-home --home-dir /nonexistent \
+    --shell /usr/sbin/nologin auto-swe-sandbox
+fi
+
 # A Docker engine that runs inside an unprivileged CI container: vfs storage, no iptables, no
 # default bridge (workspaces use `none` or `host` networking here). State is cached with the build.
 if ! docker info >/dev/null 2>&1; then

@@ -183,6 +183,7 @@ fn same_sandbox_args(state: &std::path::Path, root: &LocalRoot) -> Vec<String> {
         lockdown: auto_swe_sandbox::local::plan::Lockdown::Workspace,
         workdir: "/workspace",
         argv: &["/bin/true".to_owned()],
+        seccomp_fd: None,
     })
 }
 

@@ -11,10 +11,12 @@ mod error;
 mod git;
 pub mod kubernetes;
 pub mod local;
+mod mount_guard;
 pub mod policy;
 mod probe;
 mod process;
 mod quote;
+mod settings;
 mod spec;
 
 pub use archive::{ArchiveSummary, assert_safe_archive};
@@ -29,9 +31,15 @@ pub use git::{
     authed_git_request, authed_git_script, basic_auth_header, bearer_auth_header, clone_script,
     git_auth_env, split_clone_credential,
 };
+pub use local::identity::{CREATE_ACCOUNT_COMMAND, HostIdentity, SANDBOX_ACCOUNT, create_account};
 pub use local::{LocalBackend, LocalConfig, WORKSPACE_ID_ENV};
+pub use mount_guard::{MountGuard, PROTECTED as PROTECTED_MOUNT_SOURCES};
 pub use probe::{BackendProbe, ProbeConfig, ProbeReport, explain_bwrap_failure, probe};
 pub use quote::{shell_join, shell_quote};
+pub use settings::{
+    DEFAULT_DOCKER_SOCKET, DEFAULT_MEMORY_BYTES, DEFAULT_PIDS, DEFAULT_ROOTFS,
+    DEFAULT_WORKSPACE_IMAGE, SandboxSettings, parse_cpus, parse_memory, parse_pids,
+};
 pub use spec::{
     DEFAULT_EXEC_TIMEOUT, DEFAULT_OUTPUT_LIMIT, EXEC_ID_ENV, EnvName, ExecId, ExecOutput,
     ExecRequest, LocalRoot, MetadataBlock, Mount, MountAccess, NetworkMode, ResourceLimits,

@@ -8,24 +8,18 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::backend::{EphemeralRunner as _, EphemeralSpec, Protection, WorkspaceBackend as _};
-use crate::docker::{DockerBackend, DockerConfig};
+use crate::docker::DockerBackend;
 use crate::error::SandboxError;
-use crate::local::{LocalBackend, LocalConfig};
-use crate::spec::{ExecRequest, LocalRoot, NetworkMode, ResourceLimits, WorkspaceSpec};
+use crate::local::LocalBackend;
+use crate::spec::{ExecRequest, NetworkMode, ResourceLimits, WorkspaceSpec};
 
 /// Where to look.
 #[derive(Debug, Clone)]
 pub struct ProbeConfig {
-    /// bubblewrap binary (`None`: not found on `PATH`).
-    pub bwrap: Option<PathBuf>,
-    /// The `local` root to try.
-    pub local_root: LocalRoot,
+    /// The host's resolved settings (bubblewrap, root, engine, images, account).
+    pub settings: crate::settings::SandboxSettings,
     /// Directory for the probe's throwaway workspace.
     pub state_dir: PathBuf,
-    /// Docker engine socket.
-    pub docker_socket: String,
-    /// Workspace image to look for.
-    pub image: String,
     /// Kubernetes configuration found (`KUBECONFIG` or in-cluster), if any.
     pub kube_config: Option<String>,
 }
@@ -47,6 +41,9 @@ pub struct BackendProbe {
     pub protections: Vec<Protection>,
     /// Protections this host cannot give, with the reason.
     pub missing: BTreeMap<String, String>,
+    /// Who the backend's sandboxes are on the host (`local` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity: Option<crate::local::identity::HostIdentity>,
 }
 
 /// The whole report.
@@ -65,6 +62,7 @@ impl BackendProbe {
             remedy: Some(remedy.into()),
             protections: Vec::new(),
             missing: BTreeMap::new(),
+            identity: None,
         }
     }
 }
@@ -111,20 +109,21 @@ pub fn explain_bwrap_failure(stderr: &str, sysctl_root: &Path) -> (String, Strin
 }
 
 async fn probe_local(config: &ProbeConfig) -> BackendProbe {
-    let Some(bwrap) = &config.bwrap else {
-        return BackendProbe::down(
-            "local",
-            "bubblewrap (bwrap) is not installed",
-            "install it: apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora)",
-        );
+    let local = match config.settings.local_config(config.state_dir.clone()) {
+        Ok(local) => local,
+        Err(SandboxError::BackendUnavailable { reason, remedy, .. }) => {
+            return BackendProbe::down("local", reason, remedy);
+        }
+        Err(e) => return BackendProbe::down("local", e.to_string(), "check the settings"),
     };
-    let mut local = LocalConfig::new(config.local_root.clone());
-    local.bwrap.clone_from(bwrap);
-    local.state_dir.clone_from(&config.state_dir);
     let backend = match LocalBackend::new(local) {
         Ok(b) => b,
+        Err(SandboxError::BackendUnavailable { reason, remedy, .. }) => {
+            return BackendProbe::down("local", reason, remedy);
+        }
         Err(e) => return BackendProbe::down("local", e.to_string(), "install bubblewrap"),
     };
+    let identity = Some(backend.identity().clone());
     let spec = EphemeralSpec {
         image: String::new(),
         mounts: Vec::new(),
@@ -144,7 +143,7 @@ async fn probe_local(config: &ProbeConfig) -> BackendProbe {
         Err(e) => return BackendProbe::down("local", e.to_string(), "check bubblewrap"),
     }
     // What a workspace gets here (caps depend on writable cgroups).
-    let ws_spec = WorkspaceSpec::new(&config.image, config.local_root.clone());
+    let ws_spec = WorkspaceSpec::new(&config.settings.image, config.settings.local_root.clone());
     match backend.create(&ws_spec).await {
         Ok(handle) => {
             let _ = backend.remove(&handle).await;
@@ -157,6 +156,7 @@ async fn probe_local(config: &ProbeConfig) -> BackendProbe {
                 remedy: None,
                 protections: handle.protections,
                 missing: handle.missing,
+                identity,
             }
         }
         Err(e) => BackendProbe::down("local", e.to_string(), "check the state directory"),
@@ -164,13 +164,14 @@ async fn probe_local(config: &ProbeConfig) -> BackendProbe {
 }
 
 async fn probe_docker(config: &ProbeConfig) -> BackendProbe {
-    let backend = match DockerBackend::connect(DockerConfig {
-        socket: config.docker_socket.clone(),
-        helper_image: config.image.clone(),
-        sidecar_image: Some(crate::DEFAULT_SIDECAR_IMAGE.to_owned()),
-    })
-    .await
-    {
+    let docker = match config.settings.docker_config(config.settings.image.clone()) {
+        Ok(docker) => docker,
+        Err(SandboxError::BackendUnavailable { reason, remedy, .. }) => {
+            return BackendProbe::down("docker", reason, remedy);
+        }
+        Err(e) => return BackendProbe::down("docker", e.to_string(), "check the settings"),
+    };
+    let backend = match DockerBackend::connect(docker).await {
         Ok(b) => b,
         Err(SandboxError::BackendUnavailable { reason, remedy, .. }) => {
             let remedy = if reason.contains("ermission denied") {
@@ -183,10 +184,13 @@ async fn probe_docker(config: &ProbeConfig) -> BackendProbe {
         }
         Err(e) => return BackendProbe::down("docker", e.to_string(), "check the engine"),
     };
-    if !backend.has_image(&config.image).await {
+    if !backend.has_image(&config.settings.image).await {
         return BackendProbe::down(
             "docker",
-            format!("the workspace image {} is not present", config.image),
+            format!(
+                "the workspace image {} is not present",
+                config.settings.image
+            ),
             "build it: scripts/build-workspace-rootfs.sh (debootstrap + docker import)",
         );
     }
@@ -206,6 +210,7 @@ async fn probe_docker(config: &ProbeConfig) -> BackendProbe {
         remedy: None,
         protections,
         missing: BTreeMap::new(),
+        identity: None,
     }
 }
 

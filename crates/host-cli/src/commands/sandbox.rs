@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use auto_swe_sandbox::{
-    BackendProbe, DockerBackend, DockerConfig, EnvName, EphemeralRunner, EphemeralSpec,
-    ExecRequest, Exit, LocalBackend, LocalConfig, LocalRoot, Mount, MountAccess, NetworkMode,
-    OutputChunk, ProbeConfig, ResourceLimits, SecretEnv,
+    BackendProbe, DockerBackend, EnvName, EphemeralRunner, EphemeralSpec, ExecRequest, Exit,
+    LocalBackend, LocalRoot, Mount, MountAccess, NetworkMode, OutputChunk, ProbeConfig,
+    SandboxSettings, SecretEnv,
 };
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -35,6 +35,10 @@ enum SandboxCommand {
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         format: Format,
+        /// When run as root, make the unprivileged account local sandboxes run as (if missing)
+        /// before probing.
+        #[arg(long)]
+        create_account: bool,
     },
     /// Run one command in a fresh hardened workspace and exit with its status.
     Run(RunArgs),
@@ -69,6 +73,15 @@ struct RunArgs {
     /// Host directory mounted read-write at /workspace.
     #[arg(long)]
     workdir: Option<PathBuf>,
+    /// Memory cap (`512m`, `2g`); default `WORKSPACE_MEMORY`, else 4g.
+    #[arg(long)]
+    memory: Option<String>,
+    /// CPU cap (`1`, `0.5`); default `WORKSPACE_CPUS`, else every CPU of the host but one.
+    #[arg(long)]
+    cpus: Option<String>,
+    /// Process cap; default `WORKSPACE_PIDS_LIMIT`, else 512.
+    #[arg(long)]
+    pids: Option<String>,
     /// Pass the variable NAME from this environment as a secret (by name; never on a command
     /// line). Repeatable.
     #[arg(long = "secret-env", value_name = "NAME")]
@@ -85,61 +98,42 @@ pub(crate) fn run(args: &SandboxArgs) -> anyhow::Result<Status> {
         .build()
         .context("starting the async runtime")?;
     match &args.command {
-        SandboxCommand::Probe { format } => runtime.block_on(probe(*format)),
+        SandboxCommand::Probe {
+            format,
+            create_account,
+        } => runtime.block_on(probe(*format, *create_account)),
         SandboxCommand::Run(run_args) => runtime.block_on(run_command(run_args)),
     }
 }
 
-fn find_bwrap() -> Option<PathBuf> {
-    if let Some(explicit) = std::env::var_os("AUTO_SWE_BWRAP") {
-        let path = PathBuf::from(explicit);
-        return path.exists().then_some(path);
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("bwrap"))
-            .find(|candidate| candidate.is_file())
-    })
-}
-
-fn docker_socket() -> String {
-    std::env::var("DOCKER_HOST")
-        .ok()
-        .and_then(|h| h.strip_prefix("unix://").map(ToOwned::to_owned))
-        .unwrap_or_else(|| "/var/run/docker.sock".to_owned())
-}
-
-fn default_image() -> String {
-    std::env::var("AUTO_SWE_WORKSPACE_IMAGE")
-        .unwrap_or_else(|_| "auto-swe-workspace:bookworm".to_owned())
-}
-
-/// The rootfs when one was built (`AUTO_SWE_ROOTFS` or the cache), else the host's system
-/// directories read-only.
-fn default_local_root() -> LocalRoot {
-    let dir = std::env::var_os("AUTO_SWE_ROOTFS").map_or_else(
-        || PathBuf::from("/var/cache/auto-swe/rootfs/bookworm"),
-        PathBuf::from,
-    );
-    if dir.join(".auto-swe-rootfs-v1").exists() {
-        LocalRoot::Rootfs(dir)
-    } else {
-        LocalRoot::HostSystem
-    }
+/// The host's sandbox settings: the one resolver, over this process's environment.
+fn settings() -> auto_swe_sandbox::Result<SandboxSettings> {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    SandboxSettings::resolve(&|name| std::env::var(name).ok(), cpus)
 }
 
 fn state_dir() -> PathBuf {
     std::env::temp_dir().join(format!("auto-swe-workspaces-{}", std::process::id()))
 }
 
-async fn probe(format: Format) -> anyhow::Result<Status> {
+async fn probe(format: Format, create_account: bool) -> anyhow::Result<Status> {
+    let settings = match settings() {
+        Ok(settings) => settings,
+        Err(e) => {
+            output::print_diagnostic(&format!("auto-swe: {} ({})", e, e.code()))?;
+            return Ok(Status::Exit(EXIT_SANDBOX_FAILED));
+        }
+    };
+    if create_account
+        && nix_is_root()
+        && let Err(e) = auto_swe_sandbox::create_account(&settings.account).await
+    {
+        output::print_diagnostic(&format!("auto-swe: {} ({})", e, e.code()))?;
+    }
     let state = state_dir();
     let config = ProbeConfig {
-        bwrap: find_bwrap(),
-        local_root: default_local_root(),
+        settings,
         state_dir: state.clone(),
-        docker_socket: docker_socket(),
-        image: default_image(),
         kube_config: std::env::var("KUBECONFIG").ok().or_else(|| {
             std::env::var("KUBERNETES_SERVICE_HOST")
                 .ok()
@@ -153,6 +147,11 @@ async fn probe(format: Format) -> anyhow::Result<Status> {
         Format::Text => output::print_text(&render(&report.backends))?,
     }
     Ok(Status::Success)
+}
+
+/// Whether this process runs as root (the local backend then needs its sandbox account).
+fn nix_is_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
 }
 
 fn render(backends: &[BackendProbe]) -> String {
@@ -170,6 +169,18 @@ fn render(backends: &[BackendProbe]) -> String {
         if let Some(remedy) = &b.remedy {
             let _ = writeln!(text, "  fix:    {remedy}");
         }
+        if let Some(identity) = &b.identity {
+            let how = if identity.switched {
+                "the caller is root; sandboxes drop to this account"
+            } else {
+                "the caller itself, unprivileged"
+            };
+            let _ = writeln!(
+                text,
+                "  as:     {} (uid {}, gid {}; {how})",
+                identity.name, identity.uid, identity.gid
+            );
+        }
         for (what, why) in &b.missing {
             let _ = writeln!(text, "  no {what}: {why}");
         }
@@ -177,28 +188,54 @@ fn render(backends: &[BackendProbe]) -> String {
     text
 }
 
-fn ephemeral_spec(args: &RunArgs, image: String) -> anyhow::Result<EphemeralSpec> {
+fn refused(message: String) -> auto_swe_sandbox::SandboxError {
+    auto_swe_sandbox::SandboxError::InvalidRequest(message)
+}
+
+fn ephemeral_spec(
+    args: &RunArgs,
+    image: String,
+    settings: &SandboxSettings,
+) -> auto_swe_sandbox::Result<EphemeralSpec> {
     let mut secret_env = SecretEnv::new();
     for name in &args.secret_env {
         let value = std::env::var(name)
-            .with_context(|| format!("--secret-env {name}: not set in this environment"))?;
+            .map_err(|_| refused(format!("--secret-env {name}: not set in this environment")))?;
         secret_env = secret_env.with(name, value)?;
     }
     let mounts = match &args.workdir {
+        Some(dir) if !dir.is_dir() => {
+            return Err(refused(format!(
+                "--workdir {}: not a directory",
+                dir.display()
+            )));
+        }
         Some(dir) => vec![Mount {
-            source: std::fs::canonicalize(dir)
-                .with_context(|| format!("--workdir {}", dir.display()))?,
+            source: dir.clone(),
             target: "/workspace".to_owned(),
             access: MountAccess::ReadWrite,
         }],
         None => Vec::new(),
     };
+    let mut limits = settings.limits;
+    if let Some(text) = &args.memory {
+        limits.memory_bytes = auto_swe_sandbox::parse_memory(text)
+            .map_err(|why| refused(format!("--memory {text}: {why}")))?;
+    }
+    if let Some(text) = &args.cpus {
+        limits.nano_cpus = auto_swe_sandbox::parse_cpus(text)
+            .map_err(|why| refused(format!("--cpus {text}: {why}")))?;
+    }
+    if let Some(text) = &args.pids {
+        limits.pids = auto_swe_sandbox::parse_pids(text)
+            .map_err(|why| refused(format!("--pids {text}: {why}")))?;
+    }
     Ok(EphemeralSpec {
         image,
         mounts,
         env: BTreeMap::<EnvName, String>::new(),
         secret_env,
-        limits: ResourceLimits::default(),
+        limits,
         network: match args.network {
             NetworkArg::None => NetworkMode::None,
             NetworkArg::Host => NetworkMode::Host,
@@ -212,42 +249,36 @@ async fn run_command(args: &RunArgs) -> anyhow::Result<Status> {
     if args.workdir.is_none() {
         "/tmp".clone_into(&mut request.workdir);
     }
+    if matches!(args.network, NetworkArg::Host) {
+        output::print_diagnostic(
+            "auto-swe: warning: --network host shares this host's network stack with the command: \
+             its interfaces and addresses, services listening on its loopback, and the cloud \
+             metadata addresses (only their names are pinned)",
+        )?;
+    }
     let state = state_dir();
-    let result = match args.backend {
-        BackendArg::Local => {
-            let root = match &args.image {
-                Some(dir) => LocalRoot::Rootfs(PathBuf::from(dir)),
-                None => default_local_root(),
-            };
-            let mut config = LocalConfig::new(root);
-            if let Some(bwrap) = find_bwrap() {
-                config.bwrap = bwrap;
+    let result = async {
+        let mut settings = settings()?;
+        match args.backend {
+            BackendArg::Local => {
+                if let Some(dir) = &args.image {
+                    settings.local_root = LocalRoot::Rootfs(PathBuf::from(dir));
+                }
+                let config = settings.local_config(state.clone())?;
+                let spec = ephemeral_spec(args, String::new(), &settings)?;
+                let backend = LocalBackend::new(config)?;
+                stream(&backend, &spec, &request).await
             }
-            config.state_dir.clone_from(&state);
-            let spec = ephemeral_spec(args, String::new())?;
-            match LocalBackend::new(config) {
-                Ok(backend) => stream(&backend, &spec, &request).await,
-                Err(e) => Err(e),
-            }
-        }
-        BackendArg::Docker => {
-            let image = args.image.clone().unwrap_or_else(default_image);
-            let spec = ephemeral_spec(args, image.clone())?;
-            match DockerBackend::connect(DockerConfig {
-                socket: docker_socket(),
-                helper_image: image,
-                sidecar_image: Some(
-                    std::env::var("AUTO_SWE_SIDECAR_IMAGE")
-                        .unwrap_or_else(|_| auto_swe_sandbox::DEFAULT_SIDECAR_IMAGE.to_owned()),
-                ),
-            })
-            .await
-            {
-                Ok(backend) => stream(&backend, &spec, &request).await,
-                Err(e) => Err(e),
+            BackendArg::Docker => {
+                let image = args.image.clone().unwrap_or_else(|| settings.image.clone());
+                let config = settings.docker_config(image.clone())?;
+                let spec = ephemeral_spec(args, image, &settings)?;
+                let backend = DockerBackend::connect(config).await?;
+                stream(&backend, &spec, &request).await
             }
         }
-    };
+    }
+    .await;
     let _ = std::fs::remove_dir_all(&state);
     match result {
         Ok(Exit::Status(code)) => Ok(Status::Exit(u8::try_from(code).unwrap_or(1))),

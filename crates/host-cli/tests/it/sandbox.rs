@@ -74,6 +74,14 @@ fn probe_names_the_reason_and_remedy_for_missing_bubblewrap() {
     let report = probe_json(&[("AUTO_SWE_BWRAP", "/nonexistent/bwrap")]);
     let local = backend(&report, "local");
     assert_eq!(local["available"], false);
+    assert_eq!(
+        local["reason"],
+        "AUTO_SWE_BWRAP names /nonexistent/bwrap, which does not exist"
+    );
+    assert!(local["remedy"].as_str().unwrap().contains("AUTO_SWE_BWRAP"));
+    // Nothing on PATH is the other way to have no bubblewrap.
+    let report = probe_json(&[("PATH", "/nonexistent")]);
+    let local = backend(&report, "local");
     assert_eq!(local["reason"], "bubblewrap (bwrap) is not installed");
     assert!(
         local["remedy"]
@@ -88,7 +96,9 @@ fn probe_names_the_reason_and_remedy_for_missing_bubblewrap() {
     );
     let text = String::from_utf8_lossy(&text.stdout).into_owned();
     assert!(
-        text.contains("local       unavailable\n  why:    bubblewrap (bwrap) is not installed\n"),
+        text.contains(
+            "local       unavailable\n  why:    AUTO_SWE_BWRAP names /nonexistent/bwrap, which does not exist\n"
+        ),
         "{text}"
     );
 }
@@ -192,5 +202,145 @@ fn run_on_local() {
 fn run_on_docker() {
     if works("docker", "AUTO_SWE_REQUIRE_DOCKER") {
         run_suite("docker");
+    }
+}
+
+/// A configured rootfs that is not there is refused (125), never replaced by the host's own
+/// directories; so is a `--workdir` that is a file, or one the mount guard refuses.
+#[test]
+fn local_refuses_what_was_configured_but_is_not_there() {
+    if !works("local", "AUTO_SWE_REQUIRE_BWRAP") {
+        return;
+    }
+    let out = auto_swe(
+        &["sandbox", "run", "--backend", "local", "--", "echo", "RAN"],
+        &[("AUTO_SWE_ROOTFS", "/nonexistent")],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("/nonexistent"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("RAN"));
+    let file = tempfile::NamedTempFile::new().unwrap();
+    for workdir in [file.path().to_str().unwrap(), "/var/run", "/root/.cargo"] {
+        let out = auto_swe(
+            &[
+                "sandbox",
+                "run",
+                "--backend",
+                "local",
+                "--workdir",
+                workdir,
+                "--",
+                "echo",
+                "RAN",
+            ],
+            &[],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{workdir}: {stderr}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("RAN"));
+    }
+    let out = auto_swe(
+        &[
+            "sandbox",
+            "run",
+            "--backend",
+            "local",
+            "--pids",
+            "3",
+            "--",
+            "true",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--pids 3"));
+}
+
+/// The probe says who local sandboxes are on the host; `--network host` warns what is shared.
+#[test]
+fn probe_reports_the_identity_and_host_network_warns() {
+    if !works("local", "AUTO_SWE_REQUIRE_BWRAP") {
+        return;
+    }
+    let report = probe_json(&[]);
+    let identity = &backend(&report, "local")["identity"];
+    assert_ne!(identity["uid"], 0, "{identity}");
+    let text = String::from_utf8_lossy(&auto_swe(&["sandbox", "probe"], &[]).stdout).into_owned();
+    assert!(text.contains("  as:     "), "{text}");
+    let out = auto_swe(
+        &[
+            "sandbox",
+            "run",
+            "--backend",
+            "local",
+            "--network",
+            "host",
+            "--",
+            "true",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("shares this host's network stack") && stderr.contains("metadata"),
+        "{stderr}"
+    );
+}
+
+/// A set-uid plant through `--workdir` comes back to the directory's owner with no set-id bit
+/// (local); on both backends `--workdir` binds and the command sees the directory.
+fn workdir_suite(backend_name: &str) {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::write(dir.path().join("input"), "host text").unwrap();
+    let out = auto_swe(
+        &[
+            "sandbox",
+            "run",
+            "--backend",
+            backend_name,
+            "--workdir",
+            dir.path().to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "cat /workspace/input; cp /bin/sh /workspace/plant && chmod 6755 /workspace/plant",
+        ],
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"host text");
+    let plant = std::fs::metadata(dir.path().join("plant")).unwrap();
+    if backend_name == "local" {
+        let owner = std::fs::metadata(dir.path()).unwrap();
+        assert_eq!(plant.uid(), owner.uid());
+        assert_eq!(plant.mode() & 0o6000, 0, "mode {:o}", plant.mode());
+    }
+    assert_ne!(
+        (plant.uid(), plant.mode() & 0o4000 != 0),
+        (0, true),
+        "a set-uid root file was planted"
+    );
+}
+
+#[test]
+fn workdir_on_local() {
+    if works("local", "AUTO_SWE_REQUIRE_BWRAP") {
+        workdir_suite("local");
+    }
+}
+
+#[test]
+fn workdir_on_docker() {
+    if works("docker", "AUTO_SWE_REQUIRE_DOCKER") {
+        workdir_suite("docker");
     }
 }

@@ -53,6 +53,7 @@ struct DockerWorkspace {
 pub struct DockerBackend {
     docker: Docker,
     config: DockerConfig,
+    guard: crate::mount_guard::MountGuard,
     workspaces: Mutex<HashMap<String, Arc<DockerWorkspace>>>,
 }
 
@@ -111,11 +112,21 @@ impl DockerBackend {
             .ping()
             .await
             .map_err(|e| unavailable(format!("the engine does not answer: {e}")))?;
+        let guard = crate::mount_guard::MountGuard::new().protect(path);
         Ok(Self {
             docker,
             config,
+            guard,
             workspaces: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Also refuses mounts of `path` (the store's directory, say), what is below it and its
+    /// ancestors; the engine's socket is refused already.
+    #[must_use]
+    pub fn protect_path(mut self, path: impl AsRef<std::path::Path>) -> Self {
+        self.guard = std::mem::take(&mut self.guard).protect(path);
+        self
     }
 
     /// Whether the engine has `image`.
@@ -166,7 +177,8 @@ impl DockerBackend {
                     env: Some(env),
                     cmd: Some(request.argv.clone()),
                     working_dir: Some(request.workdir.clone()),
-                    user: user.map(ToOwned::to_owned),
+                    // Every exec names its user: the container's own is the keeper's.
+                    user: Some(user.unwrap_or(plan::WORKSPACE_USER).to_owned()),
                     ..CreateExecOptions::default()
                 },
             )
@@ -319,7 +331,9 @@ impl DockerBackend {
     }
 
     async fn create_inner(&self, name: &str, spec: &WorkspaceSpec) -> Result<WorkspaceHandle> {
-        let body = plan::workspace_container(name, spec)?;
+        let mut guarded = spec.clone();
+        guarded.mounts = self.guard.check(&spec.mounts)?;
+        let body = plan::workspace_container(name, &guarded)?;
         let options = CreateContainerOptionsBuilder::new().name(name).build();
         self.docker
             .create_container(Some(options), body)
@@ -411,6 +425,7 @@ async fn kill_tagged(docker: &Docker, container: &str, tag: &str) {
                 attach_stdout: Some(true),
                 attach_stderr: Some(true),
                 cmd: Some(vec!["/bin/sh".to_owned(), "-c".to_owned(), script]),
+                user: Some(plan::WORKSPACE_USER.to_owned()),
                 ..CreateExecOptions::default()
             },
         )
@@ -615,6 +630,7 @@ impl DockerBackend {
         };
         let mut locked = spec.clone();
         locked.image = image;
+        locked.mounts = self.guard.check(&spec.mounts)?;
         let keeper = vec!["sleep".to_owned(), "infinity".to_owned()];
         let body = plan::ephemeral_container(&name, &locked, &keeper, &request.workdir)?;
         let options = CreateContainerOptionsBuilder::new().name(&name).build();
@@ -627,7 +643,13 @@ impl DockerBackend {
                 .start_container(&name, None)
                 .await
                 .map_err(|e| engine(&e))?;
-            self.start_exec(&name, request, secrets, None, keep_stdin_open, None)
+            // The run's own OOM accounting, so a command the OOM killer ended is reported as
+            // such, not as a bare 137.
+            let oom = Arc::new(DockerWorkspace {
+                secret_env: SecretEnv::new(),
+                oom_seen: Mutex::new(0),
+            });
+            self.start_exec(&name, request, secrets, None, keep_stdin_open, Some(oom))
                 .await
         }
         .await;

@@ -13,8 +13,13 @@ use crate::spec::{MetadataBlock, Mount, MountAccess, NetworkMode, ResourceLimits
 /// The label every container of this backend carries, naming its workspace.
 pub const WORKSPACE_LABEL: &str = "io.auto-swe.workspace";
 
-/// The user workspace commands run as (the rootfs's `agent`).
+/// The user workspace commands run as (the rootfs's `agent`): every exec names it.
 pub const WORKSPACE_USER: &str = "1000:1000";
+
+/// The user the container's own processes — the init and the keeper — run as: not the
+/// workspace user, so no workspace process may trace them (a traced keeper ran an agent's code
+/// under the one PID the authenticated git call's stray sweep spares) or signal them.
+pub const KEEPER_USER: &str = "65534:65534";
 
 fn network_mode(network: NetworkMode) -> String {
     match network {
@@ -25,23 +30,20 @@ fn network_mode(network: NetworkMode) -> String {
     .to_owned()
 }
 
-/// Refuses mounts that would hand the workspace an engine socket or the host's runtime state.
+/// Refuses mounts that would hand the workspace an engine socket, the host's runtime state or
+/// an ancestor of either: [`crate::mount_guard::MountGuard`]'s rules on the sources as given.
+/// The driver has already resolved every source (links, `..`) through the same guard; this is
+/// the plan's own check, so no plan is ever made from an unchecked spec.
 pub fn check_mounts(mounts: &[Mount]) -> Result<()> {
+    let guard = crate::mount_guard::MountGuard::new();
     for mount in mounts {
-        let source = mount.source.to_string_lossy();
-        let forbidden = source.ends_with(".sock")
-            || [
-                "", "/var/run", "/run", "/proc", "/sys", "/root", "/home", "/etc",
-            ]
-            .contains(&source.trim_end_matches('/'))
-            || source.starts_with("/var/run/")
-            || source.starts_with("/run/")
-            || source.starts_with("/proc/");
-        if forbidden || !mount.target.starts_with('/') || mount.target.contains(':') {
+        if let Some(why) = guard.refusal(&mount.source, false) {
             return Err(SandboxError::InvalidRequest(format!(
-                "mount of {source} is not allowed"
+                "mount of {} is not allowed: {why}",
+                mount.source.display()
             )));
         }
+        crate::mount_guard::check_target(&mount.target)?;
     }
     Ok(())
 }
@@ -54,11 +56,9 @@ fn binds(mounts: &[Mount]) -> Vec<String> {
                 MountAccess::ReadOnly => "ro",
                 MountAccess::ReadWrite => "rw",
             };
-            format!(
-                "{}:{}:{mode},nosuid,nodev",
-                m.source.to_string_lossy(),
-                m.target
-            )
+            // Docker's bind syntax takes `ro`/`rw` and relabel/propagation options only (it
+            // refused `nosuid`); nothing set-id runs anyway: no-new-privileges, no capability.
+            format!("{}:{}:{mode}", m.source.to_string_lossy(), m.target)
         })
         .collect()
 }
@@ -116,7 +116,7 @@ pub fn workspace_container(name: &str, spec: &WorkspaceSpec) -> Result<Container
         image: Some(spec.image.clone()),
         cmd: Some(vec!["sleep".to_owned(), "infinity".to_owned()]),
         entrypoint: Some(Vec::new()),
-        user: Some(WORKSPACE_USER.to_owned()),
+        user: Some(KEEPER_USER.to_owned()),
         hostname: Some("workspace".to_owned()),
         working_dir: Some("/workspace".to_owned()),
         env: Some(
@@ -189,7 +189,7 @@ pub fn ephemeral_container(
         image: Some(spec.image.clone()),
         cmd: Some(argv.to_vec()),
         entrypoint: Some(Vec::new()),
-        user: Some(WORKSPACE_USER.to_owned()),
+        user: Some(KEEPER_USER.to_owned()),
         working_dir: Some(workdir.to_owned()),
         env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
         labels: Some(HashMap::from([(

@@ -341,7 +341,7 @@ impl CgroupPool {
             && warm.launcher.running()
             && kill_members(&warm.cgroup, Some(keep)).await
             && warm.launcher.running()
-            && wipe(&warm.data)
+            && wipe(&warm.data, warm.launcher.identity())
         {
             if let Some(options) = next {
                 let _ = warm.launcher.prepare(&options, 1).await;
@@ -381,8 +381,9 @@ pub(crate) struct Warm {
 
 /// Empties a pooled data directory: `workspace/` and `tmp/` are removed (without following
 /// any link the workspace made) and made anew, empty and private. `hosts` and `resolv.conf`
-/// stay; the next workspace rewrites them in place.
-fn wipe(data: &Path) -> bool {
+/// stay; the next workspace rewrites them in place. The new directories belong to the
+/// sandbox's account again.
+fn wipe(data: &Path, identity: &super::identity::HostIdentity) -> bool {
     ["workspace", "tmp"].iter().all(|name| {
         let dir = data.join(name);
         match std::fs::remove_dir_all(&dir) {
@@ -390,7 +391,7 @@ fn wipe(data: &Path) -> bool {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(_) => return false,
         }
-        super::private_dir(&dir).is_ok()
+        super::sandbox_dir(&dir, identity).is_ok()
     })
 }
 

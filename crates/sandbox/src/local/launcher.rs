@@ -51,7 +51,8 @@ use crate::process::{OomProbe, kill_tree};
 use crate::spec::ExecId;
 
 /// The launcher loop. `$1` is the FIFO directory, `$2` the bubblewrap binary, `$3` the
-/// [`STUB`]. Ids are checked to be lowercase hex, so no request can name a path outside the
+/// [`STUB`], `$4` the seccomp program's file (opened on descriptor 9, which bubblewrap reads
+/// and closes: `--seccomp 9`). Ids are checked to be lowercase hex, so no request can name a path outside the
 /// directory. The subshell opens every file, says so (`o ID`), and only then is the request
 /// FIFO written and closed (data in a FIFO that nobody holds open is discarded).
 /// On end of input (this process went away) it kills its whole process group, bubblewrap
@@ -64,7 +65,7 @@ while IFS= read -r id; do
   case "$id" in ''|*[!0-9a-f]*) continue ;; esac
   f="$1/$id"
   {
-    exec 3<"$f.args" 4<"$f.req" 5>"$f.up" 6<"$f.in" 7>"$f.out" 8>"$f.err"
+    exec 3<"$f.args" 4<"$f.req" 5>"$f.up" 6<"$f.in" 7>"$f.out" 8>"$f.err" 9<"$4"
     { echo 0 >/proc/self/oom_score_adj; } 2>/dev/null
     echo "o $id"
     "$2" --args 3 -- /bin/sh -c "$3" sh <&6 >&7 2>&8 6<&- 7>&- 8>&-
@@ -108,6 +109,13 @@ shift
 "$@"
 exit $?"#;
 
+/// What a launcher starts sandboxes with: the bubblewrap binary and the seccomp program's file.
+#[derive(Debug, Clone)]
+pub(crate) struct Tools {
+    pub(crate) bwrap: PathBuf,
+    pub(crate) filter: PathBuf,
+}
+
 type Waiters = Arc<Mutex<HashMap<String, Waiter>>>;
 
 #[derive(Default)]
@@ -131,6 +139,8 @@ struct Ended {
 pub(crate) struct Launcher {
     requests: tokio::sync::Mutex<tokio::process::ChildStdin>,
     waiters: Waiters,
+    /// Who the launcher and its sandboxes are on the host; their files are handed to it.
+    identity: super::identity::HostIdentity,
     dir: PathBuf,
     pid: u32,
     ended: Arc<std::sync::atomic::AtomicBool>,
@@ -202,30 +212,55 @@ struct Standby {
 }
 
 impl Launcher {
-    /// Starts a launcher through `join` (the cgroup-joining command that ends by exec'ing the
-    /// rest of its arguments), with FIFOs under `dir` (created 0700).
+    /// Starts a launcher as `identity`, with FIFOs under `dir` (created 0700 and handed to
+    /// `identity`), and moves it into the cgroups whose `cgroup.procs` files are `join` before
+    /// anything is asked of it: it forks nothing until its first request, so every sandbox it
+    /// starts is capped from its first instruction. The move is made from this side because an
+    /// unprivileged launcher may not write those files itself.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the local driver starts its launcher; this is the sanctioned spawn site"
+    )]
     pub(crate) fn start(
-        mut join: tokio::process::Command,
+        join: &[PathBuf],
         dir: &Path,
-        bwrap: &Path,
+        tools: &Tools,
+        identity: &super::identity::HostIdentity,
     ) -> Result<Self> {
         super::private_dir(dir)?;
-        join.arg("/bin/sh")
+        identity.own(dir)?;
+        let mut command = tokio::process::Command::new("/bin/sh");
+        command
             .arg("-c")
             .arg(LAUNCHER)
             .arg("launcher")
             .arg(dir)
-            .arg(bwrap)
+            .arg(&tools.bwrap)
             .arg(STUB)
+            .arg(&tools.filter)
             .env_clear()
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .process_group(0);
-        let mut child = join
+        if identity.switched {
+            // Dropping from root also drops every supplementary group.
+            command.uid(identity.uid).gid(identity.gid);
+        }
+        let mut child = command
             .spawn()
             .map_err(|e| SandboxError::io("starting the workspace launcher", e))?;
+        let pid = child.id().unwrap_or(0);
+        for file in join {
+            if let Err(e) = std::fs::write(file, pid.to_string()) {
+                let _ = child.start_kill();
+                return Err(SandboxError::io(
+                    format!("moving the launcher into {}", file.display()),
+                    e,
+                ));
+            }
+        }
         let pid = child.id().unwrap_or(0);
         let requests = child
             .stdin
@@ -245,6 +280,7 @@ impl Launcher {
         Ok(Self {
             requests: tokio::sync::Mutex::new(requests),
             waiters,
+            identity: identity.clone(),
             dir: dir.to_path_buf(),
             pid,
             ended,
@@ -254,6 +290,11 @@ impl Launcher {
             generation: std::sync::atomic::AtomicU64::new(0),
             epoch: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// Who the launcher and its sandboxes are on the host.
+    pub(crate) fn identity(&self) -> &super::identity::HostIdentity {
+        &self.identity
     }
 
     /// The launcher's PID (a member of its cgroups).
@@ -408,7 +449,7 @@ impl Launcher {
             option_bytes.extend_from_slice(option.as_bytes());
             option_bytes.push(0);
         }
-        let pipes = ExecPipes::open(&self.dir, &id, &option_bytes)?;
+        let pipes = ExecPipes::open(&self.dir, &id, &option_bytes, &self.identity)?;
         let (opened_tx, held) = watch::channel(false);
         let (pid_tx, pid_rx) = oneshot::channel();
         let (status_tx, status_rx) = oneshot::channel();
@@ -624,9 +665,17 @@ struct ExecPipes {
 }
 
 impl ExecPipes {
-    fn open(dir: &Path, id: &str, options: &[u8]) -> Result<Self> {
+    fn open(
+        dir: &Path,
+        id: &str,
+        options: &[u8],
+        identity: &super::identity::HostIdentity,
+    ) -> Result<Self> {
         let path = |suffix: &str| dir.join(format!("{id}.{suffix}"));
         let mut fifos = Fifos::make(&[path("req"), path("in"), path("out"), path("err")])?;
+        for fifo in &fifos.0 {
+            identity.own(fifo)?;
+        }
         let io = |e| SandboxError::io("opening an exec pipe", e);
         // The option file, written whole, and the (empty) start mark: new, 0600, removed with
         // the FIFOs.
@@ -640,8 +689,9 @@ impl ExecPipes {
                 .mode(0o600)
                 .open(&file)
                 .map_err(io)?;
-            fifos.0.push(file);
+            fifos.0.push(file.clone());
             opened.write_all(text).map_err(io)?;
+            identity.own(&file)?;
         }
         let writer = |p: PathBuf| {
             pipe::OpenOptions::new()

@@ -6,8 +6,10 @@
 //! us create them; the handle says which protections hold.
 
 mod cgroup;
+pub mod identity;
 mod launcher;
 pub mod plan;
+pub mod seccomp;
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::DirBuilderExt as _;
@@ -20,6 +22,7 @@ use async_trait::async_trait;
 use nix::sys::signal::Signal;
 
 use self::cgroup::{CgroupPool, WorkspaceCgroup};
+use self::identity::HostIdentity;
 use self::launcher::Launcher;
 use self::plan::{BwrapPlan, HostLayout, Lockdown};
 use crate::backend::{
@@ -38,11 +41,6 @@ pub const WORKSPACE_ID_ENV: &str = "AUTO_SWE_WORKSPACE";
 
 const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/// Script that moves the wrapper shell into the workspace's cgroups before it becomes bwrap, so
-/// every process of the sandbox is capped from its first instruction.
-const JOIN_CGROUPS: &str =
-    r#"while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@""#;
-
 /// Configuration of the `local` backend.
 #[derive(Debug, Clone)]
 pub struct LocalConfig {
@@ -54,6 +52,9 @@ pub struct LocalConfig {
     pub cgroup_root: Option<PathBuf>,
     /// Root used by ephemeral runs and helper scripts.
     pub ephemeral_root: LocalRoot,
+    /// The unprivileged account sandboxes run as when the caller is root
+    /// ([`identity::SANDBOX_ACCOUNT`] by default); see [`HostIdentity`].
+    pub account: String,
 }
 
 impl LocalConfig {
@@ -65,6 +66,7 @@ impl LocalConfig {
             state_dir: std::env::temp_dir().join("auto-swe-workspaces"),
             cgroup_root: Some(PathBuf::from("/sys/fs/cgroup")),
             ephemeral_root: root,
+            account: identity::SANDBOX_ACCOUNT.to_owned(),
         }
     }
 }
@@ -81,6 +83,9 @@ struct Meta {
     /// workspaces that kept them beside this file.
     #[serde(default)]
     data: Option<PathBuf>,
+    /// Read-write mounts lent to the sandbox's account, handed back at `remove`.
+    #[serde(default)]
+    lent: identity::Lent,
 }
 
 impl Meta {
@@ -112,6 +117,10 @@ struct LocalWorkspace {
 /// The bubblewrap driver.
 pub struct LocalBackend {
     config: LocalConfig,
+    identity: HostIdentity,
+    guard: crate::mount_guard::MountGuard,
+    /// The seccomp program's file (`STATE/.seccomp.bpf`), when this architecture has one.
+    filter: Option<PathBuf>,
     host: HostLayout,
     workspaces: Mutex<HashMap<String, Arc<LocalWorkspace>>>,
     cgroups: CgroupPool,
@@ -167,6 +176,21 @@ fn private_dir(path: &Path) -> Result<()> {
         .map_err(|e| SandboxError::io(format!("creating {}", path.display()), e))
 }
 
+/// A directory of the backend's own that the sandbox's account must pass through but not list
+/// (0711): the state directory and the roots of the data, launcher and ephemeral directories.
+fn passage_dir(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    private_dir(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o711))
+        .map_err(|e| SandboxError::io(format!("opening {} to the sandbox", path.display()), e))
+}
+
+/// A private directory owned by the sandbox's account (`workspace/`, `tmp/`).
+fn sandbox_dir(path: &Path, identity: &HostIdentity) -> Result<()> {
+    private_dir(path)?;
+    identity.own(path)
+}
+
 fn write_file(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text)
         .map_err(|e| SandboxError::io(format!("writing {}", path.display()), e))
@@ -189,21 +213,61 @@ pub(crate) fn pids_with_env(name: &str, value: &str) -> Vec<u32> {
 }
 
 impl LocalBackend {
-    /// A backend with `config`; checks that bubblewrap is there.
+    /// A backend with `config`; checks that bubblewrap and a configured rootfs are there, and
+    /// resolves the unprivileged host identity sandboxes run as (refused when the caller is root
+    /// and has no sandbox account: see [`HostIdentity`]).
     pub fn new(config: LocalConfig) -> Result<Self> {
-        if !config.bwrap.exists() {
+        if !config.bwrap.is_file() {
             return Err(SandboxError::BackendUnavailable {
                 backend: "local",
                 reason: format!("{} not found", config.bwrap.display()),
                 remedy: "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)".to_owned(),
             });
         }
+        if let LocalRoot::Rootfs(dir) = &config.ephemeral_root {
+            check_rootfs(dir)?;
+        }
+        let identity = HostIdentity::resolve(&config.account)?;
+        identity.check_reachable(&config.state_dir.join("x"))?;
+        tracing::debug!(
+            account = %identity.name,
+            uid = identity.uid,
+            switched = identity.switched,
+            "local sandboxes run as an unprivileged host identity"
+        );
+        let filter = match seccomp::native() {
+            Some(arch) => {
+                passage_dir(&config.state_dir)?;
+                let path = config.state_dir.join(".seccomp.bpf");
+                std::fs::write(&path, seccomp::to_bytes(&seccomp::program(&arch)))
+                    .map_err(|e| SandboxError::io("writing the seccomp program", e))?;
+                Some(path)
+            }
+            None => None,
+        };
         Ok(Self {
+            identity,
+            filter,
+            guard: crate::mount_guard::MountGuard::new().protect(&config.state_dir),
             config,
             host: plan::read_host_layout(),
             workspaces: Mutex::new(HashMap::new()),
             cgroups: CgroupPool::default(),
         })
+    }
+
+    /// Also refuses mounts of `path` (the store's directory, say), what is below it and its
+    /// ancestors; the state directory is refused already.
+    #[must_use]
+    pub fn protect_path(mut self, path: impl AsRef<Path>) -> Self {
+        self.guard = std::mem::take(&mut self.guard).protect(path);
+        self
+    }
+
+    /// Who every sandbox of this backend is on the host.
+    #[must_use]
+    pub fn identity(&self) -> &HostIdentity {
+        &self.identity
     }
 
     fn get(&self, id: &str) -> Result<Arc<LocalWorkspace>> {
@@ -265,8 +329,8 @@ impl LocalBackend {
         let Some(cg) = self.cgroups.take(root, name, limits) else {
             return Ok((None, None, None));
         };
-        let dir = self.config.state_dir.join(".launch").join(random_hex(8)?);
-        match Launcher::start(Self::joiner(&cg), &dir, &self.config.bwrap) {
+        let dir = self.launch_dir()?;
+        match Launcher::start(&cg.procs_files(), &dir, &self.tools(), &self.identity) {
             Ok(launcher) => Ok((Some(cg), Some(Arc::new(launcher)), None)),
             Err(e) => {
                 cg.remove();
@@ -275,38 +339,49 @@ impl LocalBackend {
         }
     }
 
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the local driver starts bubblewrap; this is the sanctioned spawn site"
-    )]
-    fn joiner(cg: &WorkspaceCgroup) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new("/bin/sh");
-        c.arg("-c").arg(JOIN_CGROUPS).arg("sh");
-        for file in cg.procs_files() {
-            c.arg(file);
-        }
-        c.arg("--");
-        c
+    /// A fresh directory for a launcher's files (`STATE/.launch/<hex>`).
+    fn launch_dir(&self) -> Result<PathBuf> {
+        let root = self.config.state_dir.join(".launch");
+        passage_dir(&root)?;
+        Ok(root.join(random_hex(8)?))
     }
 
+    /// The bubblewrap binary and the seccomp program's file (`/dev/null` without one).
+    fn tools(&self) -> launcher::Tools {
+        launcher::Tools {
+            bwrap: self.config.bwrap.clone(),
+            filter: self
+                .filter
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("/dev/null")),
+        }
+    }
+
+    /// A bubblewrap started directly (no cgroup to start it in), as the sandbox's identity,
+    /// through a shell that opens the seccomp program on [`plan::SECCOMP_FD`] for it.
     #[expect(
         clippy::disallowed_methods,
         reason = "the local driver starts bubblewrap; this is the sanctioned spawn site"
     )]
     fn command(
         &self,
-        cgroup: Option<&WorkspaceCgroup>,
         bwrap_args: Vec<String>,
         env: Vec<(String, String)>,
     ) -> tokio::process::Command {
-        let mut command = match cgroup {
-            Some(cg) => {
-                let mut c = Self::joiner(cg);
-                c.arg(&self.config.bwrap);
-                c
-            }
-            None => tokio::process::Command::new(&self.config.bwrap),
-        };
+        let tools = self.tools();
+        let mut command = tokio::process::Command::new("/bin/sh");
+        command
+            .arg("-c")
+            .arg(format!(
+                "exec {}<\"$1\" || exit 125; shift; exec \"$@\"",
+                plan::SECCOMP_FD
+            ))
+            .arg("sh")
+            .arg(&tools.filter)
+            .arg(&tools.bwrap);
+        if self.identity.switched {
+            command.uid(self.identity.uid).gid(self.identity.gid);
+        }
         command.args(bwrap_args);
         command.env_clear();
         command.envs(env);
@@ -338,6 +413,7 @@ impl LocalBackend {
             lockdown: Lockdown::Workspace,
             workdir: "/",
             argv: &[],
+            seccomp_fd: self.filter.as_ref().map(|_| plan::SECCOMP_FD),
         })
     }
 
@@ -401,7 +477,7 @@ impl LocalBackend {
             "--".to_owned(),
         ]);
         args.extend(request.argv.iter().cloned());
-        let command = self.command(cgroup, args, env.into_iter().collect());
+        let command = self.command(args, env.into_iter().collect());
         process::spawn_streaming(
             command,
             exec_id,
@@ -457,11 +533,12 @@ impl LocalBackend {
             "replacing a workspace launcher that stopped answering"
         );
         current.end();
-        let dir = self.config.state_dir.join(".launch").join(random_hex(8)?);
+        let dir = self.launch_dir()?;
         let fresh = Arc::new(Launcher::start(
-            Self::joiner(cgroup),
+            &cgroup.procs_files(),
             &dir,
-            &self.config.bwrap,
+            &self.tools(),
+            &self.identity,
         )?);
         *slot = Some(Arc::clone(&fresh));
         Ok(Some(fresh))
@@ -515,12 +592,13 @@ impl LocalBackend {
         request: &ExecRequest,
         extra_secrets: &SecretEnv,
         keep_stdin_open: bool,
-    ) -> Result<(SpawnedProcess, Option<WorkspaceCgroup>)> {
+    ) -> Result<(SpawnedProcess, EphemeralRun)> {
         let name = workspace_name("ephemeral")?;
         // Every ephemeral run sees the same generated files; they are written once and only
         // ever bound read-only.
+        passage_dir(&self.config.state_dir)?;
         let dir = self.config.state_dir.join(".ephemeral");
-        private_dir(&dir)?;
+        passage_dir(&dir)?;
         let hosts = dir.join("hosts");
         let resolv = dir.join("resolv.conf");
         if !hosts.exists() || !resolv.exists() {
@@ -537,11 +615,34 @@ impl LocalBackend {
             .cgroup_root
             .as_deref()
             .and_then(|root| self.cgroups.take(root, &name, &spec.limits));
+        let mounts = self.guard.check(&spec.mounts)?;
+        let lent = identity::Lent::mounts(&self.identity, &mounts)?;
+        // With a cgroup, the run's bubblewrap is forked by a launcher already inside it (the
+        // sandbox's account may not move itself into a cgroup of ours).
+        let caps = match cgroup {
+            Some(cg) => {
+                let started = self.launch_dir().and_then(|dir| {
+                    Launcher::start(&cg.procs_files(), &dir, &self.tools(), &self.identity)
+                });
+                match started {
+                    Ok(launcher) => Some(EphemeralCaps {
+                        cgroup: cg,
+                        launcher: Arc::new(launcher),
+                    }),
+                    Err(e) => {
+                        cg.remove();
+                        lent.give_back(&self.identity);
+                        return Err(e);
+                    }
+                }
+            }
+            None => None,
+        };
         let mut secrets = spec.secret_env.clone();
         secrets.extend_from(extra_secrets);
         let spawned = self
             .start(
-                None,
+                caps.as_ref().map(|c| &c.launcher),
                 &name,
                 plan::sandbox_args(&BwrapPlan {
                     root: &self.config.ephemeral_root,
@@ -550,29 +651,74 @@ impl LocalBackend {
                     tmp_dir: None,
                     hosts_file: &hosts,
                     resolv_file: &resolv,
-                    mounts: &spec.mounts,
+                    mounts: &mounts,
                     network: spec.network,
                     lockdown: Lockdown::Ephemeral,
                     workdir: "/",
                     argv: &[],
+                    seccomp_fd: self.filter.as_ref().map(|_| plan::SECCOMP_FD),
                 }),
                 &spec.env,
                 &secrets,
-                cgroup.as_ref(),
+                caps.as_ref().map(|c| &c.cgroup),
                 request,
                 keep_stdin_open,
             )
             .await;
+        let run = EphemeralRun {
+            caps,
+            lent,
+            identity: self.identity.clone(),
+        };
         match spawned {
-            Ok(s) => Ok((s, cgroup)),
+            Ok(s) => Ok((s, run)),
             Err(e) => {
-                if let Some(cg) = cgroup {
-                    cg.remove();
-                }
+                run.release(&self.cgroups).await;
                 Err(e)
             }
         }
     }
+}
+
+/// The cgroup and launcher of one ephemeral run, released when the run has ended.
+struct EphemeralCaps {
+    cgroup: WorkspaceCgroup,
+    launcher: Arc<Launcher>,
+}
+
+/// What one ephemeral run holds until it has ended: its caps, and the read-write mounts lent to
+/// the sandbox's account (handed back once every process of the run is gone).
+struct EphemeralRun {
+    caps: Option<EphemeralCaps>,
+    lent: identity::Lent,
+    identity: HostIdentity,
+}
+
+impl EphemeralRun {
+    async fn release(self, pool: &CgroupPool) {
+        if let Some(caps) = self.caps {
+            caps.launcher.end();
+            pool.retire(&caps.cgroup).await;
+        }
+        self.lent.give_back(&self.identity);
+    }
+}
+
+/// Refuses a configured root that is not a directory with a shell (no silent fallback to the
+/// host's own directories).
+fn check_rootfs(dir: &Path) -> Result<()> {
+    if dir.join("bin/sh").exists() {
+        return Ok(());
+    }
+    Err(SandboxError::BackendUnavailable {
+        backend: "local",
+        reason: format!(
+            "the workspace rootfs {} does not exist or has no /bin/sh",
+            dir.display()
+        ),
+        remedy: "build it with scripts/build-workspace-rootfs.sh, or point AUTO_SWE_ROOTFS at one"
+            .to_owned(),
+    })
 }
 
 fn poisoned() -> SandboxError {
@@ -596,8 +742,13 @@ impl WorkspaceBackend for LocalBackend {
             });
         }
         let id = workspace_name(&spec.label)?;
+        if let LocalRoot::Rootfs(root) = &spec.local_root {
+            check_rootfs(root)?;
+        }
+        let mounts = self.guard.check(&spec.mounts)?;
         let dir = self.config.state_dir.join(&id);
-        private_dir(&self.config.state_dir)?;
+        passage_dir(&self.config.state_dir)?;
+        passage_dir(&self.data_root())?;
         private_dir(&dir)?;
         let (cgroup, launcher, pooled) = match self.caps_for(&id, &spec.limits, true) {
             Ok(caps) => caps,
@@ -618,8 +769,9 @@ impl WorkspaceBackend for LocalBackend {
             },
         };
         let result = (|| {
-            private_dir(&data.join("workspace"))?;
-            private_dir(&data.join("tmp"))?;
+            passage_dir(&data)?;
+            sandbox_dir(&data.join("workspace"), &self.identity)?;
+            sandbox_dir(&data.join("tmp"), &self.identity)?;
             // Written in place: a sandbox built ahead for this data directory has these very
             // files bound, and sees the new text.
             write_file(
@@ -632,7 +784,8 @@ impl WorkspaceBackend for LocalBackend {
                 network: spec.network,
                 block_metadata: spec.block_metadata,
                 env: spec.env.clone(),
-                mounts: spec.mounts.clone(),
+                lent: identity::Lent::mounts(&self.identity, &mounts)?,
+                mounts: mounts.clone(),
                 limits: spec.limits,
                 data: Some(data.clone()),
             };
@@ -775,6 +928,7 @@ impl WorkspaceBackend for LocalBackend {
             .remove(&workspace.id);
         let dir = self.config.state_dir.join(&workspace.id);
         if let Some(ws) = ws {
+            let lent = ws.meta.lent.clone();
             let next = self.workspace_options(&ws.data, &ws.meta);
             // Only a data directory of the pool's own kind goes back with the launcher; one
             // beside `meta.json` (an older layout) goes with the workspace's directory below.
@@ -787,18 +941,21 @@ impl WorkspaceBackend for LocalBackend {
                 Some(next),
             )
             .await;
+            lent.give_back(&self.identity);
         } else {
             // Not attached here: end what carries its tag, and drop its data directory if its
             // metadata names one of ours.
             Self::kill_all(&workspace.id);
-            let data = std::fs::read_to_string(dir.join("meta.json"))
+            let meta = std::fs::read_to_string(dir.join("meta.json"))
                 .ok()
-                .and_then(|text| serde_json::from_str::<Meta>(&text).ok())
-                .and_then(|meta| meta.data);
-            if let Some(data) = data
-                && self.is_pool_data(&data)
-            {
-                let _ = std::fs::remove_dir_all(data);
+                .and_then(|text| serde_json::from_str::<Meta>(&text).ok());
+            if let Some(meta) = meta {
+                meta.lent.give_back(&self.identity);
+                if let Some(data) = meta.data
+                    && self.is_pool_data(&data)
+                {
+                    let _ = std::fs::remove_dir_all(data);
+                }
             }
         }
         match std::fs::remove_dir_all(&dir) {
@@ -816,13 +973,11 @@ impl EphemeralRunner for LocalBackend {
         spec: &EphemeralSpec,
         request: &ExecRequest,
     ) -> Result<ExecOutput> {
-        let (spawned, cgroup) = self
+        let (spawned, run) = self
             .ephemeral(spec, request, &SecretEnv::new(), false)
             .await?;
         let result = process::collect(spawned, request.output_limit, request.timeout).await;
-        if let Some(cg) = cgroup {
-            self.cgroups.retire(&cg).await;
-        }
+        run.release(&self.cgroups).await;
         result
     }
 
@@ -831,19 +986,16 @@ impl EphemeralRunner for LocalBackend {
         spec: &EphemeralSpec,
         request: &ExecRequest,
     ) -> Result<SpawnedProcess> {
-        let (mut spawned, cgroup) = self
+        let (mut spawned, run) = self
             .ephemeral(spec, request, &SecretEnv::new(), true)
             .await?;
-        let Some(cg) = cgroup else {
-            return Ok(spawned);
-        };
         // Retire the cgroup once the command has ended, then pass its exit on.
         let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
         let inner = std::mem::replace(&mut spawned.exit, exit_rx);
         let pool = self.cgroups.clone();
         tokio::spawn(async move {
             let exit = inner.await.unwrap_or_else(|_| Err(poisoned()));
-            pool.retire(&cg).await;
+            run.release(&pool).await;
             let _ = exit_tx.send(exit);
         });
         Ok(spawned)
@@ -857,11 +1009,9 @@ impl EphemeralRunner for LocalBackend {
         timeout: Duration,
     ) -> Result<ExecOutput> {
         let request = ExecRequest::new(["/bin/sh", "-c", script.text()]).timeout(timeout);
-        let (spawned, cgroup) = self.ephemeral(spec, &request, secret_env, false).await?;
+        let (spawned, run) = self.ephemeral(spec, &request, secret_env, false).await?;
         let result = process::collect(spawned, request.output_limit, request.timeout).await;
-        if let Some(cg) = cgroup {
-            self.cgroups.retire(&cg).await;
-        }
+        run.release(&self.cgroups).await;
         result
     }
 }

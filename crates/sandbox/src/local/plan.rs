@@ -37,6 +37,10 @@ pub const HOST_ETC_ALLOWLIST: &[&str] = &[
     "/etc/inputrc",
 ];
 
+/// Kernel knobs of `/proc` bound read-only over the sandbox's own `/proc` where the kernel has
+/// them; `/proc/sys`, always there, is bound unconditionally before them.
+pub const PROC_KNOBS: &[&str] = &["/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"];
+
 /// How a top-level host system path appears on this host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "target")]
@@ -91,7 +95,13 @@ pub struct BwrapPlan<'a> {
     pub workdir: &'a str,
     /// The command.
     pub argv: &'a [String],
+    /// The descriptor bubblewrap reads the seccomp program from (`--seccomp`), when there is
+    /// one (see `local::seccomp`).
+    pub seccomp_fd: Option<u32>,
 }
+
+/// The descriptor the driver hands each bubblewrap the seccomp program on.
+pub const SECCOMP_FD: u32 = 9;
 
 fn path(p: &Path) -> String {
     p.to_string_lossy().into_owned()
@@ -179,7 +189,16 @@ pub fn sandbox_args(plan: &BwrapPlan<'_>) -> Vec<String> {
             }
         }
     }
-    push(&["--proc", "/proc", "--dev", "/dev"]);
+    push(&["--proc", "/proc"]);
+    // The kernel's knobs, read-only whoever the sandbox is on the host: bubblewrap covers them
+    // only when they look writable to it, and an unprivileged start finds them unwritable.
+    // `/proc/sys` resolves its `net` subtree in the reader's own network namespace, so the
+    // sandbox still sees its own values.
+    push(&["--ro-bind", "/proc/sys", "/proc/sys"]);
+    for knob in PROC_KNOBS {
+        push(&["--ro-bind-try", knob, knob]);
+    }
+    push(&["--dev", "/dev"]);
     match (plan.lockdown, plan.tmp_dir) {
         (Lockdown::Workspace, Some(tmp)) => {
             let tmp = path(tmp);
@@ -204,6 +223,10 @@ pub fn sandbox_args(plan: &BwrapPlan<'_>) -> Vec<String> {
         push(&[flag, &source, &mount.target]);
     }
     push(&["--remount-ro", "/"]);
+    if let Some(fd) = plan.seccomp_fd {
+        let fd = fd.to_string();
+        push(&["--seccomp", &fd]);
+    }
     a
 }
 

@@ -20,6 +20,13 @@ fn required(var: &str) -> bool {
 /// A local backend, or `None` (with the reason printed) when bubblewrap is missing. Under
 /// `AUTO_SWE_REQUIRE_BWRAP=1` a missing bubblewrap fails the test instead.
 pub(crate) fn local(state: &tempfile::TempDir) -> Option<(LocalBackend, LocalRoot)> {
+    // The sandbox's account must pass through the state directory (a temporary directory is
+    // 0700): what a service's state directory is given by its operator.
+    std::fs::set_permissions(
+        state.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o711),
+    )
+    .unwrap();
     let root = rootfs().map_or(LocalRoot::HostSystem, LocalRoot::Rootfs);
     let mut config = LocalConfig::new(root.clone());
     config.state_dir = state.path().to_path_buf();

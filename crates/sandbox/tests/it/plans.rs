@@ -36,6 +36,7 @@ fn workspace_argv_on_a_rootfs() {
         lockdown: Lockdown::Workspace,
         workdir: "/workspace",
         argv: &argv,
+        seccomp_fd: Some(auto_swe_sandbox::local::plan::SECCOMP_FD),
     });
     insta::assert_snapshot!("bwrap_workspace_rootfs", bwrap.join("\n"));
 }
@@ -62,6 +63,7 @@ fn ephemeral_argv_on_host_system_dirs() {
         lockdown: Lockdown::Ephemeral,
         workdir: "/workspace",
         argv: &argv,
+        seccomp_fd: Some(auto_swe_sandbox::local::plan::SECCOMP_FD),
     });
     insta::assert_snapshot!("bwrap_ephemeral_host_system", bwrap.join("\n"));
     // Never a home directory, /root, /var/run, the host /proc or a credential file.
