@@ -12,7 +12,7 @@
 //! and `tmp/` directories and the launcher's files are owned by it; the state directory and
 //! the data root are searchable (0711) but not listable; `hosts` and `resolv.conf` are
 //! root-owned and read-only to it. Read-write mounts are lent to it for a run and handed back
-//! to their owner afterwards with set-id bits cleared ([`hand_back`]).
+//! to their owner afterwards with set-id bits cleared (`hand_back`).
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
