@@ -398,6 +398,36 @@ impl ModelClient for PrefixCachingModel {
     }
 }
 
+/// Runs 20 turns in one session; returns the input and cached input tokens. With `every_later`,
+/// each turn after the first must read from the cache.
+async fn twenty_turns(
+    runtime: &impl TurnRuntime,
+    session_id: &str,
+    every_later: bool,
+) -> (u64, u64) {
+    let mut session = Session::new(session_id);
+    let (mut input, mut cached) = (0, 0);
+    for turn in 0..20 {
+        let outcome = runtime
+            .run_turn(
+                &mut session,
+                &format!("step {turn}"),
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        if every_later && turn > 0 {
+            assert!(
+                outcome.usage.cache_read > 0,
+                "turn {turn} read nothing from the cache"
+            );
+        }
+        input += outcome.usage.input;
+        cached += outcome.usage.cache_read;
+    }
+    (input, cached)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_turns_read_most_of_their_input_from_the_cache() {
     let Some(ws) = workspace().await else { return };
@@ -417,20 +447,7 @@ async fn twenty_turns_read_most_of_their_input_from_the_cache() {
             ..LoopConfig::default()
         },
     );
-    let mut session = Session::new("twenty");
-    let (mut input, mut cached) = (0, 0);
-    for turn in 0..20 {
-        let outcome = runtime
-            .run_turn(
-                &mut session,
-                &format!("step {turn}"),
-                &CancellationToken::new(),
-            )
-            .await
-            .unwrap();
-        input += outcome.usage.input;
-        cached += outcome.usage.cache_read;
-    }
+    let (input, cached) = twenty_turns(&runtime, "twenty", false).await;
     let share = cached as f64 / input as f64;
     eprintln!(
         "20-turn session: {cached} of {input} input tokens read from cache ({:.1} %)",
@@ -469,26 +486,7 @@ async fn twenty_turns_on_the_anthropic_wire_read_from_the_cache_after_the_first(
             ..LoopConfig::default()
         },
     );
-    let mut session = Session::new("twenty-wire");
-    let (mut input, mut cached) = (0, 0);
-    for turn in 0..20 {
-        let outcome = runtime
-            .run_turn(
-                &mut session,
-                &format!("step {turn}"),
-                &CancellationToken::new(),
-            )
-            .await
-            .unwrap();
-        if turn > 0 {
-            assert!(
-                outcome.usage.cache_read > 0,
-                "turn {turn} read nothing from the cache"
-            );
-        }
-        input += outcome.usage.input;
-        cached += outcome.usage.cache_read;
-    }
+    let (input, cached) = twenty_turns(&runtime, "twenty-wire", true).await;
     let share = cached as f64 / input as f64;
     eprintln!(
         "20-turn session on the Anthropic wire: {cached} of {input} input tokens read from \
