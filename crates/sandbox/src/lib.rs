@@ -42,6 +42,6 @@ pub use settings::{
 };
 pub use spec::{
     DEFAULT_EXEC_TIMEOUT, DEFAULT_OUTPUT_LIMIT, EXEC_ID_ENV, EnvName, ExecId, ExecOutput,
-    ExecRequest, LocalRoot, MetadataBlock, Mount, MountAccess, NetworkMode, ResourceLimits,
-    SecretEnv, SecretValue, WorkspaceSpec,
+    ExecRequest, LocalRoot, MetadataBlock, Mount, MountAccess, NetworkMode, OPEN_FILES_PER_PROCESS,
+    ResourceLimits, SecretEnv, SecretValue, WorkspaceSpec,
 };

@@ -174,6 +174,12 @@ pub enum MetadataBlock {
     Off,
 }
 
+/// Open files one sandboxed process may hold (`RLIMIT_NOFILE`, soft and hard; the sandbox cannot
+/// raise it). With the pids cap it bounds a workspace's share of the host's file table:
+/// 512 processes × 4,096 files is 2,097,152 at the default caps, and every open file is charged
+/// to the workspace's memory cap as kernel memory as well.
+pub const OPEN_FILES_PER_PROCESS: u32 = 4096;
+
 /// Resource caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceLimits {

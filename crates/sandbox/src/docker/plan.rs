@@ -3,12 +3,15 @@
 
 use std::collections::HashMap;
 
-use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::models::{ContainerCreateBody, HostConfig, ResourcesUlimits};
 
 use crate::backend::EphemeralSpec;
 use crate::error::{Result, SandboxError};
 use crate::policy::{METADATA_HOSTNAMES, blackhole_script};
-use crate::spec::{MetadataBlock, Mount, MountAccess, NetworkMode, ResourceLimits, WorkspaceSpec};
+use crate::spec::{
+    MetadataBlock, Mount, MountAccess, NetworkMode, OPEN_FILES_PER_PROCESS, ResourceLimits,
+    WorkspaceSpec,
+};
 
 /// The label every container of this backend carries, naming its workspace.
 pub const WORKSPACE_LABEL: &str = "io.auto-swe.workspace";
@@ -84,6 +87,11 @@ fn locked_host_config(network: NetworkMode) -> HostConfig {
         )])),
         privileged: Some(false),
         auto_remove: Some(false),
+        ulimits: Some(vec![ResourcesUlimits {
+            name: Some("nofile".to_owned()),
+            soft: Some(i64::from(OPEN_FILES_PER_PROCESS)),
+            hard: Some(i64::from(OPEN_FILES_PER_PROCESS)),
+        }]),
         ..HostConfig::default()
     }
 }

@@ -106,6 +106,7 @@ unset OLDPWD
 shift
 while [ "$1" != -- ]; do export "$1" || exit 126; shift; done
 shift
+ulimit -n 4096 2>/dev/null || ulimit -n "$(ulimit -H -n)"
 "$@"
 exit $?"#;
 
@@ -1046,7 +1047,19 @@ impl Drop for Fifos {
 
 #[cfg(test)]
 mod tests {
-    use super::encode_command;
+    use super::{STUB, encode_command};
+
+    #[test]
+    fn both_first_shells_cap_open_files_at_the_crates_figure() {
+        let cap = format!("ulimit -n {} ", crate::spec::OPEN_FILES_PER_PROCESS);
+        for shell in [STUB, crate::local::plan::REAPER] {
+            let at = shell.find(&cap).expect("the cap is set");
+            assert!(
+                at < shell.rfind("\"$@\"").expect("the command runs"),
+                "before the command"
+            );
+        }
+    }
 
     #[test]
     fn commands_are_encoded_line_by_line() {

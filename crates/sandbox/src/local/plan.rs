@@ -129,7 +129,8 @@ pub fn bwrap_args(plan: &BwrapPlan<'_>) -> Vec<String> {
 /// child and exits with its status. As PID 1 of the sandbox it reaps every process orphaned
 /// inside while it waits, and, being waited for by bubblewrap itself (`--as-pid-1`), it never
 /// outlives bubblewrap as a zombie that only the host's init could reap.
-pub const REAPER: &str = r#""$@"
+pub const REAPER: &str = r#"ulimit -n 4096 2>/dev/null || ulimit -n "$(ulimit -H -n)"
+"$@"
 exit $?"#;
 
 /// The bubblewrap options that make the sandbox itself, the same for every exec of a

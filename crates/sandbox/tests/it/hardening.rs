@@ -385,3 +385,56 @@ async fn docker_no_long_lived_process_can_be_hijacked() {
     )
     .await;
 }
+
+/// The open-file cap a sandboxed process runs under, and that it cannot raise it.
+async fn open_files_are_capped(
+    backend: &dyn auto_swe_sandbox::WorkspaceBackend,
+    ws: &auto_swe_sandbox::WorkspaceHandle,
+) {
+    let out = backend
+        .exec(
+            ws,
+            &ExecRequest::shell(
+                "ulimit -n; ulimit -H -n; (ulimit -n 1048576 && echo RAISED) 2>/dev/null; echo done",
+            ),
+        )
+        .await
+        .unwrap();
+    let cap = auto_swe_sandbox::OPEN_FILES_PER_PROCESS;
+    assert_eq!(
+        out.stdout_text(),
+        format!("{cap}\n{cap}\ndone\n"),
+        "{}",
+        out.stderr_text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_open_files_are_capped() {
+    let state = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = harness::local(&state) else {
+        return;
+    };
+    let ws = backend
+        .create(&harness::spec("unused", root))
+        .await
+        .unwrap();
+    open_files_are_capped(&backend, &ws).await;
+    backend.remove(&ws).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_open_files_are_capped() {
+    let Some(backend) = harness::docker().await else {
+        return;
+    };
+    let ws = backend
+        .create(&harness::spec(
+            &harness::image(),
+            auto_swe_sandbox::LocalRoot::HostSystem,
+        ))
+        .await
+        .unwrap();
+    open_files_are_capped(&backend, &ws).await;
+    backend.remove(&ws).await.unwrap();
+}
