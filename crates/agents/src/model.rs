@@ -181,6 +181,33 @@ pub enum Reasoning {
     High,
 }
 
+impl Reasoning {
+    /// Every level, lowest first.
+    pub const ALL: [Reasoning; 4] = [
+        Reasoning::Off,
+        Reasoning::Low,
+        Reasoning::Medium,
+        Reasoning::High,
+    ];
+
+    /// The wire (and stored) spelling: `off`, `low`, `medium`, `high`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reasoning::Off => "off",
+            Reasoning::Low => "low",
+            Reasoning::Medium => "medium",
+            Reasoning::High => "high",
+        }
+    }
+
+    /// Reads a wire spelling; anything else is `None`.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|level| level.as_str() == text)
+    }
+}
+
 /// A reference to an agent as a template node names it: `key` or `key@version`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct AgentRef {

@@ -21,7 +21,13 @@ macro_rules! impl_library_stores {
                         tool_keys: from_json_text("agents", &row.try_get::<String, _>("tool_keys")?)?,
                         skill_ids: from_json_text("agents", &row.try_get::<String, _>("skill_ids")?)?,
                         runtime: row.try_get("runtime")?,
-                        reasoning: reasoning.map(|r| parse_stored("agents", &r)).transpose()?,
+                        reasoning: reasoning
+                            .map(|r| {
+                                Reasoning::parse(&r).ok_or_else(|| {
+                                    StoreError::corrupt("agents", format!("unexpected value {r:?}"))
+                                })
+                            })
+                            .transpose()?,
                     },
                     created_at: Timestamp::from_millis(row.try_get("created_at")?),
                 })
@@ -119,7 +125,7 @@ macro_rules! impl_library_stores {
                 .bind(&tool_keys)
                 .bind(&skill_ids)
                 .bind(&definition.runtime)
-                .bind(definition.reasoning.map(ReasoningLevel::as_str))
+                .bind(definition.reasoning.map(Reasoning::as_str))
                 .bind(self.clock.now().as_millis())
                 .fetch_one(&mut **tx)
                 .await

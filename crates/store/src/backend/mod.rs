@@ -57,8 +57,7 @@ pub(crate) mod prelude {
         AppendOutcome, JournalAppend, JournalEntry, JournalStore,
     };
     pub(crate) use crate::records::library::{
-        AgentDefinition, AgentStore, AgentVersion, LibraryScope, ReasoningLevel, Skill,
-        SkillRevision, SkillStore,
+        AgentDefinition, AgentStore, AgentVersion, LibraryScope, Skill, SkillRevision, SkillStore,
     };
     pub(crate) use crate::records::memory::{
         MemoryHit, MemoryItem, MemoryQuery, MemoryStore, NewMemoryItem,
@@ -86,4 +85,5 @@ pub(crate) mod prelude {
         ApiToken, NewApiToken, ServicePrincipal, TokenOwner, TokenStore,
     };
     pub(crate) use crate::secret::{Keyring, SecretOwner, SecretString};
+    pub(crate) use auto_swe_agents::Reasoning;
 }

@@ -1,6 +1,7 @@
 //! The agent library (versioned agents) and skills with immutable revisions.
 
 use async_trait::async_trait;
+use auto_swe_agents::Reasoning;
 
 use crate::clock::Timestamp;
 use crate::enums::string_enum;
@@ -22,20 +23,6 @@ string_enum! {
     }
 }
 
-string_enum! {
-    /// How hard a model thinks.
-    ReasoningLevel, "reasoning level" {
-        /// No thinking.
-        Off => "off",
-        /// Low.
-        Low => "low",
-        /// Medium.
-        Medium => "medium",
-        /// High.
-        High => "high",
-    }
-}
-
 /// The editable fields of an agent version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentDefinition {
@@ -52,7 +39,7 @@ pub struct AgentDefinition {
     /// Runtime (`native`, `claude-code`, `pi`).
     pub runtime: String,
     /// Reasoning level.
-    pub reasoning: Option<ReasoningLevel>,
+    pub reasoning: Option<Reasoning>,
 }
 
 /// One immutable agent version.

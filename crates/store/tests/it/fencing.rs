@@ -203,7 +203,7 @@ async fn zombie_worker_writes_nothing(db: &TestDb) {
 
     // Finalize: the zombie neither ends nor bills the run.
     let failed = FinalizeRun {
-        status: RunStatus::Failed,
+        status: RunStatus::FAILED,
         usage: usage(500),
     };
     lost(
@@ -267,7 +267,7 @@ async fn zombie_worker_writes_nothing(db: &TestDb) {
         .finalize_run(
             &tb,
             FinalizeRun {
-                status: RunStatus::Succeeded,
+                status: RunStatus::SUCCESS,
                 usage: usage(3),
             },
         )
@@ -292,7 +292,7 @@ async fn zombie_worker_writes_nothing(db: &TestDb) {
     );
     assert_eq!(
         db.store.get_run(&run_id).await.unwrap().status,
-        RunStatus::Succeeded
+        RunStatus::SUCCESS
     );
 }
 
@@ -458,7 +458,7 @@ async fn lapsed_leases_take_no_writes_until_revived(db: &TestDb) {
         .finalize_run(
             &token,
             FinalizeRun {
-                status: RunStatus::Failed,
+                status: RunStatus::FAILED,
                 usage: Usage::default(),
             },
         )
@@ -494,7 +494,7 @@ async fn ended_runs_are_closed(db: &TestDb) {
         .finalize_run(
             &token,
             FinalizeRun {
-                status: RunStatus::Cancelled,
+                status: RunStatus::CANCELLED,
                 usage: Usage::default(),
             },
         )
@@ -586,7 +586,7 @@ async fn ended_runs_are_closed(db: &TestDb) {
             .finalize_run(
                 &token,
                 FinalizeRun {
-                    status: RunStatus::Succeeded,
+                    status: RunStatus::SUCCESS,
                     usage: usage(9),
                 },
             )
@@ -597,7 +597,7 @@ async fn ended_runs_are_closed(db: &TestDb) {
     let stored = db.store.get_run(&run.id).await.unwrap();
     assert_eq!(
         (stored.status, stored.usage),
-        (RunStatus::Cancelled, Usage::default())
+        (RunStatus::CANCELLED, Usage::default())
     );
     assert_eq!(db.store.read_journal(&run.id).await.unwrap(), vec![]);
     assert!(

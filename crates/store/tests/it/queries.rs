@@ -233,7 +233,7 @@ async fn visibility_inputs_and_reaper_candidates(db: &TestDb) {
         .finalize_run(
             &claim.token(),
             FinalizeRun {
-                status: RunStatus::Failed,
+                status: RunStatus::FAILED,
                 usage: Usage::default(),
             },
         )
@@ -314,7 +314,7 @@ async fn spend_in_flight_and_trace_pages(db: &TestDb) {
         .finalize_run(
             &c.token(),
             FinalizeRun {
-                status: RunStatus::Succeeded,
+                status: RunStatus::SUCCESS,
                 usage: spend(5),
             },
         )
