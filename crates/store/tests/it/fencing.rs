@@ -96,14 +96,14 @@ async fn zombie_worker_writes_nothing(db: &TestDb) {
     let step = db.store.start_step(&tb, "impl", "impl", 1).await.unwrap();
     lost(
         db.store
-            .finish_step(&za, &step.id, StepStatus::Failed, &json!("zombie"))
+            .finish_step(&za, &step.id, StepStatus::FAILED, &json!("zombie"))
             .await
             .map(drop),
         "step finish",
     );
     let step = db
         .store
-        .finish_step(&tb, &step.id, StepStatus::Succeeded, &json!("b"))
+        .finish_step(&tb, &step.id, StepStatus::SUCCEEDED, &json!("b"))
         .await
         .unwrap();
 
@@ -520,7 +520,7 @@ async fn ended_runs_are_closed(db: &TestDb) {
     );
     ended(
         db.store
-            .finish_step(&token, &step.id, StepStatus::Succeeded, &json!(1))
+            .finish_step(&token, &step.id, StepStatus::SUCCEEDED, &json!(1))
             .await
             .map(drop),
         "step finish",
@@ -626,7 +626,7 @@ async fn tokens_for_another_run_are_refused(db: &TestDb) {
     let y_step = db.store.start_step(&ty, "s", "s", 1).await.unwrap();
     let bad = db
         .store
-        .finish_step(&tx, &y_step.id, StepStatus::Failed, &json!(1))
+        .finish_step(&tx, &y_step.id, StepStatus::FAILED, &json!(1))
         .await;
     assert_eq!(bad.unwrap_err().code(), "STORE_NOT_FOUND");
     assert_eq!(

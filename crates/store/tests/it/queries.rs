@@ -459,7 +459,7 @@ async fn inbox_expiry_and_one_consumer_per_signal(db: &TestDb) {
     assert_eq!(ids(timed_out), vec![expiring.id.clone()]);
     assert_eq!(
         db.store.get_human_step(&expiring.id).await.unwrap().status,
-        HumanStepStatus::TimedOut
+        HumanStepStatus::TIMED_OUT
     );
 
     // Signals: each delivered to exactly one of many concurrent consumers.
