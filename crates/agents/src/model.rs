@@ -43,6 +43,14 @@ impl Scope {
             Scope::Global => "GLOBAL",
         }
     }
+
+    /// Reads a wire spelling; anything else is `None`.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::CASCADE
+            .into_iter()
+            .find(|scope| scope.as_str() == text)
+    }
 }
 
 /// A scope together with the id of the thing it belongs to.

@@ -30,8 +30,8 @@ use std::sync::Arc;
 // The vocabulary the store shares with the crates below it, re-exported so a store user
 // names one type: how runs end (spec), how steps and human steps end (interpreter; `StepEnd`
 // and `HumanStepEnd` here, since the store's own `StepStatus` and `HumanStepStatus` are the
-// lifecycles that wrap them) and reasoning levels (agents).
-pub use auto_swe_agents::Reasoning;
+// lifecycles that wrap them) and library scopes and reasoning levels (agents).
+pub use auto_swe_agents::{Reasoning, Scope};
 pub use auto_swe_interpreter::{HumanStepStatus as HumanStepEnd, StepStatus as StepEnd};
 pub use auto_swe_spec::TerminalStatus;
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
@@ -56,7 +56,7 @@ pub use records::integrations::{
 };
 pub use records::journal::{AppendOutcome, JournalAppend, JournalEntry, JournalStore};
 pub use records::library::{
-    AgentDefinition, AgentStore, AgentVersion, LibraryScope, Skill, SkillRevision, SkillStore,
+    AgentDefinition, AgentStore, AgentVersion, Skill, SkillRevision, SkillStore,
 };
 pub use records::memory::{
     EMBEDDING_DIMENSIONS, MAX_SEARCH_LIMIT, MemoryHit, MemoryItem, MemoryQuery, MemoryStore,

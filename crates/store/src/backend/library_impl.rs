@@ -10,7 +10,7 @@ macro_rules! impl_library_stores {
                 Ok(AgentVersion {
                     id: row.try_get("id")?,
                     key: row.try_get("key")?,
-                    scope: parse_stored("agents", &scope)?,
+                    scope: parse_scope("agents", &scope)?,
                     scope_id: row.try_get("scope_id")?,
                     version: row.try_get("version")?,
                     is_active: row.try_get("is_active")?,
@@ -38,7 +38,7 @@ macro_rules! impl_library_stores {
                 Ok(Skill {
                     id: row.try_get("id")?,
                     name: row.try_get("name")?,
-                    scope: parse_stored("skills", &scope)?,
+                    scope: parse_scope("skills", &scope)?,
                     scope_id: row.try_get("scope_id")?,
                     is_active: row.try_get("is_active")?,
                     current_revision: row.try_get("current_revision")?,
@@ -63,7 +63,7 @@ macro_rules! impl_library_stores {
                 Ok(ProviderCredential {
                     id: row.try_get("id")?,
                     provider: row.try_get("provider")?,
-                    scope: parse_stored("provider_credentials", &scope)?,
+                    scope: parse_scope("provider_credentials", &scope)?,
                     scope_id: row.try_get("scope_id")?,
                     label: row.try_get("label")?,
                     created_at: Timestamp::from_millis(row.try_get("created_at")?),
@@ -99,7 +99,7 @@ macro_rules! impl_library_stores {
                 &self,
                 tx: &mut sqlx::Transaction<'_, DbKind>,
                 key: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
                 version: i64,
                 definition: &AgentDefinition,
@@ -136,7 +136,7 @@ macro_rules! impl_library_stores {
             async fn set_agent_active(
                 &self,
                 key: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
                 active: bool,
             ) -> StoreResult<()> {
@@ -198,7 +198,7 @@ macro_rules! impl_library_stores {
             async fn create_agent(
                 &self,
                 key: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
                 definition: AgentDefinition,
             ) -> StoreResult<AgentVersion> {
@@ -214,7 +214,7 @@ macro_rules! impl_library_stores {
             async fn update_agent(
                 &self,
                 key: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
                 expected_version: i64,
                 definition: AgentDefinition,
@@ -267,7 +267,7 @@ macro_rules! impl_library_stores {
             async fn deactivate_agent(
                 &self,
                 key: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
             ) -> StoreResult<()> {
                 self.set_agent_active(key, scope, scope_id, false).await
@@ -276,7 +276,7 @@ macro_rules! impl_library_stores {
             async fn reactivate_agent(
                 &self,
                 key: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
             ) -> StoreResult<()> {
                 self.set_agent_active(key, scope, scope_id, true).await
@@ -285,7 +285,7 @@ macro_rules! impl_library_stores {
             async fn current_agent(
                 &self,
                 key: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
             ) -> StoreResult<AgentVersion> {
                 let scope_key = scope_key(scope, scope_id)?;
@@ -317,7 +317,7 @@ macro_rules! impl_library_stores {
             async fn create_skill(
                 &self,
                 name: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
                 text: &str,
                 description: &str,
@@ -440,7 +440,7 @@ macro_rules! impl_library_stores {
             async fn create_provider_credential(
                 &self,
                 provider: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
                 label: &str,
                 api_key: &SecretString,
