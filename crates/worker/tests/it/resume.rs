@@ -10,7 +10,17 @@ use auto_swe_worker::{DurableEngine, JournalStats, RunEnd, Worker, WorkerConfig}
 use serde_json::json;
 use tokio::sync::Notify;
 
-use crate::support::{CountingSteps, TestStore, acquire_when_free, three_steps};
+use auto_swe_worker::EmbeddedEngine;
+
+use crate::support::{CountingSteps, LEASE, TestStore, on_both_backends, three_steps};
+
+on_both_backends!(
+    a_run_taken_over_by_a_second_worker_replays_and_the_first_writes_nothing,
+    a_failure_is_journaled_and_replayed_as_the_same_failure,
+    a_journal_entry_of_another_shape_fails_the_run_with_a_code,
+    an_unknown_effect_kind_is_refused_before_anything_runs,
+    heartbeats_keep_a_long_step_s_lease_and_a_refused_one_stops_the_run,
+);
 
 /// A heartbeat interval long enough that a worker never renews: a worker paused past its lease.
 const NEVER: Duration = Duration::from_secs(3600);
@@ -19,9 +29,7 @@ fn counts(pairs: &[(&str, u32)]) -> BTreeMap<String, u32> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
 }
 
-#[tokio::test]
-async fn a_run_taken_over_by_a_second_worker_replays_and_the_first_writes_nothing() {
-    let db = TestStore::new().await;
+async fn a_run_taken_over_by_a_second_worker_replays_and_the_first_writes_nothing(db: &TestStore) {
     let engine = db.engine();
     let run_id = db.start(three_steps()).await;
 
@@ -39,14 +47,17 @@ async fn a_run_taken_over_by_a_second_worker_replays_and_the_first_writes_nothin
     let driving_a = tokio::spawn(async move { worker_a.drive(lease_a).await });
     reached.notified().await;
 
-    // Worker B takes the run once A's lease lapsed and drives it to the end.
+    // A's lease lapses; worker B, on a store of its own (another process as far as the
+    // database can tell), takes the run and drives it to the end.
+    db.age_lease(&run_id, LEASE * 2).await;
+    let engine_b = Arc::new(EmbeddedEngine::new(db.reopen().await, LEASE));
     let steps_b = Arc::new(CountingSteps::new("b"));
     let worker_b = Worker::new(
-        engine.clone(),
+        engine_b.clone(),
         steps_b.clone(),
         WorkerConfig::new("worker-b", Duration::from_millis(200)),
     );
-    let lease_b = acquire_when_free(engine.as_ref(), "worker-b").await;
+    let lease_b = engine_b.acquire("worker-b", 1).await.unwrap().remove(0);
     assert!(lease_b.fencing_token > stale.fencing_token);
     let report = worker_b.drive(lease_b).await.unwrap();
     assert_eq!(report.status, TerminalStatus::Success);
@@ -114,11 +125,10 @@ async fn a_run_taken_over_by_a_second_worker_replays_and_the_first_writes_nothin
         RunStatus::SUCCESS
     );
     assert!(engine.acquire("worker-c", 1).await.unwrap().is_empty());
+    engine_b.store().close().await;
 }
 
-#[tokio::test]
-async fn a_failure_is_journaled_and_replayed_as_the_same_failure() {
-    let db = TestStore::new().await;
+async fn a_failure_is_journaled_and_replayed_as_the_same_failure(db: &TestStore) {
     let engine = db.engine();
     let spec = json!({
         "entry": "a",
@@ -145,9 +155,7 @@ async fn a_failure_is_journaled_and_replayed_as_the_same_failure() {
 
 /// A journal entry in a shape the dispatcher did not write (another writer, a bad migration)
 /// ends the run with `JOURNAL_CORRUPT`; it is never taken as an output or re-executed.
-#[tokio::test]
-async fn a_journal_entry_of_another_shape_fails_the_run_with_a_code() {
-    let db = TestStore::new().await;
+async fn a_journal_entry_of_another_shape_fails_the_run_with_a_code(db: &TestStore) {
     let engine = db.engine();
     let run_id = db.start(three_steps()).await;
     let lease = engine.acquire("w", 1).await.unwrap().remove(0);
@@ -186,9 +194,7 @@ async fn a_journal_entry_of_another_shape_fails_the_run_with_a_code() {
 }
 
 /// An entry whose kind the worker does not know is refused when the history is opened.
-#[tokio::test]
-async fn an_unknown_effect_kind_is_refused_before_anything_runs() {
-    let db = TestStore::new().await;
+async fn an_unknown_effect_kind_is_refused_before_anything_runs(db: &TestStore) {
     let engine = db.engine();
     let run_id = db.start(three_steps()).await;
     let lease = engine.acquire("w", 1).await.unwrap().remove(0);
@@ -218,4 +224,58 @@ async fn an_unknown_effect_kind_is_refused_before_anything_runs() {
     let error = worker.drive(lease).await.unwrap_err();
     assert_eq!(error.code(), "JOURNAL_CORRUPT");
     assert!(steps.runs().is_empty());
+}
+
+/// A step longer than the lease keeps the run because the worker renews the lease; once another
+/// worker holds the run, the next renewal is refused and the first worker stops at once, its
+/// step cancelled and nothing more written, and the run is left to the new holder.
+async fn heartbeats_keep_a_long_step_s_lease_and_a_refused_one_stops_the_run(db: &TestStore) {
+    use auto_swe_store::QueueState;
+
+    let engine = db.engine();
+    let run_id = db.start(three_steps()).await;
+    let (reached, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let steps = Arc::new(CountingSteps::new("a").gated(Arc::clone(&reached), release));
+    let worker = Worker::new(
+        engine.clone(),
+        steps.clone(),
+        WorkerConfig::new("worker-a", Duration::from_millis(50)),
+    );
+    let lease = engine.acquire("worker-a", 1).await.unwrap().remove(0);
+    let first_until = lease.expires_at_ms;
+    let driving = tokio::spawn(async move { worker.drive(lease).await });
+    reached.notified().await;
+
+    // Renewals move the lease's end on (bounded wait: renewals run on the database's clock).
+    let mut renewed = false;
+    for _ in 0..100 {
+        if let Some(QueueState::Leased { lease_until, .. }) =
+            db.store.queue_state(&run_id).await.unwrap()
+            && lease_until.as_millis() > first_until
+        {
+            renewed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(renewed, "the lease was never renewed");
+
+    // Another worker takes the run; the first one's next renewal is refused and it stops.
+    db.age_lease(&run_id, Duration::from_secs(3600)).await;
+    let taken = engine.acquire("worker-b", 1).await.unwrap().remove(0);
+    let stopped = driving.await.unwrap().unwrap_err();
+    assert_eq!(stopped.code(), "LEASE_LOST");
+    assert_eq!(steps.records(), counts(&[("a", 1)]));
+    let journal = db.store.read_journal(&run_id).await.unwrap();
+    assert_eq!(journal.len(), 2, "{journal:?}");
+    match db.store.queue_state(&run_id).await.unwrap() {
+        Some(QueueState::Leased { worker, epoch, .. }) => {
+            assert_eq!((worker.as_str(), epoch), ("worker-b", taken.fencing_token));
+        }
+        other => panic!("unexpected queue state {other:?}"),
+    }
+    assert_eq!(
+        db.store.get_run(&run_id).await.unwrap().status.terminal(),
+        None
+    );
 }
