@@ -20,6 +20,7 @@ on_both_backends!(
     a_journal_entry_of_another_shape_fails_the_run_with_a_code,
     an_unknown_effect_kind_is_refused_before_anything_runs,
     heartbeats_keep_a_long_step_s_lease_and_a_refused_one_stops_the_run,
+    an_effect_recorded_first_by_another_writer_is_the_one_the_run_sees,
 );
 
 /// A heartbeat interval long enough that a worker never renews: a worker paused past its lease.
@@ -278,4 +279,53 @@ async fn heartbeats_keep_a_long_step_s_lease_and_a_refused_one_stops_the_run(db:
         db.store.get_run(&run_id).await.unwrap().status.terminal(),
         None
     );
+}
+
+/// Two results for one effect (a write racing the worker's under the same lease): the one
+/// recorded first is the run's truth, and the worker's own result is dropped.
+async fn an_effect_recorded_first_by_another_writer_is_the_one_the_run_sees(db: &TestStore) {
+    let engine = db.engine();
+    let run_id = db.start(three_steps()).await;
+    let (reached, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let steps = Arc::new(CountingSteps::new("w").gated(Arc::clone(&reached), Arc::clone(&release)));
+    let worker = Worker::new(
+        engine.clone(),
+        steps.clone(),
+        WorkerConfig::new("w", Duration::from_millis(200)),
+    );
+    let lease = engine.acquire("w", 1).await.unwrap().remove(0);
+    let token = LeaseToken {
+        run_id: run_id.clone(),
+        epoch: lease.fencing_token,
+    };
+    let driving = tokio::spawn(async move { worker.drive(lease).await });
+    reached.notified().await;
+    let first = json!({"result": "output", "value": {"by": "first"}});
+    db.store
+        .append_journal(
+            &token,
+            JournalAppend {
+                run_id: run_id.clone(),
+                recording_id: "slow".to_owned(),
+                attempt: 1,
+                kind: "step".to_owned(),
+                result: first.clone(),
+            },
+        )
+        .await
+        .unwrap();
+    release.notify_one();
+    let report = driving.await.unwrap().unwrap();
+    assert_eq!(report.status, TerminalStatus::Success);
+    assert_eq!(steps.outputs()["slow"], json!({"by": "first"}));
+    let slow: Vec<_> = db
+        .store
+        .read_journal(&run_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.recording_id == "slow" && e.kind == "step")
+        .collect();
+    assert_eq!(slow.len(), 1);
+    assert_eq!(slow[0].result, first);
 }

@@ -225,6 +225,7 @@ pub(crate) struct CountingSteps {
     name: &'static str,
     pub(crate) runs: Mutex<BTreeMap<String, u32>>,
     pub(crate) records: Mutex<BTreeMap<String, u32>>,
+    outputs: Mutex<BTreeMap<String, Value>>,
     gate: Option<(Arc<Notify>, Arc<Notify>)>,
 }
 
@@ -234,6 +235,7 @@ impl CountingSteps {
             name,
             runs: Mutex::new(BTreeMap::new()),
             records: Mutex::new(BTreeMap::new()),
+            outputs: Mutex::new(BTreeMap::new()),
             gate: None,
         }
     }
@@ -246,6 +248,11 @@ impl CountingSteps {
 
     pub(crate) fn runs(&self) -> BTreeMap<String, u32> {
         self.runs.lock().unwrap().clone()
+    }
+
+    /// The output each recorded step carried, by recording id.
+    pub(crate) fn outputs(&self) -> BTreeMap<String, Value> {
+        self.outputs.lock().unwrap().clone()
     }
 
     pub(crate) fn records(&self) -> BTreeMap<String, u32> {
@@ -301,6 +308,12 @@ impl Dispatcher for CountingSteps {
             .unwrap()
             .entry(record.recording_id.clone())
             .or_default() += 1;
+        if let Some(output) = &record.outputs {
+            self.outputs
+                .lock()
+                .unwrap()
+                .insert(record.recording_id.clone(), Value::clone(output));
+        }
         Ok(())
     }
 
