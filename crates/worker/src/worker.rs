@@ -130,7 +130,9 @@ impl Worker {
         let outcome = loop {
             tokio::select! {
                 outcome = &mut run => break outcome,
-                () = dispatcher.lease_lost().cancelled() => {
+                // Each arm is disabled once it has fired, so a step slow to notice the
+                // cancellation leaves the loop waiting on the run, not spinning.
+                () = dispatcher.lease_lost().cancelled(), if !cancel.is_cancelled() => {
                     cancel.cancel();
                 }
                 () = tokio::time::sleep(self.config.heartbeat_every),
