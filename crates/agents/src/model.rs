@@ -43,6 +43,14 @@ impl Scope {
             Scope::Global => "GLOBAL",
         }
     }
+
+    /// Reads a wire spelling; anything else is `None`.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::CASCADE
+            .into_iter()
+            .find(|scope| scope.as_str() == text)
+    }
 }
 
 /// A scope together with the id of the thing it belongs to.
@@ -179,6 +187,33 @@ pub enum Reasoning {
     Medium,
     /// High effort.
     High,
+}
+
+impl Reasoning {
+    /// Every level, lowest first.
+    pub const ALL: [Reasoning; 4] = [
+        Reasoning::Off,
+        Reasoning::Low,
+        Reasoning::Medium,
+        Reasoning::High,
+    ];
+
+    /// The wire (and stored) spelling: `off`, `low`, `medium`, `high`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reasoning::Off => "off",
+            Reasoning::Low => "low",
+            Reasoning::Medium => "medium",
+            Reasoning::High => "high",
+        }
+    }
+
+    /// Reads a wire spelling; anything else is `None`.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|level| level.as_str() == text)
+    }
 }
 
 /// A reference to an agent as a template node names it: `key` or `key@version`.

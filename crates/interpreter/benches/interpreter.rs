@@ -5,8 +5,8 @@ use std::hint::black_box;
 
 use async_trait::async_trait;
 use auto_swe_interpreter::{
-    CancellationToken, DispatchError, Dispatcher, RunOptions, RunStatus, SignalWait, SignalWake,
-    StepDispatch, StepRecord, run_spec,
+    CancellationToken, DispatchError, Dispatcher, RunOptions, SignalWait, SignalWake, StepDispatch,
+    StepRecord, TerminalStatus, run_spec,
 };
 use auto_swe_spec::WorkflowSpec;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -74,7 +74,7 @@ fn transitions(c: &mut Criterion) {
                 .with_context(json!({"i": 0}));
             let outcome =
                 runtime.block_on(run_spec(&spec, json!({"rounds": ROUNDS}), &Noop, options));
-            assert_eq!(outcome.status, RunStatus::Success);
+            assert_eq!(outcome.status, TerminalStatus::Success);
             black_box(outcome)
         });
     });
@@ -100,7 +100,7 @@ fn fan_out(c: &mut Criterion) {
         b.iter(|| {
             let outcome =
                 runtime.block_on(run_spec(&spec, input.clone(), &Noop, RunOptions::default()));
-            assert_eq!(outcome.status, RunStatus::Success);
+            assert_eq!(outcome.status, TerminalStatus::Success);
             black_box(outcome)
         });
     });

@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use auto_swe_interpreter::{
-    CancellationToken, DispatchError, Dispatcher, RunOptions, RunStatus, Script, SignalWait,
-    SignalWake, StepDispatch, StepRecord, run_spec, simulate,
+    CancellationToken, DispatchError, Dispatcher, RunOptions, Script, SignalWait, SignalWake,
+    StepDispatch, StepRecord, TerminalStatus, run_spec, simulate,
 };
 use auto_swe_spec::WorkflowSpec;
 use peak_alloc::PeakAlloc;
@@ -172,7 +172,7 @@ fn measure(
         }
     };
     let peak_bytes = HEAP.peak_usage().saturating_sub(before);
-    assert_eq!(status, RunStatus::Success, "{name}");
+    assert_eq!(status, TerminalStatus::Success, "{name}");
     Measured {
         name: format!("{name} ({})", answered.name()),
         dispatches,

@@ -94,6 +94,27 @@ pub enum StepStatus {
     TimedOut,
 }
 
+impl StepStatus {
+    /// Every status, in declaration order.
+    pub const ALL: [StepStatus; 4] = [
+        StepStatus::Completed,
+        StepStatus::Failed,
+        StepStatus::Cancelled,
+        StepStatus::TimedOut,
+    ];
+
+    /// The wire spelling: `COMPLETED`, `FAILED`, `CANCELLED`, `TIMED_OUT`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Completed => "COMPLETED",
+            StepStatus::Failed => "FAILED",
+            StepStatus::Cancelled => "CANCELLED",
+            StepStatus::TimedOut => "TIMED_OUT",
+        }
+    }
+}
+
 /// An error as a step record carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -156,7 +177,7 @@ pub struct HumanStepNotice {
 }
 
 /// Final status of a human step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[non_exhaustive]
 pub enum HumanStepStatus {
@@ -166,6 +187,25 @@ pub enum HumanStepStatus {
     TimedOut,
     /// The wait was cancelled or abandoned.
     Cancelled,
+}
+
+impl HumanStepStatus {
+    /// Every status, in declaration order.
+    pub const ALL: [HumanStepStatus; 3] = [
+        HumanStepStatus::Resolved,
+        HumanStepStatus::TimedOut,
+        HumanStepStatus::Cancelled,
+    ];
+
+    /// The wire spelling: `RESOLVED`, `TIMED_OUT`, `CANCELLED`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HumanStepStatus::Resolved => "RESOLVED",
+            HumanStepStatus::TimedOut => "TIMED_OUT",
+            HumanStepStatus::Cancelled => "CANCELLED",
+        }
+    }
 }
 
 /// The end of a human step.

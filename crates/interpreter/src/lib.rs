@@ -21,6 +21,7 @@ mod simulate;
 mod waits;
 mod walk;
 
+pub use auto_swe_spec::TerminalStatus;
 pub use context::RECORD_STRING_LIMIT;
 pub use delta::{
     ContextChange, ContextDelta, ContextDeltaError, ContextLog, LoggedContext, PathKey,
@@ -30,7 +31,7 @@ pub use dispatcher::{
     SignalWake, StepDispatch, StepRecord, StepStatus, WaitKind,
 };
 pub use error::{DispatchError, DispatchErrorKind, RunError, SpecFailure};
-pub use run::{DEFAULT_TRANSITION_CAP, RunOptions, RunOutcome, RunStatus, run_spec};
+pub use run::{DEFAULT_TRANSITION_CAP, RunOptions, RunOutcome, run_spec};
 pub use scripted::{
     HumanAnswer, Script, ScriptError, ScriptedCall, ScriptedDispatcher, SignalAnswer, StepAnswer,
     StepFailureAnswer, WaitWord,

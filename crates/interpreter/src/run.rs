@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use auto_swe_spec::{Node, NodeKind, TerminalStatus, WorkflowSpec};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -17,32 +16,6 @@ use crate::walk::{Stop, Walk};
 
 /// Transitions a run may make when neither the spec nor the options set a cap.
 pub const DEFAULT_TRANSITION_CAP: u32 = 1_000;
-
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-#[non_exhaustive]
-pub enum RunStatus {
-    /// The run did what it set out to do.
-    Success,
-    /// The run failed.
-    Failed,
-    /// The run was cancelled.
-    Cancelled,
-    /// The run waited too long.
-    TimedOut,
-}
-
-impl From<TerminalStatus> for RunStatus {
-    fn from(status: TerminalStatus) -> Self {
-        match status {
-            TerminalStatus::Failed => Self::Failed,
-            TerminalStatus::Cancelled => Self::Cancelled,
-            TerminalStatus::TimedOut => Self::TimedOut,
-            _ => Self::Success,
-        }
-    }
-}
 
 /// Settings of one run.
 #[derive(Debug, Clone, Default)]
@@ -85,7 +58,7 @@ impl RunOptions {
 #[non_exhaustive]
 pub struct RunOutcome {
     /// Final status.
-    pub status: RunStatus,
+    pub status: TerminalStatus,
     /// The `terminate` node's result; the last node's output when the path ended without one;
     /// `null` when the run failed, was cancelled or timed out. Shared with `nodes` when it is a
     /// node's output.
@@ -179,13 +152,13 @@ pub async fn run_spec(
     let root = walk.into_root();
     let (context, nodes) = root.into_values();
     let (status, result, error) = match ended {
-        Ok((status, result)) => (RunStatus::from(status), result, None),
+        Ok((status, result)) => (status, result, None),
         Err(Stop::Error(error @ RunError::TimedOut { .. })) => {
-            (RunStatus::TimedOut, Arc::new(Value::Null), Some(error))
+            (TerminalStatus::TimedOut, Arc::new(Value::Null), Some(error))
         }
-        Err(Stop::Error(error)) => (RunStatus::Failed, Arc::new(Value::Null), Some(error)),
+        Err(Stop::Error(error)) => (TerminalStatus::Failed, Arc::new(Value::Null), Some(error)),
         Err(Stop::Cancelled(message) | Stop::BranchCancelled(message)) => (
-            RunStatus::Cancelled,
+            TerminalStatus::Cancelled,
             Arc::new(Value::Null),
             Some(RunError::Cancelled { message }),
         ),

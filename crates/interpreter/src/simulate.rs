@@ -16,7 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::dispatcher::StepRecord;
 use crate::error::RunError;
-use crate::run::{RunOptions, RunOutcome, RunStatus, run_spec};
+use auto_swe_spec::TerminalStatus;
+
+use crate::run::{RunOptions, RunOutcome, run_spec};
 use crate::scripted::{Script, ScriptedCall, ScriptedDispatcher};
 use crate::shared::ContextSnapshot;
 
@@ -74,7 +76,7 @@ pub fn simulate(
             if stalled {
                 // Cancelling did not wake anything: a dispatcher contract was broken.
                 break RunOutcome {
-                    status: RunStatus::Cancelled,
+                    status: TerminalStatus::Cancelled,
                     result: Arc::new(Value::Null),
                     error: Some(RunError::Cancelled {
                         message: "simulation stalled".into(),

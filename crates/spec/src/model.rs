@@ -389,6 +389,39 @@ pub enum TerminalStatus {
     TimedOut,
 }
 
+impl TerminalStatus {
+    /// Every status, in declaration order.
+    pub const ALL: [TerminalStatus; 4] = [
+        TerminalStatus::Success,
+        TerminalStatus::Failed,
+        TerminalStatus::Cancelled,
+        TerminalStatus::TimedOut,
+    ];
+
+    /// The wire (and stored) spelling: `SUCCESS`, `FAILED`, `CANCELLED`, `TIMED_OUT`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminalStatus::Success => "SUCCESS",
+            TerminalStatus::Failed => "FAILED",
+            TerminalStatus::Cancelled => "CANCELLED",
+            TerminalStatus::TimedOut => "TIMED_OUT",
+        }
+    }
+
+    /// Reads a wire spelling; anything else is `None`.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for TerminalStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// `fanOut`: run a subgraph once per item.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

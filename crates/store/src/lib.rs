@@ -27,6 +27,13 @@ mod secret;
 
 use std::sync::Arc;
 
+// The vocabulary the store shares with the crates below it, re-exported so a store user
+// names one type: how runs end (spec), how steps and human steps end (interpreter; `StepEnd`
+// and `HumanStepEnd` here, since the store's own `StepStatus` and `HumanStepStatus` are the
+// lifecycles that wrap them) and library scopes and reasoning levels (agents).
+pub use auto_swe_agents::{Reasoning, Scope};
+pub use auto_swe_interpreter::{HumanStepStatus as HumanStepEnd, StepStatus as StepEnd};
+pub use auto_swe_spec::TerminalStatus;
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{StoreError, StoreResult};
 pub use limits::{MAX_ARTIFACT_BYTES, MAX_JSON_BYTES, MAX_LONG_TEXT_BYTES, MAX_SHORT_TEXT_BYTES};
@@ -49,8 +56,7 @@ pub use records::integrations::{
 };
 pub use records::journal::{AppendOutcome, JournalAppend, JournalEntry, JournalStore};
 pub use records::library::{
-    AgentDefinition, AgentStore, AgentVersion, LibraryScope, ReasoningLevel, Skill, SkillRevision,
-    SkillStore,
+    AgentDefinition, AgentStore, AgentVersion, Skill, SkillRevision, SkillStore,
 };
 pub use records::memory::{
     EMBEDDING_DIMENSIONS, MAX_SEARCH_LIMIT, MemoryHit, MemoryItem, MemoryQuery, MemoryStore,

@@ -57,7 +57,7 @@ struct StepOut {
 
 #[derive(Debug, Serialize)]
 struct SimulateOut {
-    status: auto_swe_interpreter::RunStatus,
+    status: auto_swe_interpreter::TerminalStatus,
     result: Arc<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<ErrorOut>,

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use auto_swe_interpreter::journal::{Effect, Recorder};
 use auto_swe_interpreter::{
-    ContextDelta, ContextLog, ContextSnapshot, LoggedContext, RunOptions, RunStatus, ScriptedCall,
-    ScriptedDispatcher, run_spec, simulate,
+    ContextDelta, ContextLog, ContextSnapshot, LoggedContext, RunOptions, ScriptedCall,
+    ScriptedDispatcher, TerminalStatus, run_spec, simulate,
 };
 use auto_swe_spec::{parse_write_path, write_at};
 use proptest::prelude::*;
@@ -138,10 +138,10 @@ proptest! {
                 let _ = model(&mut branch_root, &format!("fan[{index}]/b"), &branch, &mut expected);
             }
             expected.insert("after".to_owned(), root["context"].clone());
-            prop_assert_eq!(run.outcome.status, RunStatus::Success);
+            prop_assert_eq!(run.outcome.status, TerminalStatus::Success);
             prop_assert_eq!(&run.outcome.context, &root["context"]);
         } else {
-            prop_assert_eq!(run.outcome.status, RunStatus::Failed);
+            prop_assert_eq!(run.outcome.status, TerminalStatus::Failed);
         }
 
         // Every snapshot is compared after the whole run has written everything it wrote.
@@ -280,7 +280,7 @@ fn a_serialised_journal_holds_the_context_once_and_then_deltas() {
             &recorder,
             RunOptions::default().with_context(context.clone()),
         ));
-    assert_eq!(outcome.status, RunStatus::Success);
+    assert_eq!(outcome.status, TerminalStatus::Success);
     let journal = recorder.journal();
     let text = serde_json::to_string(&journal).unwrap();
     let context_len = context.to_string().len();
@@ -347,7 +347,7 @@ fn a_context_nested_128_levels_is_read_written_and_kept_per_version() {
     );
     assert_eq!(
         run.outcome.status,
-        RunStatus::Success,
+        TerminalStatus::Success,
         "{:?}",
         run.outcome.error
     );

@@ -1,7 +1,7 @@
 //! The failure rules: retries, non-retryable errors, onFail routes, onError, cancellation,
 //! interpreter-raised failures, reserved paths, record cutting and patch gates.
 
-use auto_swe_interpreter::{RECORD_STRING_LIMIT, RunStatus, patches};
+use auto_swe_interpreter::{RECORD_STRING_LIMIT, TerminalStatus, patches};
 use serde_json::json;
 
 use crate::support::{error_code, sim, status, steps};
@@ -138,7 +138,7 @@ fn cancellation_bypasses_on_fail_and_on_error() {
         json!({}),
         json!({"steps": {"build": [{"cancel": true}]}}),
     );
-    assert_eq!(run.outcome.status, RunStatus::Cancelled);
+    assert_eq!(run.outcome.status, TerminalStatus::Cancelled);
     assert_eq!(error_code(&run).as_deref(), Some("CANCELLED"));
     assert_eq!(steps(&run.records), ["build CANCELLED 1"]);
     assert_eq!(*run.outcome.result, json!(null));
@@ -154,7 +154,7 @@ fn unpatched_cancellation_goes_through_handlers_but_still_ends_cancelled() {
             "patches": {patches::CANCELLATION_BYPASSES_FAILURE_HANDLING: false}
         }),
     );
-    assert_eq!(run.outcome.status, RunStatus::Cancelled);
+    assert_eq!(run.outcome.status, TerminalStatus::Cancelled);
     assert_eq!(steps(&run.records), ["build FAILED 1"]);
     assert_eq!(
         run.outcome.nodes.to_value()["build"]["error"]["code"],

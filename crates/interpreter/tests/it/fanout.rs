@@ -1,7 +1,7 @@
 //! Fan-out: output shape, item keys, exports, pluck, concurrency, join, onBranchFail, shared
 //! signal slots, abandoned waits, nested prefixes and cancellation.
 
-use auto_swe_interpreter::{HumanStepStatus, RunStatus, ScriptedCall};
+use auto_swe_interpreter::{HumanStepStatus, ScriptedCall, TerminalStatus};
 use serde_json::{Value, json};
 
 use crate::support::{error_code, sim, status, steps};
@@ -159,7 +159,7 @@ fn block_fails_the_run_and_cancels_siblings_waiting_on_people() {
             "default": {"output": "ok"}
         }),
     );
-    assert_eq!(run.outcome.status, RunStatus::Failed);
+    assert_eq!(run.outcome.status, TerminalStatus::Failed);
     assert_eq!(error_code(&run).as_deref(), Some("WORKFLOW_SPEC_FAILED"));
     assert_eq!(
         run.outcome.error.as_ref().unwrap().to_string(),
@@ -297,7 +297,7 @@ fn a_run_cancellation_inside_a_branch_cancels_the_run() {
         json!({"items": [1, 2, 3]}),
         json!({"steps": {"fan[1]/impl": [{"cancel": true}]}, "default": {"output": 1}}),
     );
-    assert_eq!(run.outcome.status, RunStatus::Cancelled);
+    assert_eq!(run.outcome.status, TerminalStatus::Cancelled);
     assert_eq!(error_code(&run).as_deref(), Some("CANCELLED"));
 }
 

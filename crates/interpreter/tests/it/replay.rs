@@ -187,7 +187,10 @@ fn the_shuffle_really_changes_the_completion_order() {
     let orders: std::collections::BTreeSet<Vec<String>> = (1..20)
         .map(|seed| {
             let (outcome, journal) = record(&spec_json, &script_json, seed);
-            assert_eq!(outcome.status, auto_swe_interpreter::RunStatus::Success);
+            assert_eq!(
+                outcome.status,
+                auto_swe_interpreter::TerminalStatus::Success
+            );
             journal
                 .entries
                 .iter()
@@ -210,7 +213,10 @@ fn a_run_cancelled_before_it_starts_makes_no_calls() {
         &dispatcher,
         RunOptions::default().with_cancellation(token),
     ));
-    assert_eq!(outcome.status, auto_swe_interpreter::RunStatus::Cancelled);
+    assert_eq!(
+        outcome.status,
+        auto_swe_interpreter::TerminalStatus::Cancelled
+    );
     assert_eq!(
         outcome.error.map(|e| e.code().to_owned()).as_deref(),
         Some("CANCELLED")

@@ -1,7 +1,7 @@
 //! Signals and human nodes.
 
 use auto_swe_interpreter::{
-    HumanStepStatus, RunStatus, ScriptedCall, SignalWait, WaitKind, patches,
+    HumanStepStatus, ScriptedCall, SignalWait, TerminalStatus, WaitKind, patches,
 };
 use serde_json::json;
 
@@ -75,7 +75,7 @@ fn signal_timeout_routes_to_on_timeout_or_ends_timed_out() {
         json!({}),
         json!({"signals": {"ciPipelineSignal": ["timeout"]}}),
     );
-    assert_eq!(ended.outcome.status, RunStatus::TimedOut);
+    assert_eq!(ended.outcome.status, TerminalStatus::TimedOut);
     assert_eq!(error_code(&ended).as_deref(), Some("TIMED_OUT"));
 }
 
@@ -229,7 +229,7 @@ fn human_decision_routes_by_option_and_stores_the_answer() {
     );
     assert_eq!(error_code(&bad).as_deref(), Some("WORKFLOW_SPEC_FAILED"));
     let no_timeout = sim(spec, json!({}), json!({"human": {"pick": ["timeout"]}}));
-    assert_eq!(no_timeout.outcome.status, RunStatus::TimedOut);
+    assert_eq!(no_timeout.outcome.status, TerminalStatus::TimedOut);
 }
 
 #[test]
@@ -295,6 +295,6 @@ fn a_wait_nothing_will_answer_stalls_the_simulation_and_cancels_the_run() {
         json!({"signals": {"ciPipelineSignal": ["pending"]}}),
     );
     assert!(run.stalled);
-    assert_eq!(run.outcome.status, RunStatus::Cancelled);
+    assert_eq!(run.outcome.status, TerminalStatus::Cancelled);
     assert_eq!(steps(&run.records), ["ci CANCELLED 1"]);
 }

@@ -10,7 +10,7 @@ macro_rules! impl_library_stores {
                 Ok(AgentVersion {
                     id: row.try_get("id")?,
                     key: row.try_get("key")?,
-                    scope: parse_stored("agents", &scope)?,
+                    scope: parse_scope("agents", &scope)?,
                     scope_id: row.try_get("scope_id")?,
                     version: row.try_get("version")?,
                     is_active: row.try_get("is_active")?,
@@ -21,7 +21,13 @@ macro_rules! impl_library_stores {
                         tool_keys: from_json_text("agents", &row.try_get::<String, _>("tool_keys")?)?,
                         skill_ids: from_json_text("agents", &row.try_get::<String, _>("skill_ids")?)?,
                         runtime: row.try_get("runtime")?,
-                        reasoning: reasoning.map(|r| parse_stored("agents", &r)).transpose()?,
+                        reasoning: reasoning
+                            .map(|r| {
+                                Reasoning::parse(&r).ok_or_else(|| {
+                                    StoreError::corrupt("agents", format!("unexpected value {r:?}"))
+                                })
+                            })
+                            .transpose()?,
                     },
                     created_at: Timestamp::from_millis(row.try_get("created_at")?),
                 })
@@ -32,7 +38,7 @@ macro_rules! impl_library_stores {
                 Ok(Skill {
                     id: row.try_get("id")?,
                     name: row.try_get("name")?,
-                    scope: parse_stored("skills", &scope)?,
+                    scope: parse_scope("skills", &scope)?,
                     scope_id: row.try_get("scope_id")?,
                     is_active: row.try_get("is_active")?,
                     current_revision: row.try_get("current_revision")?,
@@ -57,7 +63,7 @@ macro_rules! impl_library_stores {
                 Ok(ProviderCredential {
                     id: row.try_get("id")?,
                     provider: row.try_get("provider")?,
-                    scope: parse_stored("provider_credentials", &scope)?,
+                    scope: parse_scope("provider_credentials", &scope)?,
                     scope_id: row.try_get("scope_id")?,
                     label: row.try_get("label")?,
                     created_at: Timestamp::from_millis(row.try_get("created_at")?),
@@ -93,7 +99,7 @@ macro_rules! impl_library_stores {
                 &self,
                 tx: &mut sqlx::Transaction<'_, DbKind>,
                 key: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
                 version: i64,
                 definition: &AgentDefinition,
@@ -119,7 +125,7 @@ macro_rules! impl_library_stores {
                 .bind(&tool_keys)
                 .bind(&skill_ids)
                 .bind(&definition.runtime)
-                .bind(definition.reasoning.map(ReasoningLevel::as_str))
+                .bind(definition.reasoning.map(Reasoning::as_str))
                 .bind(self.clock.now().as_millis())
                 .fetch_one(&mut **tx)
                 .await
@@ -130,7 +136,7 @@ macro_rules! impl_library_stores {
             async fn set_agent_active(
                 &self,
                 key: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
                 active: bool,
             ) -> StoreResult<()> {
@@ -192,7 +198,7 @@ macro_rules! impl_library_stores {
             async fn create_agent(
                 &self,
                 key: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
                 definition: AgentDefinition,
             ) -> StoreResult<AgentVersion> {
@@ -208,7 +214,7 @@ macro_rules! impl_library_stores {
             async fn update_agent(
                 &self,
                 key: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
                 expected_version: i64,
                 definition: AgentDefinition,
@@ -261,7 +267,7 @@ macro_rules! impl_library_stores {
             async fn deactivate_agent(
                 &self,
                 key: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
             ) -> StoreResult<()> {
                 self.set_agent_active(key, scope, scope_id, false).await
@@ -270,7 +276,7 @@ macro_rules! impl_library_stores {
             async fn reactivate_agent(
                 &self,
                 key: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
             ) -> StoreResult<()> {
                 self.set_agent_active(key, scope, scope_id, true).await
@@ -279,7 +285,7 @@ macro_rules! impl_library_stores {
             async fn current_agent(
                 &self,
                 key: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
             ) -> StoreResult<AgentVersion> {
                 let scope_key = scope_key(scope, scope_id)?;
@@ -311,7 +317,7 @@ macro_rules! impl_library_stores {
             async fn create_skill(
                 &self,
                 name: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
                 text: &str,
                 description: &str,
@@ -434,7 +440,7 @@ macro_rules! impl_library_stores {
             async fn create_provider_credential(
                 &self,
                 provider: &str,
-                scope: LibraryScope,
+                scope: Scope,
                 scope_id: Option<&str>,
                 label: &str,
                 api_key: &SecretString,

@@ -32,7 +32,8 @@ pub(crate) mod prelude {
     pub(crate) use sqlx::Row;
 
     pub(crate) use super::shared::{
-        RunStanding, from_json_text, new_id, parse_stored, scope_key, sha256_hex, to_json_text,
+        RunStanding, from_json_text, new_id, parse_scope, parse_stored, scope_key, sha256_hex,
+        to_json_text,
     };
     pub(crate) use crate::clock::{Clock, Timestamp};
     pub(crate) use crate::error::{StoreError, StoreResult, map_write};
@@ -57,8 +58,7 @@ pub(crate) mod prelude {
         AppendOutcome, JournalAppend, JournalEntry, JournalStore,
     };
     pub(crate) use crate::records::library::{
-        AgentDefinition, AgentStore, AgentVersion, LibraryScope, ReasoningLevel, Skill,
-        SkillRevision, SkillStore,
+        AgentDefinition, AgentStore, AgentVersion, Skill, SkillRevision, SkillStore,
     };
     pub(crate) use crate::records::memory::{
         MemoryHit, MemoryItem, MemoryQuery, MemoryStore, NewMemoryItem,
@@ -86,4 +86,5 @@ pub(crate) mod prelude {
         ApiToken, NewApiToken, ServicePrincipal, TokenOwner, TokenStore,
     };
     pub(crate) use crate::secret::{Keyring, SecretOwner, SecretString};
+    pub(crate) use auto_swe_agents::{Reasoning, Scope};
 }

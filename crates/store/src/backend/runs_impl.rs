@@ -245,7 +245,7 @@ macro_rules! impl_run_stores {
                 };
                 let year_month = now.year_month();
                 if let Some(org_id) = &org_id {
-                    let completed = i64::from(finalize.status == RunStatus::Succeeded);
+                    let completed = i64::from(finalize.status == RunStatus::SUCCESS);
                     sqlx::query(
                         "INSERT INTO org_monthly_usage (org_id, year_month, cost_micros, \
                          input_tokens, output_tokens, runs_completed, runs_finalized) \

@@ -36,13 +36,13 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 pub(crate) fn scope_key(
-    scope: crate::records::library::LibraryScope,
+    scope: auto_swe_agents::Scope,
     scope_id: Option<&str>,
 ) -> StoreResult<String> {
-    use crate::records::library::LibraryScope;
+    use auto_swe_agents::Scope;
     match (scope, scope_id) {
-        (LibraryScope::Global, None) => Ok(String::new()),
-        (LibraryScope::Global, Some(_)) => Err(StoreError::invalid(
+        (Scope::Global, None) => Ok(String::new()),
+        (Scope::Global, Some(_)) => Err(StoreError::invalid(
             "scope id",
             "a GLOBAL row has no scope id",
         )),
@@ -68,4 +68,10 @@ pub(crate) enum RunStanding {
         state: Option<String>,
         epoch: Option<i64>,
     },
+}
+
+/// Reads a stored library scope (`GLOBAL`, `ORGANIZATION`, …).
+pub(crate) fn parse_scope(entity: &'static str, text: &str) -> StoreResult<auto_swe_agents::Scope> {
+    auto_swe_agents::Scope::parse(text)
+        .ok_or_else(|| StoreError::corrupt(entity, format!("unexpected value {text:?}")))
 }

@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use crate::clock::Timestamp;
 use crate::enums::string_enum;
 use crate::error::StoreResult;
-use crate::records::library::LibraryScope;
 use crate::secret::SecretString;
+use auto_swe_agents::Scope;
 
 /// A model-provider API key (sealed at rest).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,7 +17,7 @@ pub struct ProviderCredential {
     /// Provider (`anthropic`, `openai`, …).
     pub provider: String,
     /// Scope.
-    pub scope: LibraryScope,
+    pub scope: Scope,
     /// Scope id.
     pub scope_id: Option<String>,
     /// Label.
@@ -36,7 +36,7 @@ pub trait ProviderCredentialStore: Send + Sync {
     async fn create_provider_credential(
         &self,
         provider: &str,
-        scope: LibraryScope,
+        scope: Scope,
         scope_id: Option<&str>,
         label: &str,
         api_key: &SecretString,

@@ -7,18 +7,94 @@ use crate::enums::string_enum;
 use crate::error::{StoreError, StoreResult};
 use crate::records::queue::LeaseToken;
 
-string_enum! {
-    /// A step's state.
-    StepStatus, "step status" {
-        /// Executing.
-        Running => "RUNNING",
-        /// Done.
-        Succeeded => "SUCCESS",
-        /// Failed.
-        Failed => "FAILED",
-        /// Skipped.
-        Skipped => "SKIPPED",
-    }
+use auto_swe_interpreter::{HumanStepStatus as HumanStepEnd, StepStatus as StepEnd};
+
+/// Declares a stored status that is either in progress or one of the interpreter's ends.
+macro_rules! lifecycle_status {
+    (
+        $(#[$meta:meta])* $name:ident, $field:literal, $open:ident => $open_text:literal,
+        $end:ty, renamed { $($renamed:ident => $renamed_text:literal),* },
+        consts { $($const:ident => $variant:ident),* }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum $name {
+            /// Not ended yet.
+            $open,
+            /// Ended, with how.
+            Ended($end),
+        }
+
+        impl $name {
+            $(
+                #[doc = concat!("Ended as `", stringify!($variant), "`.")]
+                pub const $const: Self = Self::Ended(<$end>::$variant);
+            )*
+
+            /// The stored spelling. An end keeps its wire spelling except where an older stored
+            /// value is kept for it.
+            #[must_use]
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    Self::$open => $open_text,
+                    $(Self::Ended(<$end>::$renamed) => $renamed_text,)*
+                    Self::Ended(end) => end.as_str(),
+                }
+            }
+
+            /// How it ended, if it did.
+            #[must_use]
+            pub fn end(self) -> Option<$end> {
+                match self {
+                    Self::$open => None,
+                    Self::Ended(end) => Some(end),
+                }
+            }
+        }
+
+        impl From<$end> for $name {
+            fn from(end: $end) -> Self {
+                Self::Ended(end)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = StoreError;
+
+            fn from_str(text: &str) -> Result<Self, Self::Err> {
+                if text == $open_text {
+                    return Ok(Self::$open);
+                }
+                <$end>::ALL
+                    .into_iter()
+                    .map(Self::Ended)
+                    .find(|status| status.as_str() == text)
+                    .ok_or_else(|| {
+                        StoreError::invalid(
+                            $field,
+                            format!(
+                                "unknown value {:?}",
+                                text.chars().take(64).collect::<String>()
+                            ),
+                        )
+                    })
+            }
+        }
+    };
+}
+
+lifecycle_status! {
+    /// A step's state: running, or how it ended. A completed step is stored as `SUCCESS`.
+    StepStatus, "step status", Running => "RUNNING",
+    StepEnd, renamed { Completed => "SUCCESS" },
+    consts { SUCCEEDED => Completed, FAILED => Failed, CANCELLED => Cancelled, TIMED_OUT => TimedOut }
 }
 
 string_enum! {
@@ -35,16 +111,12 @@ string_enum! {
     }
 }
 
-string_enum! {
-    /// A human step's state.
-    HumanStepStatus, "human step status" {
-        /// Waiting for an answer.
-        Pending => "PENDING",
-        /// Answered.
-        Answered => "ANSWERED",
-        /// Its timeout fired.
-        TimedOut => "TIMED_OUT",
-    }
+lifecycle_status! {
+    /// A human step's state: waiting for an answer, or how it ended. An answered step is stored
+    /// as `ANSWERED`.
+    HumanStepStatus, "human step status", Pending => "PENDING",
+    HumanStepEnd, renamed { Resolved => "ANSWERED" },
+    consts { ANSWERED => Resolved, TIMED_OUT => TimedOut, CANCELLED => Cancelled }
 }
 
 /// One executed node of a run.

@@ -1,40 +1,10 @@
 //! The agent library (versioned agents) and skills with immutable revisions.
 
 use async_trait::async_trait;
+use auto_swe_agents::{Reasoning, Scope};
 
 use crate::clock::Timestamp;
-use crate::enums::string_enum;
 use crate::error::StoreResult;
-
-string_enum! {
-    /// Where a library row applies.
-    LibraryScope, "scope" {
-        /// Everywhere.
-        Global => "GLOBAL",
-        /// One organization.
-        Organization => "ORGANIZATION",
-        /// One team.
-        Team => "TEAM",
-        /// One channel.
-        Channel => "CHANNEL",
-        /// One workflow template.
-        WorkflowTemplate => "WORKFLOW_TEMPLATE",
-    }
-}
-
-string_enum! {
-    /// How hard a model thinks.
-    ReasoningLevel, "reasoning level" {
-        /// No thinking.
-        Off => "off",
-        /// Low.
-        Low => "low",
-        /// Medium.
-        Medium => "medium",
-        /// High.
-        High => "high",
-    }
-}
 
 /// The editable fields of an agent version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +22,7 @@ pub struct AgentDefinition {
     /// Runtime (`native`, `claude-code`, `pi`).
     pub runtime: String,
     /// Reasoning level.
-    pub reasoning: Option<ReasoningLevel>,
+    pub reasoning: Option<Reasoning>,
 }
 
 /// One immutable agent version.
@@ -64,7 +34,7 @@ pub struct AgentVersion {
     /// Agent key.
     pub key: String,
     /// Scope.
-    pub scope: LibraryScope,
+    pub scope: Scope,
     /// Scope id (none for GLOBAL).
     pub scope_id: Option<String>,
     /// Version number in the lineage.
@@ -87,7 +57,7 @@ pub trait AgentStore: Send + Sync {
     async fn create_agent(
         &self,
         key: &str,
-        scope: LibraryScope,
+        scope: Scope,
         scope_id: Option<&str>,
         definition: AgentDefinition,
     ) -> StoreResult<AgentVersion>;
@@ -95,7 +65,7 @@ pub trait AgentStore: Send + Sync {
     async fn update_agent(
         &self,
         key: &str,
-        scope: LibraryScope,
+        scope: Scope,
         scope_id: Option<&str>,
         expected_version: i64,
         definition: AgentDefinition,
@@ -104,21 +74,21 @@ pub trait AgentStore: Send + Sync {
     async fn deactivate_agent(
         &self,
         key: &str,
-        scope: LibraryScope,
+        scope: Scope,
         scope_id: Option<&str>,
     ) -> StoreResult<()>;
     /// Reactivates a deactivated lineage.
     async fn reactivate_agent(
         &self,
         key: &str,
-        scope: LibraryScope,
+        scope: Scope,
         scope_id: Option<&str>,
     ) -> StoreResult<()>;
     /// The current version of a lineage.
     async fn current_agent(
         &self,
         key: &str,
-        scope: LibraryScope,
+        scope: Scope,
         scope_id: Option<&str>,
     ) -> StoreResult<AgentVersion>;
     /// A version by id (what run pins read).
@@ -134,7 +104,7 @@ pub struct Skill {
     /// Name.
     pub name: String,
     /// Scope.
-    pub scope: LibraryScope,
+    pub scope: Scope,
     /// Scope id.
     pub scope_id: Option<String>,
     /// Active flag.
@@ -175,7 +145,7 @@ pub trait SkillStore: Send + Sync {
     async fn create_skill(
         &self,
         name: &str,
-        scope: LibraryScope,
+        scope: Scope,
         scope_id: Option<&str>,
         text: &str,
         description: &str,

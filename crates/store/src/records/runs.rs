@@ -3,40 +3,120 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use auto_swe_spec::TerminalStatus;
 
 use crate::clock::Timestamp;
-use crate::enums::string_enum;
 use crate::error::{StoreError, StoreResult};
 use crate::records::queue::LeaseToken;
 
-string_enum! {
-    /// Where a run is in its life.
-    RunStatus, "run status" {
-        /// Created, not yet picked up.
-        Pending => "PENDING",
-        /// A worker is executing it.
-        Running => "RUNNING",
-        /// Parked on a signal, human step or timer.
-        Waiting => "WAITING",
-        /// Finished successfully.
-        Succeeded => "SUCCESS",
-        /// Finished with a failure.
-        Failed => "FAILED",
-        /// Cancelled by a person or the system.
-        Cancelled => "CANCELLED",
-        /// Stopped by a timeout.
-        TimedOut => "TIMED_OUT",
-    }
+/// Where a run is in its life. A run that ended carries the spec's [`TerminalStatus`], the one
+/// vocabulary of how runs end (the interpreter returns it, a `terminate` node names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RunStatus {
+    /// Created, not yet picked up.
+    Pending,
+    /// A worker is executing it.
+    Running,
+    /// Parked on a signal, human step or timer.
+    Waiting,
+    /// Ended, with how.
+    Ended(TerminalStatus),
 }
 
 impl RunStatus {
+    /// Ended successfully (`SUCCESS`).
+    pub const SUCCESS: Self = Self::Ended(TerminalStatus::Success);
+    /// Ended with a failure (`FAILED`).
+    pub const FAILED: Self = Self::Ended(TerminalStatus::Failed);
+    /// Cancelled (`CANCELLED`).
+    pub const CANCELLED: Self = Self::Ended(TerminalStatus::Cancelled);
+    /// Stopped by a timeout (`TIMED_OUT`).
+    pub const TIMED_OUT: Self = Self::Ended(TerminalStatus::TimedOut);
+
+    /// Every status, in declaration order.
+    pub const ALL: &'static [RunStatus] = &[
+        Self::Pending,
+        Self::Running,
+        Self::Waiting,
+        Self::SUCCESS,
+        Self::FAILED,
+        Self::CANCELLED,
+        Self::TIMED_OUT,
+    ];
+
+    /// The stored spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "PENDING",
+            Self::Running => "RUNNING",
+            Self::Waiting => "WAITING",
+            Self::Ended(status) => status.as_str(),
+        }
+    }
+
     /// Whether this status ends a run.
     #[must_use]
     pub fn is_terminal(self) -> bool {
+        self.terminal().is_some()
+    }
+
+    /// How the run ended, if it did.
+    #[must_use]
+    pub fn terminal(self) -> Option<TerminalStatus> {
         match self {
-            Self::Succeeded | Self::Failed | Self::Cancelled | Self::TimedOut => true,
-            Self::Pending | Self::Running | Self::Waiting => false,
+            Self::Ended(status) => Some(status),
+            Self::Pending | Self::Running | Self::Waiting => None,
         }
+    }
+}
+
+impl From<TerminalStatus> for RunStatus {
+    fn from(status: TerminalStatus) -> Self {
+        Self::Ended(status)
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for RunStatus {
+    type Err = StoreError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "PENDING" => Ok(Self::Pending),
+            "RUNNING" => Ok(Self::Running),
+            "WAITING" => Ok(Self::Waiting),
+            other => TerminalStatus::parse(other)
+                .map(Self::Ended)
+                .ok_or_else(|| {
+                    StoreError::invalid(
+                        "run status",
+                        format!(
+                            "unknown value {:?}",
+                            other.chars().take(64).collect::<String>()
+                        ),
+                    )
+                }),
+        }
+    }
+}
+
+impl serde::Serialize for RunStatus {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RunStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -370,4 +450,42 @@ pub(crate) fn validate_usage(usage: &Usage) -> StoreResult<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_statuses_keep_their_stored_spelling_and_refuse_others() {
+        let spelled: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(
+            spelled,
+            [
+                "PENDING",
+                "RUNNING",
+                "WAITING",
+                "SUCCESS",
+                "FAILED",
+                "CANCELLED",
+                "TIMED_OUT"
+            ]
+        );
+        for status in RunStatus::ALL {
+            assert_eq!(status.as_str().parse::<RunStatus>().unwrap(), *status);
+            let json = serde_json::to_value(status).unwrap();
+            assert_eq!(serde_json::from_value::<RunStatus>(json).unwrap(), *status);
+        }
+        for bad in ["SUCCEEDED", "success", "", "ENDED"] {
+            assert_eq!(
+                bad.parse::<RunStatus>().unwrap_err().code(),
+                "STORE_INVALID_INPUT"
+            );
+        }
+        assert_eq!(
+            RunStatus::from(TerminalStatus::Success).terminal(),
+            Some(TerminalStatus::Success)
+        );
+        assert_eq!(RunStatus::Waiting.terminal(), None);
+    }
 }

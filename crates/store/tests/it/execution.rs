@@ -6,7 +6,60 @@ use serde_json::json;
 use crate::conformance;
 use crate::support::TestDb;
 
-conformance!(steps_and_interactions, artifacts_and_traces);
+conformance!(
+    steps_and_interactions,
+    every_step_end_is_stored_and_read_back,
+    artifacts_and_traces
+);
+
+/// Each way the interpreter says a step ends is a status the database accepts and returns as
+/// it was written, with a completed step stored under its older spelling `SUCCESS`.
+async fn every_step_end_is_stored_and_read_back(db: &TestDb) {
+    let (run, claim) = db.leased_run(NewRun::new(json!({})), "w").await;
+    let token = claim.token();
+    let mut written = Vec::new();
+    for (i, end) in StepEnd::ALL.into_iter().enumerate() {
+        let attempt = i64::try_from(i).unwrap() + 1;
+        let step = db
+            .store
+            .start_step(&token, "node", "node", attempt)
+            .await
+            .unwrap();
+        let done = db
+            .store
+            .finish_step(&token, &step.id, StepStatus::Ended(end), &json!(i))
+            .await
+            .unwrap();
+        assert_eq!(done.status.end(), Some(end));
+        written.push(done.status);
+    }
+    let read: Vec<StepStatus> = db
+        .store
+        .list_steps(&run.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|step| step.status)
+        .collect();
+    assert_eq!(read, written);
+    assert_eq!(StepStatus::SUCCEEDED.as_str(), "SUCCESS");
+    assert_eq!(
+        "SUCCESS".parse::<StepStatus>().unwrap(),
+        StepStatus::SUCCEEDED
+    );
+    for bad in ["SKIPPED", "COMPLETED", "success", ""] {
+        assert_eq!(
+            bad.parse::<StepStatus>().unwrap_err().code(),
+            "STORE_INVALID_INPUT"
+        );
+    }
+    assert_eq!(HumanStepStatus::ANSWERED.as_str(), "ANSWERED");
+    assert_eq!(
+        "CANCELLED".parse::<HumanStepStatus>().unwrap(),
+        HumanStepStatus::Ended(HumanStepEnd::Cancelled)
+    );
+    assert!("RESOLVED".parse::<HumanStepStatus>().is_err());
+}
 
 async fn steps_and_interactions(db: &TestDb) {
     let (run, claim) = db.leased_run(NewRun::new(json!({})), "w").await;
@@ -22,18 +75,18 @@ async fn steps_and_interactions(db: &TestDb) {
         .finish_step(
             &token,
             &step.id,
-            StepStatus::Succeeded,
+            StepStatus::SUCCEEDED,
             &json!({"ok": true}),
         )
         .await
         .unwrap();
     assert_eq!(
         (done.status, done.output.clone()),
-        (StepStatus::Succeeded, json!({"ok": true}))
+        (StepStatus::SUCCEEDED, json!({"ok": true}))
     );
     let twice = db
         .store
-        .finish_step(&token, &step.id, StepStatus::Failed, &json!(null))
+        .finish_step(&token, &step.id, StepStatus::FAILED, &json!(null))
         .await;
     assert_eq!(twice.unwrap_err().code(), "STORE_CONFLICT");
     assert_eq!(db.store.list_steps(&run.id).await.unwrap(), vec![done]);
@@ -74,7 +127,7 @@ async fn steps_and_interactions(db: &TestDb) {
         .answer_human_step(&human.id, "bob", &json!({"choice": "a"}))
         .await
         .unwrap();
-    assert_eq!(answered.status, HumanStepStatus::Answered);
+    assert_eq!(answered.status, HumanStepStatus::ANSWERED);
     assert_eq!(answered.answer, Some(json!({"choice": "a"})));
     let again = db
         .store

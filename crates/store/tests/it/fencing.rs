@@ -96,14 +96,14 @@ async fn zombie_worker_writes_nothing(db: &TestDb) {
     let step = db.store.start_step(&tb, "impl", "impl", 1).await.unwrap();
     lost(
         db.store
-            .finish_step(&za, &step.id, StepStatus::Failed, &json!("zombie"))
+            .finish_step(&za, &step.id, StepStatus::FAILED, &json!("zombie"))
             .await
             .map(drop),
         "step finish",
     );
     let step = db
         .store
-        .finish_step(&tb, &step.id, StepStatus::Succeeded, &json!("b"))
+        .finish_step(&tb, &step.id, StepStatus::SUCCEEDED, &json!("b"))
         .await
         .unwrap();
 
@@ -203,7 +203,7 @@ async fn zombie_worker_writes_nothing(db: &TestDb) {
 
     // Finalize: the zombie neither ends nor bills the run.
     let failed = FinalizeRun {
-        status: RunStatus::Failed,
+        status: RunStatus::FAILED,
         usage: usage(500),
     };
     lost(
@@ -267,7 +267,7 @@ async fn zombie_worker_writes_nothing(db: &TestDb) {
         .finalize_run(
             &tb,
             FinalizeRun {
-                status: RunStatus::Succeeded,
+                status: RunStatus::SUCCESS,
                 usage: usage(3),
             },
         )
@@ -292,7 +292,7 @@ async fn zombie_worker_writes_nothing(db: &TestDb) {
     );
     assert_eq!(
         db.store.get_run(&run_id).await.unwrap().status,
-        RunStatus::Succeeded
+        RunStatus::SUCCESS
     );
 }
 
@@ -458,7 +458,7 @@ async fn lapsed_leases_take_no_writes_until_revived(db: &TestDb) {
         .finalize_run(
             &token,
             FinalizeRun {
-                status: RunStatus::Failed,
+                status: RunStatus::FAILED,
                 usage: Usage::default(),
             },
         )
@@ -494,7 +494,7 @@ async fn ended_runs_are_closed(db: &TestDb) {
         .finalize_run(
             &token,
             FinalizeRun {
-                status: RunStatus::Cancelled,
+                status: RunStatus::CANCELLED,
                 usage: Usage::default(),
             },
         )
@@ -520,7 +520,7 @@ async fn ended_runs_are_closed(db: &TestDb) {
     );
     ended(
         db.store
-            .finish_step(&token, &step.id, StepStatus::Succeeded, &json!(1))
+            .finish_step(&token, &step.id, StepStatus::SUCCEEDED, &json!(1))
             .await
             .map(drop),
         "step finish",
@@ -586,7 +586,7 @@ async fn ended_runs_are_closed(db: &TestDb) {
             .finalize_run(
                 &token,
                 FinalizeRun {
-                    status: RunStatus::Succeeded,
+                    status: RunStatus::SUCCESS,
                     usage: usage(9),
                 },
             )
@@ -597,7 +597,7 @@ async fn ended_runs_are_closed(db: &TestDb) {
     let stored = db.store.get_run(&run.id).await.unwrap();
     assert_eq!(
         (stored.status, stored.usage),
-        (RunStatus::Cancelled, Usage::default())
+        (RunStatus::CANCELLED, Usage::default())
     );
     assert_eq!(db.store.read_journal(&run.id).await.unwrap(), vec![]);
     assert!(
@@ -626,7 +626,7 @@ async fn tokens_for_another_run_are_refused(db: &TestDb) {
     let y_step = db.store.start_step(&ty, "s", "s", 1).await.unwrap();
     let bad = db
         .store
-        .finish_step(&tx, &y_step.id, StepStatus::Failed, &json!(1))
+        .finish_step(&tx, &y_step.id, StepStatus::FAILED, &json!(1))
         .await;
     assert_eq!(bad.unwrap_err().code(), "STORE_NOT_FOUND");
     assert_eq!(

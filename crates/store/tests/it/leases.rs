@@ -209,7 +209,7 @@ async fn reapers_lease_stranded_runs_to_finalize_them(db: &TestDb) {
         .finalize_run(
             &reaped.token(),
             FinalizeRun {
-                status: RunStatus::Failed,
+                status: RunStatus::FAILED,
                 usage: Usage::default(),
             },
         )
@@ -258,7 +258,7 @@ async fn reapers_lease_stranded_runs_to_finalize_them(db: &TestDb) {
         .finalize_run(
             &reaped.token(),
             FinalizeRun {
-                status: RunStatus::TimedOut,
+                status: RunStatus::TIMED_OUT,
                 usage: Usage::default(),
             },
         )

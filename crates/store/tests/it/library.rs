@@ -20,20 +20,20 @@ fn definition(prompt: &str) -> AgentDefinition {
         tool_keys: vec!["readFile".to_owned(), "bash".to_owned()],
         skill_ids: vec![],
         runtime: "native".to_owned(),
-        reasoning: Some(ReasoningLevel::Medium),
+        reasoning: Some(Reasoning::Medium),
     }
 }
 
 async fn agents_are_versioned_per_lineage(db: &TestDb) {
     let v1 = db
         .store
-        .create_agent("implementer", LibraryScope::Global, None, definition("p1"))
+        .create_agent("implementer", Scope::Global, None, definition("p1"))
         .await
         .unwrap();
     assert_eq!((v1.version, v1.is_active), (1, true));
     let dup = db
         .store
-        .create_agent("implementer", LibraryScope::Global, None, definition("x"))
+        .create_agent("implementer", Scope::Global, None, definition("x"))
         .await;
     assert_eq!(dup.unwrap_err().code(), "STORE_CONFLICT");
     // The same key in a team scope is another lineage.
@@ -41,7 +41,7 @@ async fn agents_are_versioned_per_lineage(db: &TestDb) {
         .store
         .create_agent(
             "implementer",
-            LibraryScope::Team,
+            Scope::Team,
             Some("team-1"),
             definition("team"),
         )
@@ -51,32 +51,20 @@ async fn agents_are_versioned_per_lineage(db: &TestDb) {
 
     let v2 = db
         .store
-        .update_agent(
-            "implementer",
-            LibraryScope::Global,
-            None,
-            1,
-            definition("p2"),
-        )
+        .update_agent("implementer", Scope::Global, None, 1, definition("p2"))
         .await
         .unwrap();
     assert_eq!(v2.version, 2);
     let stale = db
         .store
-        .update_agent(
-            "implementer",
-            LibraryScope::Global,
-            None,
-            1,
-            definition("p3"),
-        )
+        .update_agent("implementer", Scope::Global, None, 1, definition("p3"))
         .await;
     let stale = stale.unwrap_err();
     assert_eq!(stale.code(), "STORE_CONFLICT");
     assert!(stale.to_string().contains("AGENT_CHANGED"), "{stale}");
     let current = db
         .store
-        .current_agent("implementer", LibraryScope::Global, None)
+        .current_agent("implementer", Scope::Global, None)
         .await
         .unwrap();
     assert_eq!(current, v2);
@@ -92,18 +80,12 @@ async fn agents_are_versioned_per_lineage(db: &TestDb) {
     );
 
     db.store
-        .deactivate_agent("implementer", LibraryScope::Global, None)
+        .deactivate_agent("implementer", Scope::Global, None)
         .await
         .unwrap();
     let inactive = db
         .store
-        .update_agent(
-            "implementer",
-            LibraryScope::Global,
-            None,
-            2,
-            definition("p4"),
-        )
+        .update_agent("implementer", Scope::Global, None, 2, definition("p4"))
         .await
         .unwrap_err();
     assert!(
@@ -111,46 +93,34 @@ async fn agents_are_versioned_per_lineage(db: &TestDb) {
         "{inactive}"
     );
     db.store
-        .reactivate_agent("implementer", LibraryScope::Global, None)
+        .reactivate_agent("implementer", Scope::Global, None)
         .await
         .unwrap();
     let v3 = db
         .store
-        .update_agent(
-            "implementer",
-            LibraryScope::Global,
-            None,
-            2,
-            definition("p4"),
-        )
+        .update_agent("implementer", Scope::Global, None, 2, definition("p4"))
         .await
         .unwrap();
     assert_eq!((v3.version, v3.is_active), (3, true));
     let ghost = db
         .store
-        .deactivate_agent("ghost", LibraryScope::Global, None)
+        .deactivate_agent("ghost", Scope::Global, None)
         .await;
     assert_eq!(ghost.unwrap_err().code(), "STORE_NOT_FOUND");
 
     let bad_scope = db
         .store
-        .create_agent("x", LibraryScope::Global, Some("team-1"), definition("p"))
+        .create_agent("x", Scope::Global, Some("team-1"), definition("p"))
         .await;
     assert_eq!(bad_scope.unwrap_err().code(), "STORE_INVALID_INPUT");
     let missing_scope = db
         .store
-        .create_agent("x", LibraryScope::Team, None, definition("p"))
+        .create_agent("x", Scope::Team, None, definition("p"))
         .await;
     assert_eq!(missing_scope.unwrap_err().code(), "STORE_INVALID_INPUT");
-    let unknown = db
-        .store
-        .current_agent("nope", LibraryScope::Global, None)
-        .await;
+    let unknown = db.store.current_agent("nope", Scope::Global, None).await;
     assert_eq!(unknown.unwrap_err().code(), "STORE_NOT_FOUND");
-    assert_eq!(
-        "ultra".parse::<ReasoningLevel>().unwrap_err().code(),
-        "STORE_INVALID_INPUT"
-    );
+    assert_eq!(Reasoning::parse("ultra"), None);
 }
 
 async fn skills_cut_immutable_revisions(db: &TestDb) {
@@ -158,7 +128,7 @@ async fn skills_cut_immutable_revisions(db: &TestDb) {
         .store
         .create_skill(
             "tdd",
-            LibraryScope::Global,
+            Scope::Global,
             None,
             "Write the test first.",
             "TDD",

@@ -233,7 +233,7 @@ async fn visibility_inputs_and_reaper_candidates(db: &TestDb) {
         .finalize_run(
             &claim.token(),
             FinalizeRun {
-                status: RunStatus::Failed,
+                status: RunStatus::FAILED,
                 usage: Usage::default(),
             },
         )
@@ -314,7 +314,7 @@ async fn spend_in_flight_and_trace_pages(db: &TestDb) {
         .finalize_run(
             &c.token(),
             FinalizeRun {
-                status: RunStatus::Succeeded,
+                status: RunStatus::SUCCESS,
                 usage: spend(5),
             },
         )
@@ -459,7 +459,7 @@ async fn inbox_expiry_and_one_consumer_per_signal(db: &TestDb) {
     assert_eq!(ids(timed_out), vec![expiring.id.clone()]);
     assert_eq!(
         db.store.get_human_step(&expiring.id).await.unwrap().status,
-        HumanStepStatus::TimedOut
+        HumanStepStatus::TIMED_OUT
     );
 
     // Signals: each delivered to exactly one of many concurrent consumers.

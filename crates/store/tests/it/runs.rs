@@ -106,7 +106,7 @@ async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
                 .finalize_run(
                     &token,
                     FinalizeRun {
-                        status: RunStatus::Succeeded,
+                        status: RunStatus::SUCCESS,
                         usage: Usage {
                             cost_micros: 500,
                             input_tokens: 1,
@@ -156,7 +156,7 @@ async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
         MonthlyUsage::default()
     );
     let ended = db.store.get_run(&run.id).await.unwrap();
-    assert_eq!(ended.status, RunStatus::Succeeded);
+    assert_eq!(ended.status, RunStatus::SUCCESS);
     assert_eq!(
         ended.ended_at,
         Some(Timestamp::from_millis(START + 3_660_000))
@@ -190,7 +190,7 @@ async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
         .finalize_run(
             &failed.token(),
             FinalizeRun {
-                status: RunStatus::Failed,
+                status: RunStatus::FAILED,
                 usage: Usage {
                     cost_micros: 3,
                     input_tokens: 0,
@@ -225,7 +225,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
             .finalize_run(
                 &forged,
                 FinalizeRun {
-                    status: RunStatus::Failed,
+                    status: RunStatus::FAILED,
                     usage: Usage::default(),
                 },
             )
@@ -252,7 +252,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
         .finalize_run(
             &token,
             FinalizeRun {
-                status: RunStatus::Failed,
+                status: RunStatus::FAILED,
                 usage: Usage {
                     cost_micros: -1,
                     ..Usage::default()
@@ -269,7 +269,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
                 epoch: 1,
             },
             FinalizeRun {
-                status: RunStatus::Failed,
+                status: RunStatus::FAILED,
                 usage: Usage::default(),
             },
         )
@@ -281,7 +281,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
         .finalize_run(
             &token,
             FinalizeRun {
-                status: RunStatus::Cancelled,
+                status: RunStatus::CANCELLED,
                 usage: Usage::default(),
             },
         )
@@ -295,11 +295,11 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
             year_month: "2024-05".to_owned()
         }
     );
-    let terminal_status = db.store.set_run_status(&token, RunStatus::Succeeded).await;
+    let terminal_status = db.store.set_run_status(&token, RunStatus::SUCCESS).await;
     assert_eq!(terminal_status.unwrap_err().code(), "STORE_INVALID_INPUT");
     assert_eq!(
         db.store.get_run(&run.id).await.unwrap().status,
-        RunStatus::Cancelled
+        RunStatus::CANCELLED
     );
 }
 

@@ -136,7 +136,7 @@ async fn every_run_is_claimed_and_completed_once_by_separate_pools(db: &TestDb) 
                         .finalize_run(
                             &token,
                             FinalizeRun {
-                                status: RunStatus::Succeeded,
+                                status: RunStatus::SUCCESS,
                                 usage: Usage {
                                     cost_micros: 1,
                                     input_tokens: 0,

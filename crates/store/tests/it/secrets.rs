@@ -58,7 +58,7 @@ async fn sealed_values_are_bound_to_row_and_key(db: &TestDb) {
         .store
         .create_provider_credential(
             "anthropic",
-            LibraryScope::Global,
+            Scope::Global,
             None,
             "main",
             &SecretString::new("sk-secret"),
@@ -138,7 +138,7 @@ async fn rotation_reseals_every_envelope(db: &TestDb) {
         .store
         .create_provider_credential(
             "openai",
-            LibraryScope::Team,
+            Scope::Team,
             Some(&team.id),
             "team key",
             &SecretString::new("sk-team"),

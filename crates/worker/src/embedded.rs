@@ -1,0 +1,197 @@
+//! The embedded engine: runs made durable by the store alone — the work queue's fenced leases
+//! for claiming, the run journal for effects, finalize for the end.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use auto_swe_store::{
+    Claim, ClaimRequest, FinalizeOutcome, FinalizeRun, JournalAppend, LeaseToken, RunStatus, Store,
+    Timestamp, Usage,
+};
+use serde_json::Value;
+
+use crate::engine::{
+    DurableEngine, EffectHistory, EffectKey, EffectKind, RecordedEffect, RunEnd, RunLease, RunTask,
+};
+use crate::error::WorkerError;
+
+/// A [`DurableEngine`] over one [`Store`].
+#[derive(Debug, Clone)]
+pub struct EmbeddedEngine {
+    store: Store,
+    lease: Duration,
+}
+
+impl EmbeddedEngine {
+    /// An engine whose leases last `lease` (1 s to 1 h, as the store allows) unless renewed.
+    #[must_use]
+    pub fn new(store: Store, lease: Duration) -> Self {
+        Self { store, lease }
+    }
+
+    /// The store it runs on.
+    #[must_use]
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+}
+
+fn claim_of(lease: &RunLease) -> Claim {
+    Claim {
+        run_id: lease.run_id.clone(),
+        worker: lease.worker.clone(),
+        lease_until: Timestamp::from_millis(lease.expires_at_ms),
+        epoch: lease.fencing_token,
+    }
+}
+
+fn lease_of(claim: Claim) -> RunLease {
+    RunLease {
+        run_id: claim.run_id,
+        worker: claim.worker,
+        fencing_token: claim.epoch,
+        expires_at_ms: claim.lease_until.as_millis(),
+    }
+}
+
+fn token_of(lease: &RunLease) -> LeaseToken {
+    LeaseToken {
+        run_id: lease.run_id.clone(),
+        epoch: lease.fencing_token,
+    }
+}
+
+#[async_trait]
+impl DurableEngine for EmbeddedEngine {
+    #[tracing::instrument(level = "debug", skip(self))]
+    async fn acquire(&self, worker: &str, limit: u32) -> Result<Vec<RunLease>, WorkerError> {
+        let request = ClaimRequest {
+            worker: worker.to_owned(),
+            limit,
+            lease: self.lease,
+        };
+        let claims = self
+            .store
+            .claim(&request)
+            .await
+            .map_err(|e| WorkerError::from_store("", e))?;
+        Ok(claims.into_iter().map(lease_of).collect())
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(run_id = %lease.run_id))]
+    async fn open(&self, lease: &RunLease) -> Result<RunTask, WorkerError> {
+        let run_id = &lease.run_id;
+        let run = self
+            .store
+            .get_run(run_id)
+            .await
+            .map_err(|e| WorkerError::from_store(run_id, e))?;
+        if run.status.is_terminal() {
+            return Err(WorkerError::RunEnded {
+                run_id: run_id.clone(),
+            });
+        }
+        let input = match &run.run_input_id {
+            Some(id) => {
+                self.store
+                    .get_run_input(id)
+                    .await
+                    .map_err(|e| WorkerError::from_store(run_id, e))?
+                    .payload
+            }
+            None => Value::Object(serde_json::Map::new()),
+        };
+        Ok(RunTask {
+            spec_snapshot: run.spec_snapshot,
+            input,
+            history: Arc::new(StoreHistory {
+                store: self.store.clone(),
+                token: token_of(lease),
+            }),
+        })
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(run_id = %lease.run_id))]
+    async fn heartbeat(&self, lease: &RunLease) -> Result<RunLease, WorkerError> {
+        self.store
+            .heartbeat(&claim_of(lease), self.lease)
+            .await
+            .map(lease_of)
+            .map_err(|e| WorkerError::from_store(&lease.run_id, e))
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(run_id = %lease.run_id))]
+    async fn complete(&self, lease: &RunLease, end: RunEnd) -> Result<(), WorkerError> {
+        let finalize = FinalizeRun {
+            status: RunStatus::Ended(end.status),
+            usage: Usage::default(),
+        };
+        match self
+            .store
+            .finalize_run(&token_of(lease), finalize)
+            .await
+            .map_err(|e| WorkerError::from_store(&lease.run_id, e))?
+        {
+            FinalizeOutcome::AlreadyFinalized => Err(WorkerError::RunEnded {
+                run_id: lease.run_id.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One run's journal in the store, written under one lease token.
+struct StoreHistory {
+    store: Store,
+    token: LeaseToken,
+}
+
+impl StoreHistory {
+    fn decode(&self, entry: auto_swe_store::JournalEntry) -> Result<RecordedEffect, WorkerError> {
+        let kind = EffectKind::parse(&entry.kind).ok_or_else(|| WorkerError::JournalCorrupt {
+            run_id: self.token.run_id.clone(),
+            recording_id: entry.recording_id.clone(),
+            kind: entry.kind.clone(),
+            reason: "unknown effect kind".to_owned(),
+        })?;
+        Ok(RecordedEffect {
+            key: EffectKey {
+                recording_id: entry.recording_id,
+                occurrence: entry.attempt,
+                kind,
+            },
+            result: entry.result,
+        })
+    }
+}
+
+#[async_trait]
+impl EffectHistory for StoreHistory {
+    async fn load(&self) -> Result<Vec<RecordedEffect>, WorkerError> {
+        let run_id = &self.token.run_id;
+        self.store
+            .read_journal(run_id)
+            .await
+            .map_err(|e| WorkerError::from_store(run_id, e))?
+            .into_iter()
+            .map(|entry| self.decode(entry))
+            .collect()
+    }
+
+    async fn record(&self, effect: RecordedEffect) -> Result<RecordedEffect, WorkerError> {
+        let append = JournalAppend {
+            run_id: self.token.run_id.clone(),
+            recording_id: effect.key.recording_id,
+            attempt: effect.key.occurrence,
+            kind: effect.key.kind.as_str().to_owned(),
+            result: effect.result,
+        };
+        let (entry, _) = self
+            .store
+            .append_journal(&self.token, append)
+            .await
+            .map_err(|e| WorkerError::from_store(&self.token.run_id, e))?;
+        self.decode(entry)
+    }
+}
