@@ -244,10 +244,11 @@ fn branch_end(ended: Result<(TerminalStatus, Value), Stop>, exports: Value) -> B
     let (status, output, error, run_cancelled) = match ended {
         Ok((status, result)) => {
             let status = match status {
-                TerminalStatus::Failed => BranchStatus::Failed,
+                TerminalStatus::Success => BranchStatus::Success,
                 TerminalStatus::Cancelled => BranchStatus::Cancelled,
                 TerminalStatus::TimedOut => BranchStatus::TimedOut,
-                _ => BranchStatus::Success,
+                // Failed, and any status this interpreter does not know yet: never a success.
+                _ => BranchStatus::Failed,
             };
             (status, result, None, None)
         }
