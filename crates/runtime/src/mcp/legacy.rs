@@ -139,8 +139,19 @@ async fn read_events(
     let mut parser = SseParser::new();
     let mut events: Vec<SseEvent> = Vec::new();
     let mut body = response.bytes_stream();
+    // Bytes read since the last whole event: a server that never finishes one is cut off
+    // before it can grow the parser's buffer without bound.
+    let mut unfinished = 0_usize;
     while let Some(Ok(chunk)) = body.next().await {
         if parser.feed(&chunk, &mut events).is_err() {
+            return;
+        }
+        unfinished = if events.is_empty() {
+            unfinished.saturating_add(chunk.len())
+        } else {
+            chunk.len()
+        };
+        if unfinished > MAX_EVENT_BYTES {
             return;
         }
         for event in events.drain(..) {

@@ -129,3 +129,43 @@ async fn an_endpoint_on_another_origin_gets_nothing() {
     assert!(reason.contains("another origin"), "{reason}");
     assert!(!reason.contains("tok-fake-for-tests-0002"), "{reason}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_that_never_ends_is_cut_off_not_buffered() {
+    let hostile = serve(axum::Router::new().fallback(|method: Method| async move {
+        if method == Method::GET {
+            // One endless line: no event ever completes.
+            let chunk = axum::body::Bytes::from(vec![b'a'; 64 * 1024]);
+            let body = Body::from_stream(futures_util::stream::repeat_with(move || {
+                Ok::<_, std::io::Error>(chunk.clone())
+            }));
+            Response::builder()
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .body(body)
+                .unwrap()
+        } else {
+            Response::builder()
+                .status(StatusCode::METHOD_NOT_ALLOWED)
+                .body(Body::empty())
+                .unwrap()
+        }
+    }))
+    .await;
+    let url = format!("{hostile}/sse");
+    let (context, tracer, _) = context(loopback_policy(&url));
+    let mut target = McpTarget::new("endless", &url);
+    target.list_timeout = std::time::Duration::from_secs(30);
+    assert!(bind_mcp(&target, context).await.is_none());
+    let failed = tracer
+        .pending()
+        .into_iter()
+        .find(|r| r.tool_name.as_deref() == Some("mcp.connect_failed"))
+        .unwrap_or_else(|| panic!("{:?}", tracer.pending()));
+    let reason = failed.output_json.unwrap_or_default().to_string();
+    // Cut off at the event bound: without it the reader would buffer until the listing
+    // timeout and report that no endpoint was named.
+    assert!(
+        reason.contains("ended without naming an endpoint"),
+        "{reason}"
+    );
+}
