@@ -60,7 +60,7 @@ async fn a_legacy_sse_server_binds_through_the_fallback() {
 }
 
 /// Serves `router` on a loopback port; returns its base URL.
-async fn serve(router: axum::Router) -> String {
+pub(crate) async fn serve(router: axum::Router) -> String {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .unwrap();
@@ -69,6 +69,46 @@ async fn serve(router: axum::Router) -> String {
         let _ = axum::serve(listener, router).await;
     });
     format!("http://{address}")
+}
+
+/// A server that speaks only the legacy transport: `GET` answers an event stream with the body
+/// `stream` makes, anything else (the streamable-HTTP `POST`) is 405. Returns its `/sse` URL.
+async fn legacy_only<F>(stream: F) -> String
+where
+    F: Fn() -> Body + Clone + Send + Sync + 'static,
+{
+    let base = serve(axum::Router::new().fallback(move |method: Method| {
+        let stream = stream.clone();
+        async move {
+            if method == Method::GET {
+                Response::builder()
+                    .header(header::CONTENT_TYPE, "text/event-stream")
+                    .body(stream())
+                    .unwrap()
+            } else {
+                Response::builder()
+                    .status(StatusCode::METHOD_NOT_ALLOWED)
+                    .body(Body::empty())
+                    .unwrap()
+            }
+        }
+    }))
+    .await;
+    format!("{base}/sse")
+}
+
+/// The reason of the `mcp.connect_failed` event a failed binding recorded.
+fn connect_failure(tracer: &auto_swe_runtime::Tracer) -> String {
+    let failed = tracer
+        .pending()
+        .into_iter()
+        .find(|r| r.tool_name.as_deref() == Some("mcp.connect_failed"));
+    assert!(
+        failed.is_some(),
+        "no mcp.connect_failed: {:?}",
+        tracer.pending()
+    );
+    failed.unwrap().output_json.unwrap_or_default().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,33 +125,17 @@ async fn an_endpoint_on_another_origin_gets_nothing() {
     }))
     .await;
     let endpoint = format!("event: endpoint\ndata: {elsewhere}/message?sessionId=1\n\n");
-    let hostile = serve(axum::Router::new().fallback(move |method: Method| {
-        let endpoint = endpoint.clone();
-        async move {
-            if method == Method::GET {
-                // The endpoint event, then a stream that stays open.
-                let first = futures_util::stream::once(async move {
-                    Ok::<_, std::io::Error>(axum::body::Bytes::from(endpoint))
-                });
-                let body = Body::from_stream(futures_util::StreamExt::chain(
-                    first,
-                    futures_util::stream::pending(),
-                ));
-                Response::builder()
-                    .header(header::CONTENT_TYPE, "text/event-stream")
-                    .body(body)
-                    .unwrap()
-            } else {
-                // Not a streamable-HTTP server.
-                Response::builder()
-                    .status(StatusCode::METHOD_NOT_ALLOWED)
-                    .body(Body::empty())
-                    .unwrap()
-            }
-        }
-    }))
+    // The endpoint event, then a stream that stays open.
+    let url = legacy_only(move || {
+        let first = futures_util::stream::once(futures_util::future::ready(
+            Ok::<_, std::io::Error>(axum::body::Bytes::from(endpoint.clone())),
+        ));
+        Body::from_stream(futures_util::StreamExt::chain(
+            first,
+            futures_util::stream::pending(),
+        ))
+    })
     .await;
-    let url = format!("{hostile}/sse");
     let (context, tracer, _) = context(loopback_policy(&url));
     let mut target = McpTarget::new("hostile", &url);
     target.bearer = Some("tok-fake-for-tests-0002".to_owned());
@@ -120,48 +144,26 @@ async fn an_endpoint_on_another_origin_gets_nothing() {
         elsewhere_seen.lock().unwrap().is_empty(),
         "the other origin was contacted"
     );
-    let failed = tracer
-        .pending()
-        .into_iter()
-        .find(|r| r.tool_name.as_deref() == Some("mcp.connect_failed"))
-        .unwrap_or_else(|| panic!("{:?}", tracer.pending()));
-    let reason = failed.output_json.unwrap_or_default().to_string();
+    let reason = connect_failure(&tracer);
     assert!(reason.contains("another origin"), "{reason}");
     assert!(!reason.contains("tok-fake-for-tests-0002"), "{reason}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_that_never_ends_is_cut_off_not_buffered() {
-    let hostile = serve(axum::Router::new().fallback(|method: Method| async move {
-        if method == Method::GET {
-            // One endless line: no event ever completes.
-            let chunk = axum::body::Bytes::from(vec![b'a'; 64 * 1024]);
-            let body = Body::from_stream(futures_util::stream::repeat_with(move || {
-                Ok::<_, std::io::Error>(chunk.clone())
-            }));
-            Response::builder()
-                .header(header::CONTENT_TYPE, "text/event-stream")
-                .body(body)
-                .unwrap()
-        } else {
-            Response::builder()
-                .status(StatusCode::METHOD_NOT_ALLOWED)
-                .body(Body::empty())
-                .unwrap()
-        }
-    }))
+    // One endless line: no event ever completes.
+    let url = legacy_only(|| {
+        let chunk = axum::body::Bytes::from(vec![b'a'; 64 * 1024]);
+        Body::from_stream(futures_util::stream::repeat_with(move || {
+            Ok::<_, std::io::Error>(chunk.clone())
+        }))
+    })
     .await;
-    let url = format!("{hostile}/sse");
     let (context, tracer, _) = context(loopback_policy(&url));
     let mut target = McpTarget::new("endless", &url);
     target.list_timeout = std::time::Duration::from_secs(30);
     assert!(bind_mcp(&target, context).await.is_none());
-    let failed = tracer
-        .pending()
-        .into_iter()
-        .find(|r| r.tool_name.as_deref() == Some("mcp.connect_failed"))
-        .unwrap_or_else(|| panic!("{:?}", tracer.pending()));
-    let reason = failed.output_json.unwrap_or_default().to_string();
+    let reason = connect_failure(&tracer);
     // Cut off at the event bound: without it the reader would buffer until the listing
     // timeout and report that no endpoint was named.
     assert!(

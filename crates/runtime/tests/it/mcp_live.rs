@@ -169,14 +169,8 @@ async fn fixture(answer: Answer) -> (String, Arc<Mutex<Vec<HeaderMap>>>) {
             }
         }
     });
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (format!("http://{address}/mcp"), seen)
+    let base = crate::mcp_legacy::serve(app).await;
+    (format!("{base}/mcp"), seen)
 }
 
 #[derive(Clone)]
