@@ -32,6 +32,16 @@ pub struct Exchange {
     /// the recording fails instead of answering the wrong question).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// Matched replay: a text the request's system prompt must contain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_contains: Option<String>,
+    /// Matched replay: a text one of the request's user messages must contain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_contains: Option<String>,
+    /// Matched replay: how many assistant messages the request already holds (0 for the first
+    /// call of a conversation, 1 after one tool round, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
     /// What the model produced.
     pub parts: Vec<Part>,
     /// Why it stopped.
@@ -63,6 +73,9 @@ impl Cassette {
     pub fn record(&mut self, request: &ModelRequest, response: &ModelResponse) {
         self.exchanges.push(Exchange {
             prompt: last_user_text(request),
+            system_contains: None,
+            prompt_contains: None,
+            turn: None,
             parts: response.parts.clone(),
             finish_reason: response.finish_reason.unwrap_or(FinishReason::Other),
             usage: response.usage,
@@ -89,21 +102,93 @@ fn last_user_text(request: &ModelRequest) -> Option<String> {
         .filter(|t| !t.is_empty())
 }
 
-/// Serves a cassette's exchanges in order.
+/// Serves a cassette's exchanges.
+///
+/// A cassette whose exchanges carry no matcher is served in order, each exchange once. One where
+/// any exchange carries a matcher (`systemContains`, `promptContains`, `turn`) is served by
+/// matching: every request gets the first exchange, in file order, whose matchers all hold, and
+/// nothing is used up, so the same request always gets the same answer — concurrent callers
+/// (parallel reviewers) and a step run again after a crash replay exactly.
 #[derive(Debug)]
 pub struct ReplayClient {
     spec: ModelSpec,
-    exchanges: Mutex<std::collections::VecDeque<Exchange>>,
+    mode: ReplayMode,
+}
+
+#[derive(Debug)]
+enum ReplayMode {
+    Ordered(Mutex<std::collections::VecDeque<Exchange>>),
+    Matched(Vec<Exchange>),
 }
 
 impl ReplayClient {
     /// A client over a loaded cassette.
     pub fn new(cassette: Cassette) -> Result<Self, ModelError> {
+        let matched = cassette.exchanges.iter().any(|e| {
+            e.system_contains.is_some() || e.prompt_contains.is_some() || e.turn.is_some()
+        });
         Ok(Self {
             spec: ModelSpec::parse(&cassette.model)?,
-            exchanges: Mutex::new(cassette.exchanges.into()),
+            mode: if matched {
+                ReplayMode::Matched(cassette.exchanges)
+            } else {
+                ReplayMode::Ordered(Mutex::new(cassette.exchanges.into()))
+            },
         })
     }
+
+    fn next(&self, request: &ModelRequest) -> Result<Exchange, ModelError> {
+        match &self.mode {
+            ReplayMode::Ordered(queue) => queue
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop_front()
+                .ok_or_else(|| ModelError::Configuration {
+                    message: "the cassette has no more exchanges".into(),
+                }),
+            ReplayMode::Matched(exchanges) => exchanges
+                .iter()
+                .find(|e| matches(e, request))
+                .cloned()
+                .ok_or_else(|| ModelError::Configuration {
+                    message: format!(
+                        "no recorded exchange matches this request (turn {})",
+                        assistant_turns(request)
+                    ),
+                }),
+        }
+    }
+}
+
+fn assistant_turns(request: &ModelRequest) -> u32 {
+    let turns = request
+        .messages
+        .iter()
+        .filter(|m| m.role == crate::model::Role::Assistant)
+        .count();
+    u32::try_from(turns).unwrap_or(u32::MAX)
+}
+
+fn matches(exchange: &Exchange, request: &ModelRequest) -> bool {
+    let system_ok = exchange.system_contains.as_ref().is_none_or(|needle| {
+        request
+            .system
+            .as_ref()
+            .is_some_and(|system| system.contains(needle.as_str()))
+    });
+    let prompt_ok = exchange.prompt_contains.as_ref().is_none_or(|needle| {
+        request.messages.iter().any(|m| {
+            m.role == crate::model::Role::User
+                && m.parts.iter().any(|p| match p {
+                    Part::Text { text } => text.contains(needle.as_str()),
+                    _ => false,
+                })
+        })
+    });
+    let turn_ok = exchange
+        .turn
+        .is_none_or(|turn| turn == assistant_turns(request));
+    system_ok && prompt_ok && turn_ok
 }
 
 /// The events that reproduce a response part by part.
@@ -148,14 +233,7 @@ impl ModelClient for ReplayClient {
     }
 
     async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ModelError> {
-        let exchange = self
-            .exchanges
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop_front()
-            .ok_or_else(|| ModelError::Configuration {
-                message: "the cassette has no more exchanges".into(),
-            })?;
+        let exchange = self.next(request)?;
         if let Some(expected) = &exchange.prompt
             && last_user_text(request).as_ref() != Some(expected)
         {

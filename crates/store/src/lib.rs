@@ -52,7 +52,7 @@ pub use records::execution::{
 };
 pub use records::integrations::{
     AttemptResult, CiStatus, DeliveryReceipt, IntegrationStore, NewOutboundWebhook, OutboundState,
-    OutboundWebhook, PullRequest, PullRequestState, PullRequestUpdate,
+    OutboundWebhook, PullRequest, PullRequestQuery, PullRequestState, PullRequestUpdate,
 };
 pub use records::journal::{AppendOutcome, JournalAppend, JournalEntry, JournalStore};
 pub use records::library::{

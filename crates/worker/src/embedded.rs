@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use auto_swe_store::{
-    Claim, ClaimRequest, FinalizeOutcome, FinalizeRun, JournalAppend, LeaseToken, RunStatus, Store,
-    Timestamp, Usage,
+    Claim, ClaimRequest, FinalizeOutcome, FinalizeRun, JournalAppend, LeaseToken, Release,
+    RunStatus, Store, Timestamp, Usage, WakeOn,
 };
 use serde_json::Value;
 
 use crate::engine::{
     DurableEngine, EffectHistory, EffectKey, EffectKind, RecordedEffect, RunEnd, RunLease, RunTask,
+    RunWake,
 };
 use crate::error::WorkerError;
 
@@ -92,6 +93,12 @@ impl DurableEngine for EmbeddedEngine {
                 run_id: run_id.clone(),
             });
         }
+        if run.status != RunStatus::Running {
+            self.store
+                .set_run_status(&token_of(lease), RunStatus::Running)
+                .await
+                .map_err(|e| WorkerError::from_store(run_id, e))?;
+        }
         let input = match &run.run_input_id {
             Some(id) => {
                 self.store
@@ -138,6 +145,49 @@ impl DurableEngine for EmbeddedEngine {
             }),
             _ => Ok(()),
         }
+    }
+
+    async fn wait_for_work(&self, max: Duration) {
+        match self.store.subscribe().await {
+            Ok(mut waiter) => {
+                if let Err(error) = waiter.wait(max).await {
+                    tracing::debug!(%error, "work waiter failed; sleeping instead");
+                    tokio::time::sleep(max).await;
+                }
+            }
+            Err(_) => tokio::time::sleep(max).await,
+        }
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(run_id = %lease.run_id, signal = %wake.signal))]
+    async fn park(&self, lease: &RunLease, wake: RunWake) -> Result<(), WorkerError> {
+        // A run waiting on anything is `WAITING` for readers; the queue row holds the wake.
+        self.store
+            .set_run_status(&token_of(lease), RunStatus::Waiting)
+            .await
+            .map_err(|e| WorkerError::from_store(&lease.run_id, e))?;
+        let on = WakeOn::Signal { name: wake.signal };
+        let release = match wake.deadline {
+            Some(deadline) => Release::ParkUntil {
+                wake: on,
+                deadline: deadline.clamp(Duration::from_millis(1), MAX_PARK),
+            },
+            None => Release::Park(on),
+        };
+        self.release(lease, release).await
+    }
+}
+
+/// The longest a run parks before it is woken anyway (and re-parks if its wait is longer): the
+/// store's longest delay.
+const MAX_PARK: Duration = Duration::from_secs(365 * 24 * 3600);
+
+impl EmbeddedEngine {
+    async fn release(&self, lease: &RunLease, release: Release) -> Result<(), WorkerError> {
+        self.store
+            .release(&claim_of(lease), release)
+            .await
+            .map_err(|e| WorkerError::from_store(&lease.run_id, e))
     }
 }
 

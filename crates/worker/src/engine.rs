@@ -144,13 +144,25 @@ pub struct RunEnd {
     pub status: auto_swe_spec::TerminalStatus,
 }
 
+/// What a parked run waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunWake {
+    /// The signal whose delivery makes the run runnable again (a `signal` node's name, or a
+    /// human node's `hitl_…` name).
+    pub signal: String,
+    /// When the run becomes runnable anyway (its wait's timeout), if ever.
+    pub deadline: Option<std::time::Duration>,
+}
+
 /// The durable engine the worker drives runs through.
 ///
 /// Implementor's contract: `acquire` hands each runnable run to at most one live lease; a lease
 /// that lapses lets another worker acquire the run with a larger fencing token, after which
 /// every call made with the older lease (`heartbeat`, `complete`, the history's `record`)
 /// fails with `LEASE_LOST` and changes nothing; `complete` ends the run once (a second call is
-/// `RUN_ENDED`) and takes it out of the engine's queue.
+/// `RUN_ENDED`) and takes it out of the engine's queue; `park` releases the lease so that the
+/// run is acquirable again only once its wake signal is delivered or its deadline passes (a
+/// signal delivered while the run was still held wakes it at once).
 #[async_trait]
 pub trait DurableEngine: Send + Sync {
     /// Takes up to `limit` runnable runs for `worker`.
@@ -161,4 +173,12 @@ pub trait DurableEngine: Send + Sync {
     async fn heartbeat(&self, lease: &RunLease) -> Result<RunLease, WorkerError>;
     /// Ends a run the worker drove to its end.
     async fn complete(&self, lease: &RunLease, end: RunEnd) -> Result<(), WorkerError>;
+    /// Gives a held run back until `wake`: it holds no lease, no task and no memory until its
+    /// signal is delivered or its deadline passes, when it is acquirable again (and replays).
+    async fn park(&self, lease: &RunLease, wake: RunWake) -> Result<(), WorkerError>;
+    /// Waits at most `max` for new work to become acquirable (returns early when it may have).
+    /// The default just sleeps.
+    async fn wait_for_work(&self, max: std::time::Duration) {
+        tokio::time::sleep(max).await;
+    }
 }

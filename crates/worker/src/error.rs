@@ -38,6 +38,15 @@ pub enum WorkerError {
         /// What is wrong.
         reason: String,
     },
+    /// A run cannot start as asked (a spec that fails validation, a missing required input,
+    /// an input that is not an object).
+    #[error("{code}: {message}")]
+    LaunchRefused {
+        /// Stable code (`WORKFLOW_SPEC_INVALID`, `INPUT_MISSING`, …).
+        code: &'static str,
+        /// What is wrong.
+        message: String,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),
@@ -52,6 +61,7 @@ impl WorkerError {
             Self::RunEnded { .. } => "RUN_ENDED",
             Self::SpecInvalid { .. } => "WORKFLOW_SPEC_FAILED",
             Self::JournalCorrupt { .. } => "JOURNAL_CORRUPT",
+            Self::LaunchRefused { code, .. } => code,
             Self::Store(error) => error.code(),
         }
     }
@@ -63,7 +73,8 @@ impl WorkerError {
             Self::LeaseLost { .. }
             | Self::RunEnded { .. }
             | Self::SpecInvalid { .. }
-            | Self::JournalCorrupt { .. } => false,
+            | Self::JournalCorrupt { .. }
+            | Self::LaunchRefused { .. } => false,
             Self::Store(error) => error.is_retryable(),
         }
     }

@@ -60,6 +60,7 @@ pub struct JournalingDispatcher {
     replayed: AtomicU64,
     executed: AtomicU64,
     lease_lost: CancellationToken,
+    suspended: CancellationToken,
     run_id: String,
 }
 
@@ -97,8 +98,18 @@ impl JournalingDispatcher {
             replayed: AtomicU64::new(0),
             executed: AtomicU64::new(0),
             lease_lost: CancellationToken::new(),
+            suspended: CancellationToken::new(),
             run_id: run_id.to_owned(),
         })
+    }
+
+    /// Suspends the dispatcher when `suspended` fires (the run is parking): from then on a call
+    /// the history does not answer is neither made nor recorded, and returns a cancellation, so
+    /// the walk unwinds without leaving a trace in the journal and replays to the same point.
+    #[must_use]
+    pub fn with_suspension(mut self, suspended: CancellationToken) -> Self {
+        self.suspended = suspended;
+        self
     }
 
     /// What it has done so far.
@@ -171,6 +182,12 @@ impl JournalingDispatcher {
                 return self.replayed_result(&key, value, replay);
             }
             tracing::Span::current().record("replayed", false);
+            if self.suspended.is_cancelled() {
+                return Err(DispatchError::cancelled(format!(
+                    "run {} is parking",
+                    self.run_id
+                )));
+            }
             // Once a write was refused, the run belongs to another worker: make no more calls.
             if self.lease_lost.is_cancelled() {
                 return Err(DispatchError::non_retryable(
@@ -182,6 +199,13 @@ impl JournalingDispatcher {
             let Some(recorded) = encode(&result) else {
                 return result;
             };
+            // Parking began while the call ran: its result is not the run's to keep.
+            if self.suspended.is_cancelled() {
+                return Err(DispatchError::cancelled(format!(
+                    "run {} is parking",
+                    self.run_id
+                )));
+            }
             let value = serde_json::to_value(&recorded).map_err(|e| {
                 DispatchError::non_retryable("JOURNAL_CORRUPT", format!("unencodable result: {e}"))
             })?;

@@ -1,21 +1,45 @@
 //! The auto-swe worker: drives workflow runs through a durable engine.
 //!
 //! [`DurableEngine`] is the seam: claim runs under leases with fencing tokens, open a run's
-//! frozen spec and effect history, renew leases, complete runs. [`EmbeddedEngine`] implements
-//! it over the store alone (the work queue and the run journal). [`JournalingDispatcher`] makes
-//! each effect of a run at most once, answering a resumed run from its history, and
-//! [`Worker`] puts them together around the interpreter.
+//! frozen spec and effect history, renew leases, complete or park runs. [`EmbeddedEngine`]
+//! implements it over the store alone (the work queue and the run journal).
+//! [`JournalingDispatcher`] makes each effect of a run at most once, answering a resumed run
+//! from its history, and [`Worker`] puts them together around the interpreter. The built-in
+//! step executors ([`StepEffects`]) make a run's effects against the store, the sandbox, the
+//! models and the local SCM ([`LocalScm`], judged by [`LocalCi`]); [`templates`] holds the
+//! built-in workflow templates.
 
+mod ci;
+pub mod demo;
 mod embedded;
 mod engine;
 mod error;
 mod journaling;
+mod launch;
+pub mod local_git;
+mod parking;
+mod scm;
+mod steps;
+pub mod templates;
 mod worker;
 
+pub use ci::{CiVerdict, LocalCi};
 pub use embedded::EmbeddedEngine;
 pub use engine::{
     DurableEngine, EffectHistory, EffectKey, EffectKind, RecordedEffect, RunEnd, RunLease, RunTask,
+    RunWake,
 };
 pub use error::WorkerError;
 pub use journaling::{JournalStats, JournalingDispatcher};
-pub use worker::{DriveReport, Worker, WorkerConfig};
+pub use launch::{Launch, launch};
+pub use parking::{Parking, Working};
+pub use scm::{
+    CI_SIGNAL, LOCAL_HOST, LOCAL_ORG_SLUG, LocalRepository, LocalScm, MERGE_SIGNAL,
+    PullRequestOpened, PullRequestText, ScmError,
+};
+pub use steps::{
+    GATE_FILE, GateConfig, GateOutcome, GateResult, GateScope, ModelRouter, RunDispatcher,
+    RunScope, SingleModel, StepContext, StepEffects, StepExecutor, StepRegistry, WorkerServices,
+    WorkspaceTemplate, hashed_embedding, run_gates, usd_to_micros,
+};
+pub use worker::{DriveEnd, DriveReport, EffectsFactory, Worker, WorkerConfig};

@@ -1,5 +1,6 @@
 //! The worker loop: acquire a run, open it, drive it through the interpreter with a journaling
-//! dispatcher while heartbeats keep its lease, and complete it.
+//! dispatcher while heartbeats keep its lease, then complete it — or park it, when all it does
+//! is wait.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,9 +10,10 @@ use auto_swe_spec::WorkflowSpec;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::engine::{DurableEngine, RunEnd, RunLease};
+use crate::engine::{DurableEngine, RunEnd, RunLease, RunTask, RunWake};
 use crate::error::WorkerError;
 use crate::journaling::{JournalStats, JournalingDispatcher};
+use crate::parking::Parking;
 
 /// How a worker identifies itself and keeps its leases.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,17 +23,42 @@ pub struct WorkerConfig {
     pub worker_id: String,
     /// How often a held lease is renewed; well under the engine's lease length.
     pub heartbeat_every: Duration,
+    /// Runs driven at once by [`Worker::serve`].
+    pub concurrency: u32,
 }
 
 impl WorkerConfig {
-    /// A worker renewing its leases every `heartbeat_every`.
+    /// A worker renewing its leases every `heartbeat_every`, driving up to 4 runs at once.
     #[must_use]
     pub fn new(worker_id: impl Into<String>, heartbeat_every: Duration) -> Self {
         Self {
             worker_id: worker_id.into(),
             heartbeat_every,
+            concurrency: 4,
         }
     }
+
+    /// Drives up to `concurrency` runs at once (at least one).
+    #[must_use]
+    pub fn with_concurrency(mut self, concurrency: u32) -> Self {
+        self.concurrency = concurrency.max(1);
+        self
+    }
+}
+
+/// Where driving a run left it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DriveEnd {
+    /// The run ended.
+    Ended {
+        /// How.
+        status: TerminalStatus,
+        /// The code it failed, was cancelled or timed out with, if any.
+        error_code: Option<String>,
+    },
+    /// The run waits; it was given back to the engine until its wake condition.
+    Parked(RunWake),
 }
 
 /// What driving one run came to.
@@ -40,20 +67,69 @@ impl WorkerConfig {
 pub struct DriveReport {
     /// The run.
     pub run_id: String,
-    /// How it ended.
-    pub status: TerminalStatus,
-    /// The fencing token it ended under.
+    /// Where it was left.
+    pub end: DriveEnd,
+    /// The fencing token it was driven under.
     pub fencing_token: i64,
-    /// The code the run failed, was cancelled or timed out with, if any.
-    pub error_code: Option<String>,
     /// Effects replayed from the history and effects made.
     pub effects: JournalStats,
 }
 
-/// Drives runs through a [`DurableEngine`], every effect made by `steps` (the step executors).
+impl DriveReport {
+    /// How the run ended; `None` when it parked.
+    #[must_use]
+    pub fn status(&self) -> Option<TerminalStatus> {
+        match &self.end {
+            DriveEnd::Ended { status, .. } => Some(*status),
+            DriveEnd::Parked(_) => None,
+        }
+    }
+
+    /// The code the run ended with, if any.
+    #[must_use]
+    pub fn error_code(&self) -> Option<&str> {
+        match &self.end {
+            DriveEnd::Ended { error_code, .. } => error_code.as_deref(),
+            DriveEnd::Parked(_) => None,
+        }
+    }
+}
+
+/// Makes the effects of one held run: the step executors over the run's lease.
+///
+/// Implementor's contract: the dispatcher returned makes every effect of `lease`'s run under
+/// that lease (a write the engine refuses stops the run), and marks step and shell dispatches
+/// as working on `parking` while they run so that a wait parks the run only when nothing else
+/// of it is working.
+pub trait EffectsFactory: Send + Sync {
+    /// The dispatcher of one held run.
+    fn for_run(
+        &self,
+        lease: &RunLease,
+        task: &RunTask,
+        parking: Arc<Parking>,
+    ) -> Result<Arc<dyn Dispatcher>, WorkerError>;
+}
+
+/// One dispatcher for every run (tests, scripted hosts): it never parks a run.
+struct SharedDispatcher(Arc<dyn Dispatcher>);
+
+impl EffectsFactory for SharedDispatcher {
+    fn for_run(
+        &self,
+        _lease: &RunLease,
+        _task: &RunTask,
+        _parking: Arc<Parking>,
+    ) -> Result<Arc<dyn Dispatcher>, WorkerError> {
+        Ok(Arc::clone(&self.0))
+    }
+}
+
+/// Drives runs through a [`DurableEngine`], every effect made by the run's effects.
+#[derive(Clone)]
 pub struct Worker {
     engine: Arc<dyn DurableEngine>,
-    steps: Arc<dyn Dispatcher>,
+    effects: Arc<dyn EffectsFactory>,
     config: WorkerConfig,
 }
 
@@ -65,17 +141,30 @@ impl std::fmt::Debug for Worker {
     }
 }
 
+/// How long an idle worker waits for new work before it looks again.
+const IDLE_WAIT: Duration = Duration::from_millis(500);
+
 impl Worker {
-    /// A worker over `engine` whose effects `steps` makes.
+    /// A worker over `engine` whose effects `steps` makes for every run.
     #[must_use]
     pub fn new(
         engine: Arc<dyn DurableEngine>,
         steps: Arc<dyn Dispatcher>,
         config: WorkerConfig,
     ) -> Self {
+        Self::with_effects(engine, Arc::new(SharedDispatcher(steps)), config)
+    }
+
+    /// A worker over `engine` whose effects `effects` makes per run.
+    #[must_use]
+    pub fn with_effects(
+        engine: Arc<dyn DurableEngine>,
+        effects: Arc<dyn EffectsFactory>,
+        config: WorkerConfig,
+    ) -> Self {
         Self {
             engine,
-            steps,
+            effects,
             config,
         }
     }
@@ -94,9 +183,48 @@ impl Worker {
         self.drive(lease).await.map(Some)
     }
 
-    /// Drives one held run to its end. A run resumed under a new lease replays every effect its
-    /// history holds and makes only the rest. `LEASE_LOST` when another worker took the run:
-    /// the run stops and this worker writes nothing more for it.
+    /// Drives runs until `shutdown` fires: up to `concurrency` at once, waiting for work when
+    /// none is runnable. A run that fails to drive is logged and left to the engine (its
+    /// lease lapses and it is taken again, or dead-lettered after its attempt limit).
+    pub async fn serve(&self, shutdown: CancellationToken) -> Result<(), WorkerError> {
+        let mut running = tokio::task::JoinSet::new();
+        let limit = usize::try_from(self.config.concurrency).unwrap_or(1).max(1);
+        while !shutdown.is_cancelled() {
+            while running.try_join_next().is_some() {}
+            let free = limit.saturating_sub(running.len());
+            let leases = if free == 0 {
+                Vec::new()
+            } else {
+                let want = u32::try_from(free).unwrap_or(1);
+                self.engine.acquire(&self.config.worker_id, want).await?
+            };
+            let idle = leases.is_empty();
+            for lease in leases {
+                let worker = self.clone();
+                running.spawn(async move {
+                    let run_id = lease.run_id.clone();
+                    match worker.drive(lease).await {
+                        Ok(report) => tracing::info!(run_id = %run_id, end = ?report.end, "run driven"),
+                        Err(error) => tracing::warn!(run_id = %run_id, code = error.code(), %error, "run not driven"),
+                    }
+                });
+            }
+            if idle {
+                tokio::select! {
+                    () = shutdown.cancelled() => {}
+                    () = self.engine.wait_for_work(IDLE_WAIT) => {}
+                    Some(_) = running.join_next(), if !running.is_empty() => {}
+                }
+            }
+        }
+        // Runs still held are left to their leases: another worker replays them.
+        running.abort_all();
+        Ok(())
+    }
+
+    /// Drives one held run until it ends or parks. A run resumed under a new lease replays
+    /// every effect its history holds and makes only the rest. `LEASE_LOST` when another
+    /// worker took the run: the run stops and this worker writes nothing more for it.
     pub async fn drive(&self, lease: RunLease) -> Result<DriveReport, WorkerError> {
         let span = tracing::info_span!(
             "run",
@@ -110,14 +238,17 @@ impl Worker {
     async fn drive_inner(&self, lease: RunLease) -> Result<DriveReport, WorkerError> {
         let run_id = lease.run_id.clone();
         let task = self.engine.open(&lease).await?;
+        let parking = Arc::new(Parking::new());
+        let steps = self.effects.for_run(&lease, &task, Arc::clone(&parking))?;
         let spec = WorkflowSpec::from_value_tolerant(task.spec_snapshot).map_err(|e| {
             WorkerError::SpecInvalid {
                 run_id: run_id.clone(),
                 reason: e.to_string(),
             }
         })?;
-        let dispatcher =
-            JournalingDispatcher::open(&run_id, Arc::clone(&self.steps), task.history).await?;
+        let dispatcher = JournalingDispatcher::open(&run_id, steps, task.history)
+            .await?
+            .with_suspension(parking.suspended().clone());
         let cancel = CancellationToken::new();
         let run = run_spec(
             &spec,
@@ -133,6 +264,9 @@ impl Worker {
                 // Each arm is disabled once it has fired, so a step slow to notice the
                 // cancellation leaves the loop waiting on the run, not spinning.
                 () = dispatcher.lease_lost().cancelled(), if !cancel.is_cancelled() => {
+                    cancel.cancel();
+                }
+                () = parking.suspended().cancelled(), if !cancel.is_cancelled() => {
                     cancel.cancel();
                 }
                 () = tokio::time::sleep(self.config.heartbeat_every),
@@ -152,6 +286,15 @@ impl Worker {
         if dispatcher.lease_lost().is_cancelled() {
             return Err(WorkerError::LeaseLost { run_id });
         }
+        if let Some(wake) = parking.requested() {
+            self.engine.park(&held, wake.clone()).await?;
+            return Ok(DriveReport {
+                run_id,
+                end: DriveEnd::Parked(wake),
+                fencing_token: held.fencing_token,
+                effects: dispatcher.stats(),
+            });
+        }
         self.engine
             .complete(
                 &held,
@@ -163,9 +306,11 @@ impl Worker {
         tracing::info!(status = %outcome.status, "run ended");
         Ok(DriveReport {
             run_id,
-            status: outcome.status,
+            end: DriveEnd::Ended {
+                status: outcome.status,
+                error_code: outcome.error.as_ref().map(|e| e.code().to_owned()),
+            },
             fencing_token: held.fencing_token,
-            error_code: outcome.error.as_ref().map(|e| e.code().to_owned()),
             effects: dispatcher.stats(),
         })
     }

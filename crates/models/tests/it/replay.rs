@@ -62,3 +62,79 @@ async fn a_replay_that_drifts_from_the_recording_fails() {
         "MODEL_CONFIGURATION"
     );
 }
+
+#[tokio::test]
+async fn a_matched_cassette_answers_by_system_prompt_user_text_and_turn() {
+    use auto_swe_models::{Message, ModelRequest, Part, Role};
+    let cassette: Cassette = serde_json::from_value(serde_json::json!({
+        "version": 1, "model": "openai/gpt-5",
+        "exchanges": [
+            {"systemContains": "security", "parts": [{"type": "text", "text": "sec"}], "finishReason": "stop"},
+            {"systemContains": "domain", "promptContains": "round 2", "parts": [{"type": "text", "text": "dom-2"}], "finishReason": "stop"},
+            {"systemContains": "domain", "turn": 0, "parts": [{"type": "text", "text": "dom-first"}], "finishReason": "stop"},
+            {"systemContains": "domain", "turn": 1, "parts": [{"type": "text", "text": "dom-second"}], "finishReason": "stop"}
+        ]
+    }))
+    .unwrap();
+    let replay = ReplayClient::new(cassette).unwrap();
+    let request = |system: &str, prompt: &str, turns: usize| {
+        let mut messages = vec![Message::user(prompt.to_owned())];
+        for _ in 0..turns {
+            messages.push(Message {
+                role: Role::Assistant,
+                parts: vec![Part::Text { text: "…".into() }],
+            });
+            messages.push(Message::user("go on".to_owned()));
+        }
+        ModelRequest {
+            system: Some(system.to_owned()),
+            messages,
+            ..ModelRequest::default()
+        }
+    };
+    let text = |r: auto_swe_models::ModelResponse| r.text();
+    // Nothing is used up: the same request gets the same answer, in any order.
+    for _ in 0..2 {
+        assert_eq!(
+            text(
+                replay
+                    .complete(&request("a domain reviewer", "round 1", 1))
+                    .await
+                    .unwrap()
+            ),
+            "dom-second"
+        );
+        assert_eq!(
+            text(
+                replay
+                    .complete(&request("a domain reviewer", "round 1", 0))
+                    .await
+                    .unwrap()
+            ),
+            "dom-first"
+        );
+        assert_eq!(
+            text(
+                replay
+                    .complete(&request("a security reviewer", "x", 3))
+                    .await
+                    .unwrap()
+            ),
+            "sec"
+        );
+        assert_eq!(
+            text(
+                replay
+                    .complete(&request("a domain reviewer", "round 2", 5))
+                    .await
+                    .unwrap()
+            ),
+            "dom-2"
+        );
+    }
+    let unmatched = replay
+        .complete(&request("a domain reviewer", "round 1", 2))
+        .await
+        .unwrap_err();
+    assert_eq!(unmatched.code(), "MODEL_CONFIGURATION");
+}

@@ -76,7 +76,7 @@ fn usage() -> impl Strategy<Value = Usage> {
 proptest! {
     #[test]
     fn cassettes_round_trip(parts in proptest::collection::vec(part(), 0..6), usage in usage(), prompt in proptest::option::of(".{0,20}")) {
-        let cassette = Cassette { version: 1, model: "anthropic/claude-haiku-4-5".into(), exchanges: vec![Exchange { prompt, parts, finish_reason: FinishReason::ToolCalls, usage }] };
+        let cassette = Cassette { version: 1, model: "anthropic/claude-haiku-4-5".into(), exchanges: vec![Exchange { prompt, system_contains: None, prompt_contains: None, turn: None, parts, finish_reason: FinishReason::ToolCalls, usage }] };
         let text = serde_json::to_string(&cassette).unwrap();
         let back: Cassette = serde_json::from_str(&text).unwrap();
         prop_assert_eq!(back, cassette);

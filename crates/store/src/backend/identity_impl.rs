@@ -132,6 +132,15 @@ macro_rules! impl_identity_stores {
                 Self::org_from_row(&row)
             }
 
+            async fn find_org_by_slug(&self, slug: &str) -> StoreResult<Option<Organization>> {
+                limits::short_text("org slug", slug)?;
+                let row = sqlx::query("SELECT * FROM organizations WHERE slug = $1")
+                    .bind(slug)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                row.as_ref().map(Self::org_from_row).transpose()
+            }
+
             async fn set_org_budget(&self, id: &str, cents: Option<i64>) -> StoreResult<()> {
                 if let Some(cents) = cents {
                     limits::non_negative("monthly budget", cents)?;

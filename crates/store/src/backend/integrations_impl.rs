@@ -248,6 +248,29 @@ macro_rules! impl_integration_store {
                 row.as_ref().map(Self::pull_request_from_row).transpose()
             }
 
+            async fn list_pull_requests(
+                &self,
+                query: &PullRequestQuery,
+            ) -> StoreResult<Vec<PullRequest>> {
+                if query.limit == 0 || query.limit > 500 {
+                    return Err(StoreError::invalid("limit", "must be between 1 and 500"));
+                }
+                limits::optional_short_text("connection id", query.connection_id.as_deref())?;
+                limits::optional_short_text("run id", query.run_id.as_deref())?;
+                let rows = sqlx::query(
+                    "SELECT * FROM pull_requests WHERE ($1 IS NULL OR connection_id = $1) \
+                     AND ($2 IS NULL OR run_id = $2) AND ($3 IS NULL OR ci_status = $3) \
+                     ORDER BY updated_at DESC, number DESC LIMIT $4",
+                )
+                .bind(query.connection_id.as_deref())
+                .bind(query.run_id.as_deref())
+                .bind(query.ci_status.map(CiStatus::as_str))
+                .bind(i64::from(query.limit))
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(Self::pull_request_from_row).collect()
+            }
+
             async fn set_ci_status(
                 &self,
                 connection_id: &str,

@@ -52,7 +52,7 @@ pub(crate) mod prelude {
     };
     pub(crate) use crate::records::integrations::{
         AttemptResult, CiStatus, DeliveryReceipt, IntegrationStore, NewOutboundWebhook,
-        OutboundWebhook, PullRequest, PullRequestUpdate,
+        OutboundWebhook, PullRequest, PullRequestQuery, PullRequestUpdate,
     };
     pub(crate) use crate::records::journal::{
         AppendOutcome, JournalAppend, JournalEntry, JournalStore,

@@ -29,7 +29,7 @@ macro_rules! claim_set_sql {
                THEN claim_count ELSE claim_count + 1 END, \
              attempts = CASE WHEN state = 'LEASED' AND attempts >= max_attempts \
                THEN attempts ELSE attempts + 1 END, \
-             wake_pending = FALSE"
+             wake_pending = FALSE, wake_kind = NULL, wake_key = NULL"
         )
     };
 }
@@ -207,6 +207,34 @@ macro_rules! impl_queue_store {
                         .bind(claim.epoch)
                         .bind(kind)
                         .bind(key)
+                        .fetch_optional(&self.pool)
+                        .await?
+                    }
+                    Release::ParkUntil { wake, deadline } => {
+                        let (kind, key) = crate::records::queue::wake_columns(wake);
+                        limits::short_text("wake key", key)?;
+                        crate::records::queue::validate_delay(*deadline)?;
+                        // Runnable at the deadline, with its wake condition kept so that writing
+                        // it makes the run runnable at once (see `wake_parked`).
+                        sqlx::query(&Self::released_sql(
+                            &format!(
+                                "UPDATE run_queue SET state = 'RUNNABLE', \
+                                 available_at = CASE WHEN wake_pending THEN {now} \
+                                   ELSE {now} + $6 END, \
+                                 wake_kind = CASE WHEN wake_pending THEN NULL ELSE $4 END, \
+                                 wake_key = CASE WHEN wake_pending THEN NULL ELSE $5 END, \
+                                 worker = NULL, lease_until = NULL, \
+                                 attempts = 0, wake_pending = FALSE {guard}",
+                                now = Self::NOW_MS
+                            ),
+                            true,
+                        ))
+                        .bind(&claim.run_id)
+                        .bind(&claim.worker)
+                        .bind(claim.epoch)
+                        .bind(kind)
+                        .bind(key)
+                        .bind(crate::records::queue::millis(*deadline))
                         .fetch_optional(&self.pool)
                         .await?
                     }
@@ -452,7 +480,8 @@ macro_rules! impl_queue_store {
                 let woke = sqlx::query(&format!(
                     "UPDATE run_queue SET state = 'RUNNABLE', available_at = {now}, \
                      wake_kind = NULL, wake_key = NULL \
-                     WHERE run_id = $1 AND state = 'PARKED' AND wake_kind = $2 AND wake_key = $3",
+                     WHERE run_id = $1 AND state IN ('PARKED', 'RUNNABLE') \
+                     AND wake_kind = $2 AND wake_key = $3",
                     now = Self::NOW_MS
                 ))
                 .bind(run_id)

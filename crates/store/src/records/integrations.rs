@@ -154,6 +154,56 @@ pub struct PullRequestUpdate {
     pub state: PullRequestState,
 }
 
+/// Which pull requests to list; every filter that is set must match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PullRequestQuery {
+    /// Only this repository connection.
+    pub connection_id: Option<String>,
+    /// Only those opened by this run.
+    pub run_id: Option<String>,
+    /// Only those whose head's CI status is this.
+    pub ci_status: Option<CiStatus>,
+    /// At most this many (1..=500).
+    pub limit: u32,
+}
+
+impl Default for PullRequestQuery {
+    fn default() -> Self {
+        Self {
+            connection_id: None,
+            run_id: None,
+            ci_status: None,
+            limit: 100,
+        }
+    }
+}
+
+impl PullRequestQuery {
+    /// Every pull request of `connection_id`.
+    #[must_use]
+    pub fn connection(connection_id: impl Into<String>) -> Self {
+        Self {
+            connection_id: Some(connection_id.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Only those opened by `run_id`.
+    #[must_use]
+    pub fn of_run(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = Some(run_id.into());
+        self
+    }
+
+    /// Only those whose CI status is `status`.
+    #[must_use]
+    pub fn with_ci_status(mut self, status: CiStatus) -> Self {
+        self.ci_status = Some(status);
+        self
+    }
+}
+
 /// Webhooks and pull requests.
 ///
 /// Implementors guarantee: an inbound (provider, delivery id) is `New` exactly once, however
@@ -193,6 +243,8 @@ pub trait IntegrationStore: Send + Sync {
         connection_id: &str,
         head_sha: &str,
     ) -> StoreResult<Option<PullRequest>>;
+    /// Pull requests matching `query`, newest number first, at most `query.limit` (1..=500).
+    async fn list_pull_requests(&self, query: &PullRequestQuery) -> StoreResult<Vec<PullRequest>>;
     /// Sets the CI status of the pull request whose head is `head_sha`; `false` when the head
     /// has moved on (or no such pull request exists) and nothing was written.
     async fn set_ci_status(

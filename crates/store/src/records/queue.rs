@@ -69,6 +69,15 @@ pub enum Release {
     Done,
     /// The run waits on a signal or human step; claimable again once it is written.
     Park(WakeOn),
+    /// The run waits on a signal or human step for at most `deadline` (counted on the
+    /// database's clock): claimable again once the wake condition is written or the deadline
+    /// passes, whichever comes first. Such a run reads as runnable from its deadline.
+    ParkUntil {
+        /// What wakes it early.
+        wake: WakeOn,
+        /// When it wakes anyway.
+        deadline: Duration,
+    },
     /// The run is runnable again after this delay, counted on the database's clock (a timer or
     /// a retry back-off).
     RunAfter(Duration),

@@ -137,6 +137,8 @@ pub trait OrganizationStore: Send + Sync {
     async fn create_org(&self, slug: &str, name: &str) -> StoreResult<Organization>;
     /// Reads an org.
     async fn get_org(&self, id: &str) -> StoreResult<Organization>;
+    /// The org with this slug, if one exists.
+    async fn find_org_by_slug(&self, slug: &str) -> StoreResult<Option<Organization>>;
     /// Sets or clears the monthly cap.
     async fn set_org_budget(&self, id: &str, cents: Option<i64>) -> StoreResult<()>;
     /// Creates a team.

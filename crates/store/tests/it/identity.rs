@@ -137,6 +137,11 @@ async fn tenancy_and_memberships(db: &TestDb) {
     let org = db.store.create_org("acme", "Acme").await.unwrap();
     assert_eq!(db.store.get_org(&org.id).await.unwrap(), org);
     assert_eq!(
+        db.store.find_org_by_slug("acme").await.unwrap(),
+        Some(org.clone())
+    );
+    assert_eq!(db.store.find_org_by_slug("acme2").await.unwrap(), None);
+    assert_eq!(
         db.store
             .create_org("acme", "Again")
             .await

@@ -264,6 +264,45 @@ async fn pull_requests_track_head_and_ci(db: &TestDb) {
             .unwrap(),
         None
     );
+    // Listing filters by connection, run and CI status.
+    let mut other = update("ddddddd4", None);
+    other.number = 43;
+    db.store.upsert_pull_request(other).await.unwrap();
+    let numbers = |prs: Vec<PullRequest>| prs.iter().map(|p| p.number).collect::<Vec<_>>();
+    let all = db
+        .store
+        .list_pull_requests(&PullRequestQuery::connection(&repo.id))
+        .await
+        .unwrap();
+    assert_eq!(numbers(all), vec![43, 42]);
+    let of_run = db
+        .store
+        .list_pull_requests(&PullRequestQuery::connection(&repo.id).of_run(&run.id))
+        .await
+        .unwrap();
+    assert_eq!(numbers(of_run), vec![42]);
+    let green = db
+        .store
+        .list_pull_requests(&PullRequestQuery::default().with_ci_status(CiStatus::Success))
+        .await
+        .unwrap();
+    assert_eq!(numbers(green), vec![42]);
+    let elsewhere = db
+        .store
+        .list_pull_requests(&PullRequestQuery::connection("no-such-connection"))
+        .await
+        .unwrap();
+    assert!(elsewhere.is_empty());
+    let mut unbounded = PullRequestQuery::default();
+    unbounded.limit = 0;
+    assert_eq!(
+        db.store
+            .list_pull_requests(&unbounded)
+            .await
+            .unwrap_err()
+            .code(),
+        "STORE_INVALID_INPUT"
+    );
     for bad in ["", "xyz", "abc", &"a".repeat(65)] {
         assert_eq!(
             db.store

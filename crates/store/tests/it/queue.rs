@@ -14,6 +14,7 @@ conformance!(
     expired_lease_is_reclaimed,
     parked_runs_wait_for_their_wake_condition,
     timers_and_retries_hold_runs_back,
+    parked_runs_with_a_deadline_wake_on_either,
     new_work_wakes_waiters,
     queue_refuses_bad_input,
 );
@@ -226,6 +227,64 @@ async fn parked_runs_wait_for_their_wake_condition(db: &TestDb) {
         )
         .await
         .unwrap();
+    let claim = db.store.claim(&request("w", 10)).await.unwrap().remove(0);
+    assert_eq!(claim.run_id, run_id);
+    db.store.release(&claim, Release::Done).await.unwrap();
+}
+
+async fn parked_runs_with_a_deadline_wake_on_either(db: &TestDb) {
+    let wake = WakeOn::Signal {
+        name: "ci".to_owned(),
+    };
+    let park = |wake: &WakeOn| Release::ParkUntil {
+        wake: wake.clone(),
+        deadline: Duration::from_secs(3600),
+    };
+    // Woken early by its signal.
+    let run_id = runnable_run(db).await;
+    let claim = db.store.claim(&request("w", 1)).await.unwrap().remove(0);
+    db.store.release(&claim, park(&wake)).await.unwrap();
+    assert!(db.store.claim(&request("w", 10)).await.unwrap().is_empty());
+    db.store
+        .send_signal(&run_id, "other", &json!({}))
+        .await
+        .unwrap();
+    assert!(db.store.claim(&request("w", 10)).await.unwrap().is_empty());
+    db.store
+        .send_signal(&run_id, "ci", &json!({"status": "SUCCESS"}))
+        .await
+        .unwrap();
+    let claim = db.store.claim(&request("w", 10)).await.unwrap().remove(0);
+    assert_eq!(claim.run_id, run_id);
+
+    // Woken by its deadline when nothing is written.
+    db.store.release(&claim, park(&wake)).await.unwrap();
+    db.age_queue_entry(&run_id, Duration::from_secs(3599)).await;
+    assert!(db.store.claim(&request("w", 10)).await.unwrap().is_empty());
+    db.age_queue_entry(&run_id, Duration::from_secs(1)).await;
+    let claim = db.store.claim(&request("w", 10)).await.unwrap().remove(0);
+    assert_eq!(claim.run_id, run_id);
+
+    // A claim clears the wake condition: once released for a timer, the old signal name no
+    // longer pulls the run forward.
+    db.store
+        .release(&claim, Release::RunAfter(Duration::from_secs(600)))
+        .await
+        .unwrap();
+    db.store
+        .send_signal(&run_id, "ci", &json!({}))
+        .await
+        .unwrap();
+    assert!(db.store.claim(&request("w", 10)).await.unwrap().is_empty());
+
+    // A signal written while leased turns the park into a wake-up.
+    db.age_queue_entry(&run_id, Duration::from_secs(600)).await;
+    let claim = db.store.claim(&request("w", 10)).await.unwrap().remove(0);
+    db.store
+        .send_signal(&run_id, "ci", &json!({}))
+        .await
+        .unwrap();
+    db.store.release(&claim, park(&wake)).await.unwrap();
     let claim = db.store.claim(&request("w", 10)).await.unwrap().remove(0);
     assert_eq!(claim.run_id, run_id);
     db.store.release(&claim, Release::Done).await.unwrap();

@@ -7,3 +7,4 @@
 
 mod resume;
 mod support;
+mod templates;

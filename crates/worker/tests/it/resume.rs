@@ -61,7 +61,7 @@ async fn a_run_taken_over_by_a_second_worker_replays_and_the_first_writes_nothin
     let lease_b = engine_b.acquire("worker-b", 1).await.unwrap().remove(0);
     assert!(lease_b.fencing_token > stale.fencing_token);
     let report = worker_b.drive(lease_b).await.unwrap();
-    assert_eq!(report.status, TerminalStatus::Success);
+    assert_eq!(report.status(), Some(TerminalStatus::Success));
     // `a` ran once, under A, and B replayed it (its step and its record) instead of running it.
     assert_eq!(steps_a.runs(), counts(&[("a", 1), ("slow", 1)]));
     assert_eq!(steps_b.runs(), counts(&[("slow", 1), ("c", 1)]));
@@ -143,8 +143,8 @@ async fn a_failure_is_journaled_and_replayed_as_the_same_failure(db: &TestStore)
         WorkerConfig::new("w", Duration::from_millis(200)),
     );
     let report = worker.run_once().await.unwrap().unwrap();
-    assert_eq!(report.status, TerminalStatus::Failed);
-    assert_eq!(report.error_code.as_deref(), Some("STEP_BROKEN"));
+    assert_eq!(report.status(), Some(TerminalStatus::Failed));
+    assert_eq!(report.error_code(), Some("STEP_BROKEN"));
     let journal = db.store.read_journal(&run_id).await.unwrap();
     assert_eq!(journal[0].result["result"], "failure");
     assert_eq!(journal[0].result["error"]["code"], "STEP_BROKEN");
@@ -189,8 +189,8 @@ async fn a_journal_entry_of_another_shape_fails_the_run_with_a_code(db: &TestSto
         WorkerConfig::new("w", Duration::from_millis(200)),
     );
     let report = worker.drive(lease).await.unwrap();
-    assert_eq!(report.status, TerminalStatus::Failed);
-    assert_eq!(report.error_code.as_deref(), Some("JOURNAL_CORRUPT"));
+    assert_eq!(report.status(), Some(TerminalStatus::Failed));
+    assert_eq!(report.error_code(), Some("JOURNAL_CORRUPT"));
     assert!(steps.runs().is_empty(), "{:?}", steps.runs());
 }
 
@@ -316,7 +316,7 @@ async fn an_effect_recorded_first_by_another_writer_is_the_one_the_run_sees(db: 
         .unwrap();
     release.notify_one();
     let report = driving.await.unwrap().unwrap();
-    assert_eq!(report.status, TerminalStatus::Success);
+    assert_eq!(report.status(), Some(TerminalStatus::Success));
     assert_eq!(steps.outputs()["slow"], json!({"by": "first"}));
     let slow: Vec<_> = db
         .store

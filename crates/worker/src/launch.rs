@@ -1,0 +1,106 @@
+//! Starting a run: the spec is validated against the built-in steps and frozen, the input
+//! checked against what the spec declares and recorded as a work request, and the run queued.
+
+use auto_swe_spec::{ValidateOptions, validate_value};
+use auto_swe_store::{NewRun, NewRunInput, Run, Store};
+use serde_json::Value;
+
+use crate::error::WorkerError;
+use crate::steps::StepRegistry;
+
+/// A run to start.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    /// The spec, frozen into the run.
+    pub spec: Value,
+    /// The run's input.
+    pub input: Value,
+    /// Who asked (recorded on the work request).
+    pub submitter: String,
+}
+
+fn refused(code: &'static str, message: impl Into<String>) -> WorkerError {
+    WorkerError::LaunchRefused {
+        code,
+        message: message.into(),
+    }
+}
+
+/// Declared defaults applied to `input`; a missing required input is `INPUT_MISSING`.
+fn checked_input(spec: &Value, input: &Value) -> Result<Value, WorkerError> {
+    let Value::Object(given) = input else {
+        return Err(refused(
+            "INPUT_INVALID",
+            "the run's input must be a JSON object",
+        ));
+    };
+    let mut input = given.clone();
+    if let Some(declared) = spec.get("inputs").and_then(Value::as_object) {
+        for (name, declaration) in declared {
+            if input.contains_key(name) {
+                continue;
+            }
+            if let Some(default) = declaration.get("default") {
+                input.insert(name.clone(), default.clone());
+            } else if declaration.get("required").and_then(Value::as_bool) == Some(true) {
+                return Err(refused(
+                    "INPUT_MISSING",
+                    format!("the spec requires input `{name}`"),
+                ));
+            }
+        }
+    }
+    Ok(Value::Object(input))
+}
+
+/// Validates, records and queues a run; returns it.
+#[tracing::instrument(level = "info", skip_all, fields(submitter = %launch.submitter))]
+pub async fn launch(
+    store: &Store,
+    registry: &StepRegistry,
+    launch: Launch,
+) -> Result<Run, WorkerError> {
+    let catalog = registry.catalog();
+    let report = validate_value(&launch.spec, &ValidateOptions::with_step_catalog(&catalog));
+    if !report.is_valid() {
+        let problems: Vec<String> = report
+            .errors
+            .iter()
+            .take(5)
+            .map(|d| match &d.node_id {
+                Some(node) => format!("{node}: {}", d.message),
+                None => d.message.clone(),
+            })
+            .collect();
+        return Err(refused("WORKFLOW_SPEC_INVALID", problems.join("; ")));
+    }
+    let input = checked_input(&launch.spec, &launch.input)?;
+    let connection = input
+        .get("repository")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let mut request = NewRunInput::new(launch.submitter, input);
+    request.connection_id = connection.clone();
+    let (recorded, _) = store
+        .submit_run_input(request)
+        .await
+        .map_err(|e| WorkerError::from_store("", e))?;
+    let mut run = NewRun::new(launch.spec).with_run_input(&recorded.id);
+    if let Some(connection) = connection {
+        run = run.with_connections(vec![connection]);
+    }
+    let run = store
+        .create_run(run)
+        .await
+        .map_err(|e| WorkerError::from_store("", e))?;
+    store
+        .mark_run_input_started(&recorded.id, &run.id)
+        .await
+        .map_err(|e| WorkerError::from_store(&run.id, e))?;
+    store
+        .enqueue(&run.id)
+        .await
+        .map_err(|e| WorkerError::from_store(&run.id, e))?;
+    tracing::info!(run_id = %run.id, "run launched");
+    Ok(run)
+}

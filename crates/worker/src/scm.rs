@@ -1,0 +1,426 @@
+//! The local SCM: repositories as bare git repositories under the worker's home, pull requests
+//! as store rows, CI run on this machine (see [`crate::ci`]), merges only when a person says so.
+//!
+//! Each registered repository is a `git_repo` connection of the `local` organization whose
+//! config names its bare repository; a pull request is keyed by (connection, number), one per
+//! run and branch, and keeps its title, body and branches beside the bare repository.
+
+use std::path::{Path, PathBuf};
+
+use auto_swe_store::{
+    CiStatus, ConnectionType, NewConnection, PullRequest, PullRequestQuery, PullRequestState,
+    PullRequestUpdate, RepoCoordinates, Store, StoreError,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::local_git::{LocalGit, LocalGitError};
+
+/// The organization local repositories belong to.
+pub const LOCAL_ORG_SLUG: &str = "local";
+/// The host name local repositories are recorded under.
+pub const LOCAL_HOST: &str = "local";
+/// The signal a run waiting on CI gets its verdict on.
+pub const CI_SIGNAL: &str = "ciPipelineSignal";
+/// The signal a run waiting for the merge gets when a person merges.
+pub const MERGE_SIGNAL: &str = "humanMergeSignal";
+
+/// Why an SCM operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScmError {
+    /// git failed.
+    #[error(transparent)]
+    Git(#[from] LocalGitError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The connection is not a local repository.
+    #[error("connection {0} is not a local repository")]
+    NotLocal(String),
+    /// No such pull request.
+    #[error("no pull request {0}")]
+    NoPullRequest(String),
+    /// The pull request cannot be merged now.
+    #[error("pull request {number} cannot be merged: {reason}")]
+    NotMergeable {
+        /// Its number.
+        number: i64,
+        /// Why.
+        reason: String,
+    },
+    /// A file beside the repository could not be read or written.
+    #[error("local SCM: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl ScmError {
+    /// Stable code.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            ScmError::Git(error) => error.code(),
+            ScmError::Store(error) => error.code(),
+            ScmError::NotLocal(_) => "REPOSITORY_NOT_LOCAL",
+            ScmError::NoPullRequest(_) => "PULL_REQUEST_NOT_FOUND",
+            ScmError::NotMergeable { .. } => "PULL_REQUEST_NOT_MERGEABLE",
+            ScmError::Io(_) => "SCM_UNAVAILABLE",
+        }
+    }
+
+    /// Whether trying again may succeed.
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ScmError::Git(error) => error.is_retryable(),
+            ScmError::Store(error) => error.is_retryable(),
+            ScmError::Io(_) => true,
+            ScmError::NotLocal(_) | ScmError::NoPullRequest(_) | ScmError::NotMergeable { .. } => {
+                false
+            }
+        }
+    }
+}
+
+/// A registered local repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalRepository {
+    /// Its connection.
+    pub connection_id: String,
+    /// The bare repository.
+    pub path: PathBuf,
+    /// The branch pull requests merge into.
+    pub default_branch: String,
+    /// Display name.
+    pub name: String,
+}
+
+/// What a pull request says, kept beside its repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PullRequestText {
+    /// Title.
+    pub title: String,
+    /// Body.
+    pub body: String,
+    /// Source branch.
+    pub head_branch: String,
+    /// Target branch.
+    pub base_branch: String,
+}
+
+/// A pull request opened or updated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PullRequestOpened {
+    /// Number.
+    pub number: i64,
+    /// `local://…` address.
+    pub url: String,
+    /// Its head.
+    pub head_sha: String,
+    /// Whether this call opened it.
+    pub created: bool,
+}
+
+/// The local SCM provider.
+#[derive(Debug, Clone)]
+pub struct LocalScm {
+    store: Store,
+    git: LocalGit,
+    root: PathBuf,
+}
+
+impl LocalScm {
+    /// Repositories kept under `root`.
+    #[must_use]
+    pub fn new(store: Store, git: LocalGit, root: PathBuf) -> Self {
+        Self { store, git, root }
+    }
+
+    /// The git runner.
+    #[must_use]
+    pub fn git(&self) -> &LocalGit {
+        &self.git
+    }
+
+    async fn local_team(&self) -> Result<String, ScmError> {
+        let org = match self.store.find_org_by_slug(LOCAL_ORG_SLUG).await? {
+            Some(org) => org,
+            None => match self.store.create_org(LOCAL_ORG_SLUG, "Local").await {
+                Ok(org) => org,
+                // Another process created it first.
+                Err(StoreError::Conflict { .. }) => self
+                    .store
+                    .find_org_by_slug(LOCAL_ORG_SLUG)
+                    .await?
+                    .ok_or_else(|| ScmError::NoPullRequest("local organization".to_owned()))?,
+                Err(error) => return Err(error.into()),
+            },
+        };
+        let teams = self.store.list_teams(&org.id).await?;
+        if let Some(team) = teams.into_iter().find(|t| t.name == "local") {
+            return Ok(team.id);
+        }
+        Ok(self.store.create_team(&org.id, "local").await?.id)
+    }
+
+    /// Clones `source` (a path or URL) as a new local repository and records its connection.
+    #[tracing::instrument(level = "info", skip(self))]
+    pub async fn register(&self, source: &str, name: &str) -> Result<LocalRepository, ScmError> {
+        tokio::fs::create_dir_all(&self.root).await?;
+        let dir = self
+            .root
+            .join(format!("{}.git", uuid::Uuid::now_v7().simple()));
+        self.git.clone_bare(source, &dir).await?;
+        let default_branch = self.git.default_branch(&dir).await?;
+        // A repository with no commit on its default branch has nothing to change.
+        self.git.rev_parse(&dir, &default_branch).await?;
+        let team_id = self.local_team().await?;
+        let connection = self
+            .store
+            .create_connection(NewConnection {
+                team_id,
+                kind: ConnectionType::GitRepo,
+                name: name.to_owned(),
+                repo: Some(RepoCoordinates {
+                    host: LOCAL_HOST.to_owned(),
+                    owner: LOCAL_ORG_SLUG.to_owned(),
+                    name: name.to_owned(),
+                    default_branch: default_branch.clone(),
+                }),
+                config: json!({ "bareRepository": dir.to_string_lossy(), "source": source }),
+            })
+            .await?;
+        Ok(LocalRepository {
+            connection_id: connection.id,
+            path: dir,
+            default_branch,
+            name: name.to_owned(),
+        })
+    }
+
+    /// The local repository of a connection.
+    pub async fn repository(&self, connection_id: &str) -> Result<LocalRepository, ScmError> {
+        let connection = self.store.get_connection(connection_id).await?;
+        let repo = connection
+            .repo
+            .filter(|r| r.host == LOCAL_HOST)
+            .ok_or_else(|| ScmError::NotLocal(connection_id.to_owned()))?;
+        let path = connection
+            .config
+            .get("bareRepository")
+            .and_then(serde_json::Value::as_str)
+            .map(PathBuf::from)
+            .ok_or_else(|| ScmError::NotLocal(connection_id.to_owned()))?;
+        Ok(LocalRepository {
+            connection_id: connection.id,
+            path,
+            default_branch: repo.default_branch,
+            name: repo.name,
+        })
+    }
+
+    fn text_path(repo: &LocalRepository, number: i64) -> PathBuf {
+        repo.path
+            .join("auto-swe-pulls")
+            .join(format!("{number}.json"))
+    }
+
+    /// What a pull request says.
+    pub async fn pull_request_text(
+        &self,
+        repo: &LocalRepository,
+        number: i64,
+    ) -> Result<PullRequestText, ScmError> {
+        let bytes = tokio::fs::read(Self::text_path(repo, number)).await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| ScmError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+    }
+
+    /// The run's pull request on `repo`, if it opened one.
+    pub async fn pull_request_of_run(
+        &self,
+        repo: &LocalRepository,
+        run_id: &str,
+    ) -> Result<Option<PullRequest>, ScmError> {
+        let query = PullRequestQuery::connection(&repo.connection_id).of_run(run_id);
+        Ok(self
+            .store
+            .list_pull_requests(&query)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// Opens the run's pull request from `branch`, or points it at the branch's new head:
+    /// idempotent on (run, branch). Either way the head's CI status becomes `PENDING`, which is
+    /// what arms the run's CI wait (local CI judges pending heads).
+    #[tracing::instrument(level = "info", skip(self, title, body))]
+    pub async fn create_or_update_pull_request(
+        &self,
+        repo: &LocalRepository,
+        run_id: &str,
+        branch: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<PullRequestOpened, ScmError> {
+        let head = self
+            .git
+            .rev_parse(&repo.path, &format!("refs/heads/{branch}"))
+            .await?;
+        let existing = self.pull_request_of_run(repo, run_id).await?;
+        let (number, created) = if let Some(pr) = &existing {
+            (pr.number, false)
+        } else {
+            let all = self
+                .store
+                .list_pull_requests(&PullRequestQuery::connection(&repo.connection_id))
+                .await?;
+            (all.iter().map(|p| p.number).max().unwrap_or(0) + 1, true)
+        };
+        let text = PullRequestText {
+            title: title.to_owned(),
+            body: body.to_owned(),
+            head_branch: branch.to_owned(),
+            base_branch: repo.default_branch.clone(),
+        };
+        let path = Self::text_path(repo, number);
+        if let Some(dir) = path.parent() {
+            tokio::fs::create_dir_all(dir).await?;
+        }
+        let encoded =
+            serde_json::to_vec_pretty(&text).map_err(|e| ScmError::Io(std::io::Error::other(e)))?;
+        tokio::fs::write(&path, encoded).await?;
+        let url = format!("local://{}/pull/{number}", repo.name);
+        let recorded = self
+            .store
+            .upsert_pull_request(PullRequestUpdate {
+                connection_id: repo.connection_id.clone(),
+                number,
+                run_id: Some(run_id.to_owned()),
+                url: url.clone(),
+                head_sha: head.clone(),
+                state: PullRequestState::Open,
+            })
+            .await?;
+        if recorded.ci_status != CiStatus::Success && recorded.ci_status != CiStatus::Failure {
+            self.store
+                .set_ci_status(&repo.connection_id, &head, CiStatus::Pending)
+                .await?;
+        }
+        Ok(PullRequestOpened {
+            number,
+            url,
+            head_sha: head,
+            created,
+        })
+    }
+
+    fn log_path(repo: &LocalRepository, head_sha: &str) -> PathBuf {
+        repo.path
+            .join("auto-swe-ci")
+            .join(format!("{head_sha}.log"))
+    }
+
+    /// Stores the CI log of a head.
+    pub async fn write_ci_log(
+        &self,
+        repo: &LocalRepository,
+        head_sha: &str,
+        log: &str,
+    ) -> Result<(), ScmError> {
+        let path = Self::log_path(repo, head_sha);
+        if let Some(dir) = path.parent() {
+            tokio::fs::create_dir_all(dir).await?;
+        }
+        tokio::fs::write(path, log).await?;
+        Ok(())
+    }
+
+    /// The CI log of a head, empty when none was written.
+    pub async fn fetch_ci_logs(
+        &self,
+        repo: &LocalRepository,
+        head_sha: &str,
+    ) -> Result<String, ScmError> {
+        match tokio::fs::read_to_string(Self::log_path(repo, head_sha)).await {
+            Ok(text) => Ok(text),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Merges an open pull request whose head CI passed into its base, on a person's word, and
+    /// returns the new tip of the base branch.
+    #[tracing::instrument(level = "info", skip(self))]
+    pub async fn merge(
+        &self,
+        repo: &LocalRepository,
+        number: i64,
+        merged_by: &str,
+    ) -> Result<String, ScmError> {
+        let pr = match self
+            .store
+            .get_pull_request(&repo.connection_id, number)
+            .await
+        {
+            Ok(pr) => pr,
+            Err(StoreError::NotFound { .. }) => {
+                return Err(ScmError::NoPullRequest(format!("#{number}")));
+            }
+            Err(error) => return Err(error.into()),
+        };
+        if pr.state != PullRequestState::Open {
+            return Err(ScmError::NotMergeable {
+                number,
+                reason: format!("it is {}", pr.state.as_str().to_ascii_lowercase()),
+            });
+        }
+        if pr.ci_status != CiStatus::Success {
+            return Err(ScmError::NotMergeable {
+                number,
+                reason: format!(
+                    "CI at its head is {}",
+                    pr.ci_status.as_str().to_ascii_lowercase()
+                ),
+            });
+        }
+        let text = self.pull_request_text(repo, number).await?;
+        let tip = self
+            .git
+            .rev_parse(&repo.path, &format!("refs/heads/{}", text.head_branch))
+            .await?;
+        if tip != pr.head_sha {
+            return Err(ScmError::NotMergeable {
+                number,
+                reason: "its branch moved since CI judged it".to_owned(),
+            });
+        }
+        let message = format!(
+            "Merge pull request #{number}: {}\n\nMerged by {merged_by}.",
+            text.title
+        );
+        let merged = self
+            .git
+            .merge(&repo.path, &text.base_branch, &text.head_branch, &message)
+            .await?;
+        self.store
+            .upsert_pull_request(PullRequestUpdate {
+                connection_id: repo.connection_id.clone(),
+                number,
+                run_id: pr.run_id.clone(),
+                url: pr.url.clone(),
+                head_sha: pr.head_sha.clone(),
+                state: PullRequestState::Merged,
+            })
+            .await?;
+        Ok(merged)
+    }
+
+    /// Where repositories live.
+    #[must_use]
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}

@@ -1,0 +1,622 @@
+//! Step executors: the built-in steps the templates use, and the per-run dispatcher that makes
+//! every effect of a run (steps, shell nodes, waits, step records, human steps, the clock)
+//! against the store, the sandbox, the models and the SCM.
+
+mod agents;
+mod gates;
+mod implement;
+mod memory;
+mod pull_request;
+mod review;
+mod ticket;
+mod workspace;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use auto_swe_interpreter::{
+    DispatchError, Dispatcher, HumanStepNotice, SignalWait, SignalWake, StepDispatch, StepRecord,
+};
+use auto_swe_models::{Meter, MeterConfig, PriceCatalog, Tier, TokenCaps};
+use auto_swe_runtime::{NodeAttribution, TraceRecord, TraceSink, TraceSinkError, Tracer};
+use auto_swe_scanners::{CompiledPatterns, Redactor};
+use auto_swe_spec::{StepCatalog, StepDescriptor};
+use auto_swe_store::{
+    HumanStepKind, LeaseToken, NewAgentTrace, NewHumanStep, StepStatus, Store, StoreError, Usage,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+pub use agents::{ModelRouter, SingleModel};
+pub use gates::{GATE_FILE, GateConfig, GateOutcome, GateResult, GateScope, run_gates};
+pub use memory::hashed_embedding;
+pub use workspace::WorkspaceTemplate;
+
+use crate::local_git::LocalGit;
+use crate::parking::Parking;
+use crate::scm::LocalScm;
+
+/// What every step of every run shares: the store, the sandbox, the models, the SCM.
+pub struct WorkerServices {
+    /// The store.
+    pub store: Store,
+    /// Where workspaces are made.
+    pub workspaces: WorkspaceTemplate,
+    /// Which model each agent runs on.
+    pub models: Arc<dyn ModelRouter>,
+    /// Prices for metering.
+    pub prices: PriceCatalog,
+    /// The SCM pull requests go to.
+    pub scm: Arc<LocalScm>,
+    /// Scanner patterns.
+    pub patterns: Arc<CompiledPatterns>,
+    /// Host-side git.
+    pub git: LocalGit,
+    /// The budget tier of runs that name none.
+    pub tier: Tier,
+}
+
+impl std::fmt::Debug for WorkerServices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerServices")
+            .field("tier", &self.tier)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One run as its steps see it.
+#[derive(Debug, Clone)]
+pub struct RunScope {
+    /// The run.
+    pub run_id: String,
+    /// The lease every write carries.
+    pub token: LeaseToken,
+    /// The run's input.
+    pub input: Value,
+}
+
+impl RunScope {
+    /// The repository connection the run works on (`input.repository`).
+    pub fn connection_id(&self) -> Result<&str, DispatchError> {
+        self.input
+            .get("repository")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                DispatchError::non_retryable(
+                    "REPOSITORY_MISSING",
+                    "the run's input names no repository (`repository`)",
+                )
+            })
+    }
+
+    /// The work branch of the run.
+    #[must_use]
+    pub fn branch(&self) -> String {
+        let short: String = self
+            .run_id
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(12)
+            .collect();
+        format!("auto-swe/{short}")
+    }
+}
+
+/// What one step execution gets.
+pub struct StepContext<'a> {
+    /// Shared services.
+    pub services: &'a WorkerServices,
+    /// The run.
+    pub run: &'a RunScope,
+    /// The dispatch.
+    pub request: &'a StepDispatch,
+    /// Fires when the step must stop.
+    pub cancel: &'a CancellationToken,
+    /// The step's trace rows.
+    pub tracer: Arc<Tracer>,
+    /// The step's meter, holding what is left of the run's budget.
+    pub meter: Arc<Meter>,
+}
+
+impl StepContext<'_> {
+    /// A string input (`inputs.<name>`), or `""`.
+    #[must_use]
+    pub fn input_str(&self, name: &str) -> String {
+        match self.request.inputs.get(name) {
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        }
+    }
+
+    /// A config value (`config.<name>`).
+    #[must_use]
+    pub fn config(&self, name: &str) -> Option<&Value> {
+        self.request.config.get(name)
+    }
+}
+
+/// One built-in step.
+///
+/// Implementor's contract: an executor makes its effect at most once per call, stops promptly
+/// when `cancel` fires (returning a cancellation), debits every model call to the context's
+/// meter and traces what it did; errors carry the seeds' codes, non-retryable when retrying
+/// cannot help.
+#[async_trait]
+pub trait StepExecutor: Send + Sync {
+    /// What it takes and returns.
+    fn descriptor(&self) -> StepDescriptor;
+    /// Runs the step.
+    async fn execute(&self, context: &StepContext<'_>) -> Result<Value, DispatchError>;
+}
+
+/// The built-in steps by name.
+pub struct StepRegistry {
+    steps: BTreeMap<&'static str, Arc<dyn StepExecutor>>,
+}
+
+impl std::fmt::Debug for StepRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.steps.keys()).finish()
+    }
+}
+
+impl Default for StepRegistry {
+    fn default() -> Self {
+        Self::builtin()
+    }
+}
+
+impl StepRegistry {
+    /// Every built-in step.
+    #[must_use]
+    pub fn builtin() -> Self {
+        let mut steps: BTreeMap<&'static str, Arc<dyn StepExecutor>> = BTreeMap::new();
+        steps.insert("gatherTicketContext", Arc::new(ticket::GatherTicketContext));
+        steps.insert("validateContext", Arc::new(ticket::ValidateContext));
+        steps.insert(
+            "executeImplementation",
+            Arc::new(implement::Implement::first()),
+        );
+        steps.insert("implementerSession", Arc::new(implement::Implement::fix()));
+        steps.insert("runReviewNetwork", Arc::new(review::ReviewNetwork));
+        steps.insert("runQualityGates", Arc::new(gates::QualityGates));
+        steps.insert(
+            "createOrUpdatePullRequest",
+            Arc::new(pull_request::CreateOrUpdatePullRequest),
+        );
+        steps.insert("fetchCiLogs", Arc::new(pull_request::FetchCiLogs));
+        steps.insert("commitToMemory", Arc::new(memory::CommitToMemory));
+        Self { steps }
+    }
+
+    /// The executor registered under `name`.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn StepExecutor>> {
+        self.steps.get(name)
+    }
+
+    /// The catalog a spec is validated against.
+    #[must_use]
+    pub fn catalog(&self) -> StepCatalog {
+        self.steps
+            .iter()
+            .fold(StepCatalog::new(), |catalog, (name, step)| {
+                catalog.with_step(*name, step.descriptor())
+            })
+    }
+}
+
+/// How often a wait looks for its signal while the run is held.
+const SIGNAL_POLL: Duration = Duration::from_millis(200);
+
+/// Milliseconds since the Unix epoch by the host's clock.
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A store error as a dispatch error, keeping its code.
+pub(crate) fn store_failure(error: &StoreError) -> DispatchError {
+    if error.is_retryable() {
+        DispatchError::failure(error.code(), error.to_string())
+    } else {
+        DispatchError::non_retryable(error.code(), error.to_string())
+    }
+}
+
+/// Writes trace rows to the store, attributed to the run.
+struct StoreTraceSink {
+    store: Store,
+    token: LeaseToken,
+    activity: String,
+}
+
+#[async_trait]
+impl TraceSink for StoreTraceSink {
+    async fn write(&self, rows: &[TraceRecord]) -> Result<(), TraceSinkError> {
+        let traces = rows
+            .iter()
+            .map(|row| NewAgentTrace {
+                run_id: Some(self.token.run_id.clone()),
+                workflow_id: self.token.run_id.clone(),
+                node_id: row.node.spec_node_id.clone(),
+                recording_id: row.node.recording_id.clone(),
+                activity: self.activity.clone(),
+                kind: serde_json::to_value(row.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                payload: serde_json::to_value(row).unwrap_or(Value::Null),
+                spend_owner_org_id: None,
+                model: row.call.as_ref().map(|call| call.model.clone()),
+                usage: row.call.as_ref().map_or_else(Usage::default, |call| Usage {
+                    cost_micros: usd_to_micros(call.cost_usd),
+                    input_tokens: i64::try_from(call.input_tokens).unwrap_or(i64::MAX),
+                    output_tokens: i64::try_from(call.output_tokens).unwrap_or(i64::MAX),
+                }),
+            })
+            .collect();
+        self.store
+            .append_traces(&self.token, traces)
+            .await
+            .map_err(|e| TraceSinkError {
+                message: e.to_string(),
+            })
+    }
+}
+
+/// USD as integer micro-dollars (what the store bills), rounded to the nearest.
+#[must_use]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a run's cost in micro-dollars is far inside i64; the value is rounded and clamped"
+)]
+pub fn usd_to_micros(usd: f64) -> i64 {
+    if usd.is_finite() {
+        (usd * 1_000_000.0).round().clamp(0.0, 9.0e15) as i64
+    } else {
+        0
+    }
+}
+
+/// The per-run dispatcher: every effect of one run, under its lease.
+pub struct RunDispatcher {
+    services: Arc<WorkerServices>,
+    registry: Arc<StepRegistry>,
+    run: RunScope,
+    parking: Arc<Parking>,
+}
+
+impl std::fmt::Debug for RunDispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunDispatcher")
+            .field("run_id", &self.run.run_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunDispatcher {
+    /// The dispatcher of one held run.
+    #[must_use]
+    pub fn new(
+        services: Arc<WorkerServices>,
+        registry: Arc<StepRegistry>,
+        run: RunScope,
+        parking: Arc<Parking>,
+    ) -> Self {
+        Self {
+            services,
+            registry,
+            run,
+            parking,
+        }
+    }
+
+    /// A meter holding what is left of the run's tier budget, read fresh from the store (so a
+    /// resumed run keeps counting what it spent before).
+    async fn meter(&self) -> Result<Arc<Meter>, DispatchError> {
+        let run = self
+            .services
+            .store
+            .get_run(&self.run.run_id)
+            .await
+            .map_err(|e| store_failure(&e))?;
+        let tier = self
+            .run
+            .input
+            .get("tier")
+            .and_then(Value::as_str)
+            .and_then(parse_tier)
+            .unwrap_or(self.services.tier);
+        let caps = tier.default_caps();
+        let spent_in = u64::try_from(run.usage.input_tokens).unwrap_or(0);
+        let spent_out = u64::try_from(run.usage.output_tokens).unwrap_or(0);
+        if spent_in >= caps.input || spent_out >= caps.output {
+            return Err(DispatchError::non_retryable(
+                "BUDGET_EXCEEDED",
+                format!(
+                    "the run has used its {} budget ({spent_in} input / {spent_out} output tokens)",
+                    tier.as_str()
+                ),
+            ));
+        }
+        let config = MeterConfig {
+            tier,
+            caps: TokenCaps {
+                input: caps.input - spent_in,
+                output: caps.output - spent_out,
+            },
+            usd_cap: None,
+        };
+        Ok(Arc::new(Meter::new(config, self.services.prices.clone())))
+    }
+
+    fn tracer(&self, request: &StepDispatch) -> Arc<Tracer> {
+        let sink = Arc::new(StoreTraceSink {
+            store: self.services.store.clone(),
+            token: self.run.token.clone(),
+            activity: request.step.clone(),
+        });
+        let node = NodeAttribution {
+            run_id: Some(self.run.run_id.clone()),
+            spec_node_id: Some(request.spec_node_id.clone()),
+            recording_id: Some(request.recording_id.clone()),
+            step_attempt: Some(request.attempt),
+            agent_key: None,
+        };
+        Arc::new(Tracer::new(sink, node, Redactor::new()))
+    }
+
+    async fn run_step(
+        &self,
+        request: &StepDispatch,
+        cancel: &CancellationToken,
+    ) -> Result<Value, DispatchError> {
+        let Some(executor) = self.registry.get(&request.step) else {
+            return Err(DispatchError::non_retryable(
+                "STEP_UNKNOWN",
+                format!(
+                    "{}: no step `{}` is registered",
+                    request.recording_id, request.step
+                ),
+            ));
+        };
+        let meter = self.meter().await?;
+        let tracer = self.tracer(request);
+        let context = StepContext {
+            services: &self.services,
+            run: &self.run,
+            request,
+            cancel,
+            tracer: Arc::clone(&tracer),
+            meter: Arc::clone(&meter),
+        };
+        let started = Instant::now();
+        let result = executor.execute(&context).await;
+        let flushed = tracer.flush().await;
+        if flushed.pending > 0 {
+            tracing::warn!(pending = flushed.pending, "trace rows not stored");
+        }
+        let totals = meter.totals();
+        if totals.calls > 0 {
+            let usage = Usage {
+                cost_micros: usd_to_micros(totals.cost_usd),
+                input_tokens: i64::try_from(totals.counted_input).unwrap_or(i64::MAX),
+                output_tokens: i64::try_from(totals.output).unwrap_or(i64::MAX),
+            };
+            self.services
+                .store
+                .add_run_usage(&self.run.token, usage)
+                .await
+                .map_err(|e| store_failure(&e))?;
+        }
+        tracing::info!(
+            step = %request.step,
+            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            model_calls = totals.calls,
+            ok = result.is_ok(),
+            "step ended"
+        );
+        result
+    }
+}
+
+fn parse_tier(text: &str) -> Option<Tier> {
+    [Tier::Standard, Tier::Large, Tier::Epic]
+        .into_iter()
+        .find(|tier| tier.as_str().eq_ignore_ascii_case(text))
+}
+
+fn human_kind(node_type: &str) -> HumanStepKind {
+    match node_type {
+        "humanDecision" => HumanStepKind::Decision,
+        "humanInput" => HumanStepKind::Input,
+        "humanReview" => HumanStepKind::Review,
+        _ => HumanStepKind::Approval,
+    }
+}
+
+#[async_trait]
+impl Dispatcher for RunDispatcher {
+    async fn dispatch_step(
+        &self,
+        request: &StepDispatch,
+        cancellation: &CancellationToken,
+    ) -> Result<Value, DispatchError> {
+        let _working = self.parking.working();
+        let span = tracing::info_span!(
+            "node",
+            run_id = %self.run.run_id,
+            node = %request.spec_node_id,
+            recording_id = %request.recording_id,
+            step = %request.step,
+            attempt = request.attempt,
+        );
+        self.run_step(request, cancellation).instrument(span).await
+    }
+
+    async fn dispatch_shell(
+        &self,
+        request: &StepDispatch,
+        cancellation: &CancellationToken,
+    ) -> Result<Value, DispatchError> {
+        let _working = self.parking.working();
+        let span = tracing::info_span!(
+            "node",
+            run_id = %self.run.run_id,
+            node = %request.spec_node_id,
+            recording_id = %request.recording_id,
+            step = "shell",
+        );
+        workspace::run_shell_node(&self.services, request, cancellation)
+            .instrument(span)
+            .await
+    }
+
+    async fn wait_signal(
+        &self,
+        wait: &SignalWait,
+        abandoned: &CancellationToken,
+    ) -> Result<SignalWake, DispatchError> {
+        let started = Instant::now();
+        let limit = wait.timeout_ms.map(Duration::from_millis);
+        loop {
+            if abandoned.is_cancelled() {
+                return Ok(SignalWake::Abandoned);
+            }
+            if let Some(signal) = self
+                .services
+                .store
+                .consume_signal(&self.run.token, &wait.name)
+                .await
+                .map_err(|e| store_failure(&e))?
+            {
+                return Ok(SignalWake::Delivered {
+                    payload: signal.payload,
+                });
+            }
+            let waited = started.elapsed();
+            if limit.is_some_and(|limit| waited >= limit) {
+                return Ok(SignalWake::TimedOut);
+            }
+            if self.parking.is_quiescent() {
+                self.parking.request(crate::engine::RunWake {
+                    signal: wait.name.clone(),
+                    deadline: limit.map(|limit| limit.saturating_sub(waited)),
+                });
+                return Err(DispatchError::cancelled(format!(
+                    "{}: parked until `{}`",
+                    wait.recording_id, wait.name
+                )));
+            }
+            tokio::select! {
+                () = abandoned.cancelled() => return Ok(SignalWake::Abandoned),
+                () = self.parking.changed() => {}
+                () = tokio::time::sleep(SIGNAL_POLL) => {}
+            }
+        }
+    }
+
+    async fn record_step(&self, record: &StepRecord) -> Result<(), DispatchError> {
+        let store = &self.services.store;
+        let step = store
+            .start_step(
+                &self.run.token,
+                &record.recording_id,
+                &record.spec_node_id,
+                i64::from(record.attempt),
+            )
+            .await
+            .map_err(|e| store_failure(&e))?;
+        let output = json!({
+            "nodeType": record.node_type,
+            "inputs": record.inputs,
+            "outputs": record.outputs.as_deref(),
+            "error": record.error,
+        });
+        store
+            .finish_step(
+                &self.run.token,
+                &step.id,
+                StepStatus::Ended(record.status),
+                &output,
+            )
+            .await
+            .map_err(|e| store_failure(&e))?;
+        Ok(())
+    }
+
+    async fn notify_human_step(&self, notice: &HumanStepNotice) -> Result<(), DispatchError> {
+        let prompt = json!({
+            "recordingId": notice.recording_id,
+            "signal": notice.signal,
+            "title": notice.title,
+            "description": notice.description,
+            "details": notice.details,
+            "context": notice.context,
+        });
+        let mut step =
+            NewHumanStep::new(&notice.spec_node_id, human_kind(&notice.node_type), prompt);
+        if let Some(ms) = notice.timeout_ms {
+            step = step.expiring(Duration::from_millis(ms));
+        }
+        self.services
+            .store
+            .create_human_step(&self.run.token, &step)
+            .await
+            .map_err(|e| store_failure(&e))?;
+        Ok(())
+    }
+
+    async fn now_ms(&self, _recording_id: &str) -> Result<u64, DispatchError> {
+        Ok(wall_ms())
+    }
+}
+
+/// The built-in step executors as a worker's [`EffectsFactory`](crate::EffectsFactory): one
+/// [`RunDispatcher`] per held run.
+#[derive(Debug, Clone)]
+pub struct StepEffects {
+    services: Arc<WorkerServices>,
+    registry: Arc<StepRegistry>,
+}
+
+impl StepEffects {
+    /// The built-in steps over `services`.
+    #[must_use]
+    pub fn new(services: Arc<WorkerServices>) -> Self {
+        Self {
+            services,
+            registry: Arc::new(StepRegistry::builtin()),
+        }
+    }
+}
+
+impl crate::worker::EffectsFactory for StepEffects {
+    fn for_run(
+        &self,
+        lease: &crate::engine::RunLease,
+        task: &crate::engine::RunTask,
+        parking: Arc<Parking>,
+    ) -> Result<Arc<dyn Dispatcher>, crate::error::WorkerError> {
+        let run = RunScope {
+            run_id: lease.run_id.clone(),
+            token: LeaseToken {
+                run_id: lease.run_id.clone(),
+                epoch: lease.fencing_token,
+            },
+            input: task.input.clone(),
+        };
+        Ok(Arc::new(RunDispatcher::new(
+            Arc::clone(&self.services),
+            Arc::clone(&self.registry),
+            run,
+            parking,
+        )))
+    }
+}

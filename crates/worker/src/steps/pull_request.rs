@@ -1,0 +1,142 @@
+//! `createOrUpdatePullRequest` (idempotent on the run's branch; re-arms the CI wait for the
+//! head) and `fetchCiLogs`.
+
+use async_trait::async_trait;
+use auto_swe_interpreter::DispatchError;
+use auto_swe_spec::{FieldDescriptor, InputType, StepDescriptor};
+use serde_json::{Value, json};
+
+use super::implement::{repository, ticket_text};
+use super::workspace::tail;
+use super::{StepContext, StepExecutor};
+use crate::scm::ScmError;
+
+/// Characters of CI log handed to a fixer.
+const CI_LOG_CHARS: usize = 12_000;
+
+fn scm_failure(error: &ScmError) -> DispatchError {
+    if error.is_retryable() {
+        DispatchError::failure(error.code(), error.to_string())
+    } else {
+        DispatchError::non_retryable(error.code(), error.to_string())
+    }
+}
+
+fn field(kind: InputType, description: &str) -> FieldDescriptor {
+    FieldDescriptor {
+        kind: Some(kind),
+        required: false,
+        description: Some(description.to_owned()),
+    }
+}
+
+pub(crate) struct CreateOrUpdatePullRequest;
+
+#[async_trait]
+impl StepExecutor for CreateOrUpdatePullRequest {
+    fn descriptor(&self) -> StepDescriptor {
+        let mut step = StepDescriptor {
+            description: Some("Opens the run's pull request from its branch, or moves it to the branch's new head; either way the head's CI is armed.".to_owned()),
+            ..StepDescriptor::default()
+        };
+        step.inputs.insert(
+            "title".to_owned(),
+            field(
+                InputType::String,
+                "Title (default: the ticket's first line).",
+            ),
+        );
+        step.inputs
+            .insert("body".to_owned(), field(InputType::String, "Body."));
+        for (name, kind) in [
+            ("number", InputType::Integer),
+            ("url", InputType::String),
+            ("headSha", InputType::String),
+            ("created", InputType::Boolean),
+        ] {
+            step.outputs.insert(name.to_owned(), field(kind, ""));
+        }
+        step
+    }
+
+    async fn execute(&self, context: &StepContext<'_>) -> Result<Value, DispatchError> {
+        let repo = repository(context).await?;
+        let mut title = context.input_str("title");
+        if title.trim().is_empty() {
+            let ticket = ticket_text(context.run.input.get("ticket"));
+            title = ticket
+                .lines()
+                .next()
+                .unwrap_or("auto-swe change")
+                .chars()
+                .take(120)
+                .collect();
+        }
+        let body = context.input_str("body");
+        let opened = context
+            .services
+            .scm
+            .create_or_update_pull_request(
+                &repo,
+                &context.run.run_id,
+                &context.run.branch(),
+                &title,
+                &body,
+            )
+            .await
+            .map_err(|e| scm_failure(&e))?;
+        context.tracer.record(auto_swe_runtime::TraceEntry::event(
+            "pull_request.updated",
+            json!({ "number": opened.number, "headSha": opened.head_sha, "created": opened.created }),
+        ));
+        serde_json::to_value(&opened)
+            .map_err(|e| DispatchError::non_retryable("SCM_FAILED", e.to_string()))
+    }
+}
+
+pub(crate) struct FetchCiLogs;
+
+#[async_trait]
+impl StepExecutor for FetchCiLogs {
+    fn descriptor(&self) -> StepDescriptor {
+        let mut step = StepDescriptor {
+            description: Some(
+                "The CI log of the run's pull request head, for a CI fix.".to_owned(),
+            ),
+            ..StepDescriptor::default()
+        };
+        step.outputs.insert(
+            "logs".to_owned(),
+            field(InputType::String, "The end of the log."),
+        );
+        step.outputs.insert(
+            "headSha".to_owned(),
+            field(InputType::String, "The head it judged."),
+        );
+        step
+    }
+
+    async fn execute(&self, context: &StepContext<'_>) -> Result<Value, DispatchError> {
+        let scm = &context.services.scm;
+        let repo = repository(context).await?;
+        let pr = scm
+            .pull_request_of_run(&repo, &context.run.run_id)
+            .await
+            .map_err(|e| scm_failure(&e))?
+            .ok_or_else(|| {
+                DispatchError::non_retryable(
+                    "PULL_REQUEST_NOT_FOUND",
+                    "the run has no pull request",
+                )
+            })?;
+        let logs = scm
+            .fetch_ci_logs(&repo, &pr.head_sha)
+            .await
+            .map_err(|e| scm_failure(&e))?;
+        Ok(json!({
+            "headSha": pr.head_sha,
+            "ciStatus": pr.ci_status.as_str(),
+            "logs": tail(&logs, CI_LOG_CHARS),
+        }))
+    }
+}
