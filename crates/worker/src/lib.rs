@@ -40,6 +40,6 @@ pub use scm::{
 pub use steps::{
     GATE_FILE, GateConfig, GateOutcome, GateResult, GateScope, ModelRouter, RunDispatcher,
     RunScope, SingleModel, StepContext, StepEffects, StepExecutor, StepRegistry, WorkerServices,
-    WorkspaceTemplate, hashed_embedding, run_gates, usd_to_micros,
+    WorkspaceTemplate, hashed_embedding, run_branch, run_gates, usd_to_micros,
 };
 pub use worker::{DriveEnd, DriveReport, EffectsFactory, Worker, WorkerConfig};

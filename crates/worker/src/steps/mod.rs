@@ -95,14 +95,19 @@ impl RunScope {
     /// The work branch of the run.
     #[must_use]
     pub fn branch(&self) -> String {
-        let short: String = self
-            .run_id
-            .chars()
-            .filter(char::is_ascii_alphanumeric)
-            .take(12)
-            .collect();
-        format!("auto-swe/{short}")
+        run_branch(&self.run_id)
     }
+}
+
+/// The work branch of a run: `auto-swe/` and the first 12 letters and digits of its id.
+#[must_use]
+pub fn run_branch(run_id: &str) -> String {
+    let short: String = run_id
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(12)
+        .collect();
+    format!("auto-swe/{short}")
 }
 
 /// What one step execution gets.

@@ -5,6 +5,7 @@
     reason = "a test fails loudly on any unexpected error"
 )]
 
+mod end_to_end;
 mod resume;
 mod support;
 mod templates;

@@ -1,0 +1,262 @@
+//! `ticket-to-merge` end to end: the demo repository (a real shell project with a failing
+//! test), recorded model answers, real `local` workspaces, real git, local CI, the store.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use auto_swe_interpreter::TerminalStatus;
+use auto_swe_models::{Cassette, PriceCatalog, ReplayClient, Tier};
+use auto_swe_sandbox::{LocalBackend, LocalConfig, LocalRoot, ResourceLimits, WorkspaceBackend};
+use auto_swe_scanners::{CompiledPatterns, builtin_patterns};
+use auto_swe_store::{CiStatus, PullRequestQuery, PullRequestState, RunStatus, Store};
+use auto_swe_worker::demo::{DEMO_CASSETTE, demo_ticket, write_demo_repository};
+use auto_swe_worker::local_git::LocalGit;
+use auto_swe_worker::templates::template;
+use auto_swe_worker::{
+    DriveEnd, EmbeddedEngine, Launch, LocalCi, LocalRepository, LocalScm, MERGE_SIGNAL,
+    SingleModel, StepEffects, StepRegistry, Worker, WorkerConfig, WorkerServices,
+    WorkspaceTemplate, launch, run_branch,
+};
+use serde_json::json;
+
+use crate::support::{TestStore, on_both_backends};
+
+on_both_backends!(ticket_to_merge_takes_the_demo_ticket_to_a_merged_pull_request);
+
+/// A `local` backend, or `None` when bubblewrap is missing (a failure under
+/// `AUTO_SWE_REQUIRE_BWRAP=1`).
+pub(crate) fn local_backend(state: &Path) -> Option<(Arc<dyn WorkspaceBackend>, LocalRoot)> {
+    let root = std::env::var("AUTO_SWE_ROOTFS")
+        .ok()
+        .filter(|r| !r.is_empty())
+        .map_or(LocalRoot::HostSystem, |r| LocalRoot::Rootfs(r.into()));
+    let mut config = LocalConfig::new(root.clone());
+    config.state_dir = state.to_path_buf();
+    match LocalBackend::new(config) {
+        Ok(backend) => Some((Arc::new(backend), root)),
+        Err(error) => {
+            assert!(
+                std::env::var("AUTO_SWE_REQUIRE_BWRAP").as_deref() != Ok("1"),
+                "bubblewrap required: {error}"
+            );
+            eprintln!("skipping: {error}");
+            None
+        }
+    }
+}
+
+/// Everything a worker needs, over `store`, with the demo's recorded model.
+pub(crate) fn demo_services(
+    store: Store,
+    backend: Arc<dyn WorkspaceBackend>,
+    root: LocalRoot,
+    repos: &Path,
+) -> Arc<WorkerServices> {
+    let cassette: Cassette = serde_json::from_str(DEMO_CASSETTE).unwrap();
+    let client = Arc::new(ReplayClient::new(cassette).unwrap());
+    let git = LocalGit::new();
+    Arc::new(WorkerServices {
+        store: store.clone(),
+        workspaces: WorkspaceTemplate::new(
+            backend,
+            "unused".to_owned(),
+            root,
+            ResourceLimits {
+                memory_bytes: 512 * 1024 * 1024,
+                nano_cpus: 1_000_000_000,
+                pids: 256,
+            },
+        ),
+        models: Arc::new(SingleModel::new(client)),
+        prices: PriceCatalog::builtin(),
+        scm: Arc::new(LocalScm::new(store, git.clone(), repos.to_path_buf())),
+        patterns: Arc::new(CompiledPatterns::compile(builtin_patterns())),
+        git,
+        tier: Tier::Standard,
+    })
+}
+
+/// Registers the demo repository and launches `ticket-to-merge` on it.
+pub(crate) async fn launch_demo(
+    services: &WorkerServices,
+    dir: &Path,
+) -> (LocalRepository, String) {
+    let source = dir.join("source");
+    write_demo_repository(&source, &services.git).await.unwrap();
+    let repo = services
+        .scm
+        .register(source.to_str().unwrap(), "slugify")
+        .await
+        .unwrap();
+    let run = launch(
+        &services.store,
+        &StepRegistry::builtin(),
+        Launch {
+            spec: template("ticket-to-merge").unwrap().spec(),
+            input: json!({ "ticket": demo_ticket(), "repository": repo.connection_id }),
+            submitter: "tester".to_owned(),
+        },
+    )
+    .await
+    .unwrap();
+    (repo, run.id)
+}
+
+/// Drives runs and local CI until nothing moves; returns where the run was last left.
+pub(crate) async fn drive_until_quiet(worker: &Worker, ci: &LocalCi) -> Option<DriveEnd> {
+    let mut last = None;
+    for _ in 0..40 {
+        if let Some(report) = worker.run_once().await.unwrap() {
+            last = Some(report.end);
+            continue;
+        }
+        if ci.run_pending().await.unwrap().is_empty() {
+            return last;
+        }
+    }
+    panic!("the run kept moving after 40 rounds");
+}
+
+async fn ticket_to_merge_takes_the_demo_ticket_to_a_merged_pull_request(db: &TestStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = local_backend(&dir.path().join("state")) else {
+        return;
+    };
+    let services = demo_services(db.store.clone(), backend, root, &dir.path().join("repos"));
+    let (repo, run_id) = launch_demo(&services, dir.path()).await;
+    let engine = Arc::new(EmbeddedEngine::new(
+        db.store.clone(),
+        Duration::from_secs(30),
+    ));
+    let worker = Worker::with_effects(
+        engine,
+        Arc::new(StepEffects::new(Arc::clone(&services))),
+        WorkerConfig::new("worker-1", Duration::from_secs(5)),
+    );
+    let ci = LocalCi::new(Arc::clone(&services));
+
+    // Implementation, review (one rejection and a fix), gates, the pull request, a red CI
+    // (the changelog check), the CI fix back through review, green CI: then the run parks
+    // on the merge.
+    let end = drive_until_quiet(&worker, &ci).await;
+    match end {
+        Some(DriveEnd::Parked(wake)) => assert_eq!(wake.signal, MERGE_SIGNAL),
+        other => panic!("the run did not park on the merge: {other:?}"),
+    }
+    let store = &db.store;
+    assert_eq!(
+        store.get_run(&run_id).await.unwrap().status,
+        RunStatus::Waiting
+    );
+    let prs = store
+        .list_pull_requests(&PullRequestQuery::connection(&repo.connection_id))
+        .await
+        .unwrap();
+    assert_eq!(prs.len(), 1);
+    let pr = &prs[0];
+    assert_eq!(
+        (pr.state, pr.ci_status),
+        (PullRequestState::Open, CiStatus::Success)
+    );
+    let git = &services.git;
+    let branch_tip = git
+        .rev_parse(&repo.path, &format!("refs/heads/{}", run_branch(&run_id)))
+        .await
+        .unwrap();
+    assert_eq!(branch_tip, pr.head_sha);
+    let log = services
+        .scm
+        .fetch_ci_logs(&repo, &pr.head_sha)
+        .await
+        .unwrap();
+    assert!(log.contains("changelog ok"), "{log}");
+
+    // A person merges; the run remembers the lesson and ends.
+    let merged = services.scm.merge(&repo, pr.number, "alice").await.unwrap();
+    store
+        .send_signal(
+            &run_id,
+            MERGE_SIGNAL,
+            &json!({ "merged": true, "sha": merged }),
+        )
+        .await
+        .unwrap();
+    match drive_until_quiet(&worker, &ci).await {
+        Some(DriveEnd::Ended { status, .. }) => assert_eq!(status, TerminalStatus::Success),
+        other => panic!("the run did not end: {other:?}"),
+    }
+    let run = store.get_run(&run_id).await.unwrap();
+    assert_eq!(run.status, RunStatus::SUCCESS);
+    assert!(
+        run.usage.cost_micros > 0 && run.usage.input_tokens > 30_000,
+        "{:?}",
+        run.usage
+    );
+
+    // The merged base has the fix, the new checks and the changelog entry.
+    let slugify = git
+        .show_file(&repo.path, "main", "slugify.sh")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(slugify.contains("s/--*/-/g"), "{slugify}");
+    let tests = git
+        .show_file(&repo.path, "main", "tests/run.sh")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(tests.contains("check \"!!!\" \"\""), "{tests}");
+    let changelog = git
+        .show_file(&repo.path, "main", "CHANGELOG.md")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        changelog.contains("collapses runs of dashes"),
+        "{changelog}"
+    );
+
+    assert_lifecycle_and_traces(store, &run_id).await;
+    drop(dir);
+}
+
+/// Every node ran as the lifecycle says, none ran twice, and the traces are there.
+async fn assert_lifecycle_and_traces(store: &Store, run_id: &str) {
+    let steps = store.list_steps(run_id).await.unwrap();
+    let mut recordings: Vec<(&str, i64)> = steps
+        .iter()
+        .map(|s| (s.recording_id.as_str(), s.attempt))
+        .collect();
+    let total = recordings.len();
+    recordings.sort_unstable();
+    recordings.dedup();
+    assert_eq!(recordings.len(), total, "a step record was written twice");
+    let ran = |node: &str| steps.iter().filter(|s| s.node_id == node).count();
+    assert_eq!(
+        [
+            ran("implement"),
+            ran("review"),
+            ran("reviewFix"),
+            ran("gates"),
+            ran("openPr"),
+            ran("ciFix"),
+            ran("lesson"),
+        ],
+        [1, 3, 1, 2, 2, 1, 1]
+    );
+    // Traces, attributed to their nodes: every tool-loop model call (implementer 4, review
+    // fixer 3, CI fixer 4) and tool call (3 + 2 + 3), and the structured steps' events.
+    let traces = store.list_traces(run_id, 1_000).await.unwrap();
+    let kinds = |kind: &str| traces.iter().filter(|t| t.kind == kind).count();
+    assert_eq!((kinds("llm_response"), kinds("tool_call")), (11, 8));
+    let event = |name: &str| {
+        traces
+            .iter()
+            .filter(|t| t.payload["toolName"] == name)
+            .count()
+    };
+    assert_eq!(event("review.verdicts"), 3);
+    assert_eq!(event("memory.lesson_stored"), 1);
+    assert!(traces.iter().all(|t| t.node_id.is_some()));
+}
