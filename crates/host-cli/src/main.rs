@@ -8,6 +8,7 @@ mod output;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use commands::local::inspect::Verdict;
 
 /// auto-swe: versioned, durable, auditable workflows for coding agents.
 #[derive(Debug, Parser)]
@@ -31,6 +32,32 @@ enum Command {
     Skills(commands::agents::SkillsArgs),
     /// Probe the workspace backends and run commands in hardened workspaces.
     Sandbox(commands::sandbox::SandboxArgs),
+    /// Run a template on a repository and follow it until it ends or waits.
+    Run(commands::local::run::RunArgs),
+    /// Run the default template on the current directory's repository.
+    Exec(commands::local::run::ExecArgs),
+    /// The whole system on a bundled repository, replaying recorded model answers.
+    Demo(commands::local::run::DemoArgs),
+    /// List and show runs.
+    Runs(commands::local::inspect::RunsArgs),
+    /// Send a signal to a run.
+    Signal(commands::local::inspect::SignalArgs),
+    /// Approve at a human node.
+    Approve(commands::local::inspect::HumanArgs),
+    /// Reject at a human node.
+    Reject(commands::local::inspect::HumanArgs),
+    /// Ask for changes at a human node (needs --note).
+    RequestChanges(commands::local::inspect::HumanArgs),
+    /// Answer a human node with JSON (--note).
+    Answer(commands::local::inspect::HumanArgs),
+    /// Cancel a run that no worker is driving.
+    Cancel(commands::local::inspect::CancelArgs),
+    /// Pull requests of local repositories: list, diff, merge.
+    Pr(commands::local::inspect::PrArgs),
+    /// The built-in workflow templates.
+    Templates(commands::local::inspect::TemplatesArgs),
+    /// Drive runs and local CI until stopped.
+    Worker(commands::local::inspect::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +69,21 @@ fn main() -> ExitCode {
         Command::Agents(args) => commands::agents::run_agents(&args),
         Command::Skills(args) => commands::agents::run_skills(&args),
         Command::Sandbox(args) => commands::sandbox::run(&args),
+        Command::Run(args) => commands::local::run::run(&args),
+        Command::Exec(args) => commands::local::run::exec(&args),
+        Command::Demo(args) => commands::local::run::demo(&args),
+        Command::Runs(args) => commands::local::inspect::runs(&args),
+        Command::Signal(args) => commands::local::inspect::signal(&args),
+        Command::Approve(args) => commands::local::inspect::human(&args, Verdict::Approve),
+        Command::Reject(args) => commands::local::inspect::human(&args, Verdict::Reject),
+        Command::RequestChanges(args) => {
+            commands::local::inspect::human(&args, Verdict::RequestChanges)
+        }
+        Command::Answer(args) => commands::local::inspect::human(&args, Verdict::Answer),
+        Command::Cancel(args) => commands::local::inspect::cancel(&args),
+        Command::Pr(args) => commands::local::inspect::pr(&args),
+        Command::Templates(args) => commands::local::inspect::templates(&args),
+        Command::Worker(args) => commands::local::inspect::worker(&args),
     };
     output::finish(result)
 }

@@ -2,6 +2,7 @@
 //! returns the process exit status or an error that `output::finish` turns into exit code 2.
 
 pub(crate) mod agents;
+pub(crate) mod local;
 pub(crate) mod models;
 pub(crate) mod sandbox;
 pub(crate) mod scan;

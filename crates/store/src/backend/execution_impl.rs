@@ -321,6 +321,16 @@ macro_rules! impl_execution_stores {
                 Self::human_step_from_row(&row)
             }
 
+            async fn list_human_steps(&self, run_id: &str) -> StoreResult<Vec<HumanStep>> {
+                let rows = sqlx::query(
+                    "SELECT * FROM human_steps WHERE run_id = $1 ORDER BY created_at, id",
+                )
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(Self::human_step_from_row).collect()
+            }
+
             async fn send_signal(
                 &self,
                 run_id: &str,

@@ -272,6 +272,8 @@ pub trait InteractionStore: Send + Sync {
     ) -> StoreResult<HumanStep>;
     /// Reads a human step.
     async fn get_human_step(&self, id: &str) -> StoreResult<HumanStep>;
+    /// A run's human steps, oldest first.
+    async fn list_human_steps(&self, run_id: &str) -> StoreResult<Vec<HumanStep>>;
     /// Sends a signal to a run.
     async fn send_signal(
         &self,

@@ -135,6 +135,15 @@ async fn steps_and_interactions(db: &TestDb) {
         .await;
     assert_eq!(again.unwrap_err().code(), "STORE_CONFLICT");
     assert_eq!(db.store.get_human_step(&human.id).await.unwrap(), answered);
+    let listed = db.store.list_human_steps(&answered.run_id).await.unwrap();
+    assert!(listed.contains(&answered));
+    assert!(
+        db.store
+            .list_human_steps("no-such-run")
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         db.store
             .answer_human_step("nope", "x", &json!(1))

@@ -1,0 +1,631 @@
+//! Reading and steering runs: `runs`, `signal`, `approve` / `reject` / `request-changes` /
+//! `answer`, `cancel`, `pr`, `templates` and `worker`.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use auto_swe_store::{HumanStepStatus, PullRequestQuery, RunListQuery, Store, StoreError};
+use auto_swe_worker::templates::{TEMPLATES, template};
+use auto_swe_worker::{MERGE_SIGNAL, WorkerError};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::progress::Progress;
+use super::run::report_end;
+use super::{LocalHost, SandboxChoice, open_store, run_model, scm, text_argument};
+use crate::output::{self, Format, Status};
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+/// A store error as a one-line error with its code and a hint.
+fn store_error(error: &StoreError, what: &str) -> anyhow::Error {
+    match error {
+        StoreError::NotFound { .. } => {
+            anyhow::anyhow!("no {what} (see `auto-swe runs list`) ({})", error.code())
+        }
+        StoreError::RunEnded { .. } => anyhow::anyhow!("the run already ended ({})", error.code()),
+        other => anyhow::anyhow!("{other} ({})", other.code()),
+    }
+}
+
+/// `auto-swe runs`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunsArgs {
+    #[command(subcommand)]
+    command: RunsCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum RunsCommand {
+    /// The newest runs.
+    List {
+        /// At most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// One run: status, steps, pull request, cost (and its traces with `--traces`).
+    Show {
+        /// The run id.
+        run: String,
+        /// Include the trace rows.
+        #[arg(long)]
+        traces: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+}
+
+pub(crate) fn runs(args: &RunsArgs) -> anyhow::Result<Status> {
+    runtime()?.block_on(async {
+        let (_, store) = open_store().await?;
+        match &args.command {
+            RunsCommand::List { limit, format } => list_runs(&store, *limit, *format).await,
+            RunsCommand::Show {
+                run,
+                traces,
+                format,
+            } => show_run(&store, run, *traces, *format).await,
+        }
+    })
+}
+
+async fn list_runs(store: &Store, limit: u32, format: Format) -> anyhow::Result<Status> {
+    let page = store
+        .list_runs(&RunListQuery::first(limit.clamp(1, 200)))
+        .await
+        .map_err(|e| store_error(&e, "runs"))?;
+    let rows: Vec<Value> = page
+        .runs
+        .iter()
+        .map(|run| {
+            json!({
+                "id": run.id,
+                "status": run.status.as_str(),
+                "template": run.spec_snapshot.get("name"),
+                "costMicros": run.usage.cost_micros,
+                "createdAt": run.created_at.as_millis(),
+            })
+        })
+        .collect();
+    if format == Format::Json {
+        output::print_json(&json!({ "runs": rows }))?;
+    } else {
+        let mut text = String::new();
+        for run in &page.runs {
+            let name = run
+                .spec_snapshot
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("-");
+            let _ = writeln!(text, "{}  {:<10} {}", run.id, run.status.as_str(), name);
+        }
+        if text.is_empty() {
+            text.push_str("no runs yet (try `auto-swe demo`)\n");
+        }
+        output::print_text(&text)?;
+    }
+    Ok(Status::Success)
+}
+
+async fn show_run(
+    store: &Store,
+    run_id: &str,
+    with_traces: bool,
+    format: Format,
+) -> anyhow::Result<Status> {
+    let run = store
+        .get_run(run_id)
+        .await
+        .map_err(|e| store_error(&e, &format!("run {run_id}")))?;
+    let steps = store.list_steps(run_id).await?;
+    let prs = store
+        .list_pull_requests(&PullRequestQuery::default().of_run(run_id))
+        .await?;
+    let humans = store.list_human_steps(run_id).await?;
+    let traces = if with_traces {
+        store.list_traces(run_id, 2_000).await?
+    } else {
+        Vec::new()
+    };
+    if format == Format::Json {
+        output::print_json(&json!({
+            "id": run.id,
+            "status": run.status.as_str(),
+            "template": run.spec_snapshot.get("name"),
+            "usage": { "costMicros": run.usage.cost_micros, "inputTokens": run.usage.input_tokens, "outputTokens": run.usage.output_tokens },
+            "steps": steps.iter().map(|s| json!({ "node": s.node_id, "recordingId": s.recording_id, "attempt": s.attempt, "status": s.status.as_str() })).collect::<Vec<_>>(),
+            "pullRequests": prs.iter().map(|p| json!({ "number": p.number, "url": p.url, "headSha": p.head_sha, "state": p.state.as_str(), "ciStatus": p.ci_status.as_str() })).collect::<Vec<_>>(),
+            "humanSteps": humans.iter().map(|h| json!({ "node": h.node_id, "status": h.status.as_str(), "kind": h.kind.as_str() })).collect::<Vec<_>>(),
+            "traces": traces.iter().map(|t| json!({ "node": t.node_id, "kind": t.kind, "activity": t.activity, "payload": t.payload })).collect::<Vec<_>>(),
+        }))?;
+        return Ok(Status::Success);
+    }
+    let mut text = format!(
+        "run {}  {}  {}\n",
+        run.id,
+        run.status.as_str(),
+        run.spec_snapshot
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("-")
+    );
+    #[expect(clippy::cast_precision_loss, reason = "a displayed dollar amount")]
+    let dollars = run.usage.cost_micros as f64 / 1_000_000.0;
+    let _ = writeln!(
+        text,
+        "cost ${dollars:.4}  ({} input / {} output tokens)",
+        run.usage.input_tokens, run.usage.output_tokens
+    );
+    for step in &steps {
+        let _ = writeln!(text, "  {:<10} {}", step.status.as_str(), step.recording_id);
+    }
+    for pr in &prs {
+        let _ = writeln!(
+            text,
+            "pull request #{} {} {} (CI {})",
+            pr.number,
+            pr.url,
+            pr.state.as_str(),
+            pr.ci_status.as_str()
+        );
+    }
+    for human in humans
+        .iter()
+        .filter(|h| h.status == HumanStepStatus::Pending)
+    {
+        let _ = writeln!(
+            text,
+            "waiting for a person at {}: auto-swe approve {} {}",
+            human.node_id, run.id, human.node_id
+        );
+    }
+    for trace in &traces {
+        let _ = writeln!(
+            text,
+            "  trace {} {} {}",
+            trace.node_id.as_deref().unwrap_or("-"),
+            trace.kind,
+            trace
+                .payload
+                .get("toolName")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        );
+    }
+    output::print_text(&text)?;
+    Ok(Status::Success)
+}
+
+/// `auto-swe signal`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SignalArgs {
+    /// The run id.
+    run: String,
+    /// The signal name.
+    name: String,
+    /// The payload: JSON text, `@FILE` or `-` (default `{}`).
+    #[arg(long)]
+    payload: Option<String>,
+}
+
+fn payload_of(text: Option<&str>) -> anyhow::Result<Value> {
+    match text {
+        None => Ok(json!({})),
+        Some(text) => {
+            let text = text_argument(text)?;
+            serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("the payload is not JSON: {e}"))
+        }
+    }
+}
+
+pub(crate) fn signal(args: &SignalArgs) -> anyhow::Result<Status> {
+    let payload = payload_of(args.payload.as_deref())?;
+    runtime()?.block_on(async {
+        let (_, store) = open_store().await?;
+        store
+            .get_run(&args.run)
+            .await
+            .map_err(|e| store_error(&e, &format!("run {}", args.run)))?;
+        store
+            .send_signal(&args.run, &args.name, &payload)
+            .await
+            .map_err(|e| store_error(&e, &format!("run {}", args.run)))?;
+        output::print_text(&format!(
+            "signal `{}` sent to run {}\n",
+            args.name, args.run
+        ))?;
+        Ok(Status::Success)
+    })
+}
+
+/// What a person answers at a human node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// `approve`.
+    Approve,
+    /// `reject`.
+    Reject,
+    /// `request-changes`.
+    RequestChanges,
+    /// `answer` (a payload of the person's own).
+    Answer,
+}
+
+/// `auto-swe approve | reject | request-changes | answer`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct HumanArgs {
+    /// The run id.
+    run: String,
+    /// The human node's id.
+    node: String,
+    /// A note (`request-changes` needs one), or for `answer` the JSON answer; `@FILE` or `-`.
+    #[arg(long)]
+    note: Option<String>,
+    /// Who answers.
+    #[arg(long, default_value = "local")]
+    by: String,
+}
+
+pub(crate) fn human(args: &HumanArgs, verdict: Verdict) -> anyhow::Result<Status> {
+    let note = args.note.as_deref().map(text_argument).transpose()?;
+    let answer = match verdict {
+        Verdict::Approve => json!({ "decision": "approve", "note": note }),
+        Verdict::Reject => json!({ "decision": "reject", "note": note }),
+        Verdict::RequestChanges => {
+            let Some(note) = note.filter(|n| !n.trim().is_empty()) else {
+                anyhow::bail!("request-changes needs a --note saying what to change");
+            };
+            json!({ "decision": "request_changes", "note": note })
+        }
+        Verdict::Answer => {
+            let text = note.context("answer needs --note with the JSON answer")?;
+            serde_json::from_str(&text)
+                .map_err(|e| anyhow::anyhow!("the answer is not JSON: {e}"))?
+        }
+    };
+    runtime()?.block_on(async {
+        let (_, store) = open_store().await?;
+        let steps = store
+            .list_human_steps(&args.run)
+            .await
+            .map_err(|e| store_error(&e, "run"))?;
+        let Some(step) = steps
+            .iter()
+            .rev()
+            .find(|s| s.node_id == args.node && s.status == HumanStepStatus::Pending)
+        else {
+            let pending: Vec<&str> = steps
+                .iter()
+                .filter(|s| s.status == HumanStepStatus::Pending)
+                .map(|s| s.node_id.as_str())
+                .collect();
+            anyhow::bail!(
+                "run {} has no pending human step at `{}` (pending: {})",
+                args.run,
+                args.node,
+                if pending.is_empty() {
+                    "none".to_owned()
+                } else {
+                    pending.join(", ")
+                }
+            );
+        };
+        let signal = step
+            .prompt
+            .get("signal")
+            .and_then(Value::as_str)
+            .context("the human step names no signal")?
+            .to_owned();
+        store
+            .answer_human_step(&step.id, &args.by, &answer)
+            .await
+            .map_err(|e| store_error(&e, "human step"))?;
+        store
+            .send_signal(&args.run, &signal, &answer)
+            .await
+            .map_err(|e| store_error(&e, "run"))?;
+        output::print_text(&format!("answered `{}` of run {}\n", args.node, args.run))?;
+        Ok(Status::Success)
+    })
+}
+
+/// `auto-swe cancel`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CancelArgs {
+    /// The run id.
+    run: String,
+}
+
+pub(crate) fn cancel(args: &CancelArgs) -> anyhow::Result<Status> {
+    runtime()?.block_on(async {
+        let (_, store) = open_store().await?;
+        // The operator's path: take the run from its queue (refused while a worker holds it)
+        // and finalize it CANCELLED under that lease.
+        let claim = store
+            .claim_run(&args.run, "cli-cancel", Duration::from_secs(30))
+            .await
+            .map_err(|e| match e.code() {
+                "LEASE_LOST" => anyhow::anyhow!(
+                    "a worker is driving run {} right now; try again when it parks",
+                    args.run
+                ),
+                _ => store_error(&e, &format!("run {}", args.run)),
+            })?;
+        store
+            .finalize_run(
+                &claim.token(),
+                auto_swe_store::FinalizeRun {
+                    status: auto_swe_store::RunStatus::Ended(
+                        auto_swe_store::TerminalStatus::Cancelled,
+                    ),
+                    usage: auto_swe_store::Usage::default(),
+                },
+            )
+            .await
+            .map_err(|e| store_error(&e, "run"))?;
+        output::print_text(&format!("run {} cancelled\n", args.run))?;
+        Ok(Status::Success)
+    })
+}
+
+/// `auto-swe pr`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct PrArgs {
+    #[command(subcommand)]
+    command: PrCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum PrCommand {
+    /// Pull requests of local repositories.
+    List {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// The diff of a run's pull request.
+    Diff {
+        /// The run id.
+        run: String,
+    },
+    /// Merges a run's pull request (its CI must be green) and lets the run finish.
+    Merge {
+        /// The run id.
+        run: String,
+        /// Who merges.
+        #[arg(long, default_value = "local")]
+        by: String,
+        /// Workspace backend for the rest of the run.
+        #[arg(long, value_enum, default_value_t)]
+        sandbox: SandboxChoice,
+        /// Merge and return; `auto-swe worker` finishes the run.
+        #[arg(long)]
+        detach: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+}
+
+pub(crate) fn pr(args: &PrArgs) -> anyhow::Result<Status> {
+    runtime()?.block_on(async {
+        let (home, store) = open_store().await?;
+        let scm = scm(&home, &store);
+        match &args.command {
+            PrCommand::List { format } => {
+                let mut query = PullRequestQuery::default();
+                query.limit = 200;
+                let prs = store.list_pull_requests(&query).await?;
+                if *format == Format::Json {
+                    output::print_json(&json!({ "pullRequests": prs.iter().map(|p| json!({ "number": p.number, "url": p.url, "runId": p.run_id, "headSha": p.head_sha, "state": p.state.as_str(), "ciStatus": p.ci_status.as_str() })).collect::<Vec<_>>() }))?;
+                } else {
+                    let mut text = String::new();
+                    for p in &prs {
+                        let _ = writeln!(text, "{:<32} {:<7} CI {:<8} run {}", p.url, p.state.as_str(), p.ci_status.as_str(), p.run_id.as_deref().unwrap_or("-"));
+                    }
+                    if text.is_empty() {
+                        text.push_str("no pull requests\n");
+                    }
+                    output::print_text(&text)?;
+                }
+                Ok(Status::Success)
+            }
+            PrCommand::Diff { run } => {
+                let (repo, pr) = run_pull_request(&store, &scm, run).await?;
+                let text = scm.pull_request_text(&repo, pr.number).await.map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?;
+                let diff = scm
+                    .git()
+                    .diff(&repo.path, &format!("refs/heads/{}", text.base_branch), &pr.head_sha)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?;
+                output::print_text(&diff)?;
+                Ok(Status::Success)
+            }
+            PrCommand::Merge { run, by, sandbox, detach, format } => {
+                let (repo, pr) = run_pull_request(&store, &scm, run).await?;
+                let merged = scm.merge(&repo, pr.number, by).await.map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?;
+                store
+                    .send_signal(run, MERGE_SIGNAL, &json!({ "merged": true, "sha": merged, "by": by }))
+                    .await
+                    .map_err(|e| store_error(&e, "run"))?;
+                let progress = Progress::new(*format == Format::Json);
+                progress.skip_finished(&store, run).await?;
+                progress.say(&format!("merged pull request #{} into {} at {}", pr.number, repo.default_branch, &merged[..merged.len().min(12)]));
+                if *detach {
+                    return Ok(Status::Success);
+                }
+                let input = run_input(&store, run).await?;
+                let host = LocalHost::open(&home, store.clone(), *sandbox, &run_model(&input)).await?;
+                let end = host.drive(run, &progress).await?;
+                report_end(&store, run, end, *format).await
+            }
+        }
+    })
+}
+
+async fn run_input(store: &Store, run_id: &str) -> anyhow::Result<Value> {
+    let run = store
+        .get_run(run_id)
+        .await
+        .map_err(|e| store_error(&e, &format!("run {run_id}")))?;
+    match &run.run_input_id {
+        Some(id) => Ok(store.get_run_input(id).await?.payload),
+        None => Ok(json!({})),
+    }
+}
+
+async fn run_pull_request(
+    store: &Store,
+    scm: &auto_swe_worker::LocalScm,
+    run_id: &str,
+) -> anyhow::Result<(
+    auto_swe_worker::LocalRepository,
+    auto_swe_store::PullRequest,
+)> {
+    let input = run_input(store, run_id).await?;
+    let connection = input
+        .get("repository")
+        .and_then(Value::as_str)
+        .context("the run names no repository")?;
+    let repo = scm
+        .repository(connection)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?;
+    let pr = scm
+        .pull_request_of_run(&repo, run_id)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?
+        .with_context(|| format!("run {run_id} has not opened a pull request"))?;
+    Ok((repo, pr))
+}
+
+/// `auto-swe templates`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TemplatesArgs {
+    #[command(subcommand)]
+    command: TemplatesCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum TemplatesCommand {
+    /// The built-in templates.
+    List {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// One template's nodes.
+    Show {
+        /// Its name.
+        name: String,
+    },
+    /// One template's spec as JSON, to copy and edit.
+    Export {
+        /// Its name.
+        name: String,
+    },
+}
+
+pub(crate) fn templates(args: &TemplatesArgs) -> anyhow::Result<Status> {
+    let find = |name: &str| {
+        template(name)
+            .with_context(|| format!("no template `{name}` (see `auto-swe templates list`)"))
+    };
+    match &args.command {
+        TemplatesCommand::List { format } => {
+            if *format == Format::Json {
+                output::print_json(
+                    &json!({ "templates": TEMPLATES.iter().map(|t| json!({ "name": t.name, "description": t.description })).collect::<Vec<_>>() }),
+                )?;
+            } else {
+                let mut text = String::new();
+                for t in &TEMPLATES {
+                    let _ = writeln!(text, "{:<18} {}", t.name, t.description);
+                }
+                output::print_text(&text)?;
+            }
+        }
+        TemplatesCommand::Show { name } => {
+            let spec = find(name)?.spec();
+            let mut text = format!(
+                "{}: {}\n",
+                name,
+                spec["description"].as_str().unwrap_or_default()
+            );
+            for node in spec["nodes"].as_array().into_iter().flatten() {
+                let _ = writeln!(
+                    text,
+                    "  {:<16} {:<10} {}",
+                    node["id"].as_str().unwrap_or_default(),
+                    node["type"].as_str().unwrap_or_default(),
+                    node.get("step")
+                        .or_else(|| node.get("name"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                );
+            }
+            output::print_text(&text)?;
+        }
+        TemplatesCommand::Export { name } => output::print_json(&find(name)?.spec())?,
+    }
+    Ok(Status::Success)
+}
+
+/// `auto-swe worker`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct WorkerArgs {
+    /// The model runs that name none run on (`provider/name`); runs launched with a model keep
+    /// theirs only when it is the same.
+    #[arg(long)]
+    model: Option<String>,
+    /// Workspace backend.
+    #[arg(long, value_enum, default_value_t)]
+    sandbox: SandboxChoice,
+}
+
+pub(crate) fn worker(args: &WorkerArgs) -> anyhow::Result<Status> {
+    runtime()?.block_on(async {
+        let (home, store) = open_store().await?;
+        let model = args
+            .model
+            .clone()
+            .unwrap_or_else(|| super::DEMO_MODEL.to_owned());
+        let host = LocalHost::open(&home, store, args.sandbox, &model).await?;
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            stop.cancel();
+        });
+        let terminate = shutdown.clone();
+        tokio::spawn(async move {
+            if let Ok(mut sigterm) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            {
+                sigterm.recv().await;
+                terminate.cancel();
+            }
+        });
+        output::print_diagnostic(&format!(
+            "auto-swe worker: serving runs on {model} (Ctrl-C stops)"
+        ))?;
+        let ci = host.ci.clone();
+        let ci_stop = shutdown.clone();
+        let ci_task = tokio::spawn(async move { ci.serve(ci_stop).await });
+        let served = host.worker.serve(shutdown.clone()).await;
+        shutdown.cancel();
+        let _ = ci_task.await;
+        served.map_err(|e: WorkerError| anyhow::anyhow!("{e} ({})", e.code()))?;
+        Ok(Status::Success)
+    })
+}

@@ -1,0 +1,266 @@
+//! Local mode: the whole system in this process on embedded defaults — a `SQLite` store under
+//! the auto-swe home (or the store `AUTO_SWE_STORE_URL` names), a `local` or `docker`
+//! workspace backend, models from `--model` with keys from the environment (or the demo's
+//! recorded answers), the local SCM and local CI.
+
+pub(crate) mod inspect;
+mod progress;
+pub(crate) mod run;
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use auto_swe_models::{
+    Cassette, ModelClient, ModelSpec, PriceCatalog, ProviderClient, ReplayClient, Tier,
+};
+use auto_swe_sandbox::{DockerBackend, LocalBackend, SandboxSettings, WorkspaceBackend};
+use auto_swe_scanners::{CompiledPatterns, builtin_patterns};
+use auto_swe_store::{Keyring, Store, StoreConfig};
+use auto_swe_worker::local_git::LocalGit;
+use auto_swe_worker::{
+    DriveEnd, EmbeddedEngine, LocalCi, LocalScm, SingleModel, StepEffects, Worker, WorkerConfig,
+    WorkerServices, WorkspaceTemplate,
+};
+
+use crate::config::HOME_ENV;
+
+/// The store URL override.
+pub(crate) const STORE_URL_ENV: &str = "AUTO_SWE_STORE_URL";
+
+/// The model a run names when it replays the demo's recorded answers.
+pub(crate) const DEMO_MODEL: &str = "replay/demo";
+
+/// How long a local worker's lease lasts.
+const LEASE: Duration = Duration::from_secs(60);
+
+/// Which workspace backend to use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum SandboxChoice {
+    /// `docker` when an engine answers and has the workspace image, else `local`.
+    #[default]
+    Auto,
+    /// A container per workspace.
+    Docker,
+    /// bubblewrap on this host.
+    Local,
+}
+
+/// The auto-swe home: `$AUTO_SWE_HOME`, else `~/.auto-swe`.
+pub(crate) fn home() -> anyhow::Result<PathBuf> {
+    std::env::var_os(HOME_ENV)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|p| !p.is_empty())
+                .map(|h| PathBuf::from(h).join(".auto-swe"))
+        })
+        .context("set AUTO_SWE_HOME (or HOME) to say where auto-swe keeps its state")
+}
+
+/// The key that seals the store's secrets: 32 random bytes in `keyring.key`, made on first use
+/// and readable by the owner only.
+fn keyring(home: &Path) -> anyhow::Result<Keyring> {
+    let path = home.join("keyring.key");
+    let key = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut bytes = vec![0_u8; 32];
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut bytes))
+                .context("reading /dev/urandom for the store key")?;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            std::io::Write::write_all(&mut options.open(&path)?, &bytes)
+                .with_context(|| format!("writing {}", path.display()))?;
+            bytes
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let key: [u8; 32] = key
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("{} is not a 32-byte key", path.display()))?;
+    Ok(Keyring::single(1, key))
+}
+
+/// Opens the local store (creating the home and the `SQLite` file on first use).
+pub(crate) async fn open_store() -> anyhow::Result<(PathBuf, Store)> {
+    let home = home()?;
+    std::fs::create_dir_all(&home).with_context(|| format!("creating {}", home.display()))?;
+    let url = std::env::var(STORE_URL_ENV)
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| format!("sqlite://{}", home.join("store.db").display()));
+    let store = Store::open(StoreConfig::new(&url, keyring(&home)?))
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "the store at {} cannot be opened: {e} ({})",
+                redact_url(&url),
+                e.code()
+            )
+        })?;
+    Ok((home, store))
+}
+
+fn redact_url(url: &str) -> String {
+    match url.split_once('@') {
+        Some((head, tail)) if head.contains("://") => {
+            let scheme = head.split("://").next().unwrap_or_default();
+            format!("{scheme}://***@{tail}")
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// The local SCM over `store`, its repositories under the home.
+pub(crate) fn scm(home: &Path, store: &Store) -> LocalScm {
+    LocalScm::new(store.clone(), LocalGit::new(), home.join("repos"))
+}
+
+async fn backend(
+    choice: SandboxChoice,
+    home: &Path,
+) -> anyhow::Result<(Arc<dyn WorkspaceBackend>, SandboxSettings)> {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let settings = SandboxSettings::resolve(&|name| std::env::var(name).ok(), cpus)?;
+    let state = home.join("workspaces");
+    let local = |settings: &SandboxSettings| -> anyhow::Result<Arc<dyn WorkspaceBackend>> {
+        let config = settings.local_config(state.clone())?;
+        Ok(Arc::new(LocalBackend::new(config)?))
+    };
+    let docker = async |settings: &SandboxSettings| -> anyhow::Result<DockerBackend> {
+        let config = settings.docker_config(settings.image.clone())?;
+        Ok(DockerBackend::connect(config).await?.protect_path(home))
+    };
+    let chosen: Arc<dyn WorkspaceBackend> = match choice {
+        SandboxChoice::Local => local(&settings)?,
+        SandboxChoice::Docker => Arc::new(docker(&settings).await?),
+        SandboxChoice::Auto => match docker(&settings).await {
+            Ok(engine) if engine.has_image(&settings.image).await => Arc::new(engine),
+            _ => local(&settings)?,
+        },
+    };
+    Ok((chosen, settings))
+}
+
+/// The model client a run names: the demo's recorded answers, or a provider's model with its
+/// key from the environment.
+pub(crate) fn model_client(model: &str) -> anyhow::Result<Arc<dyn ModelClient>> {
+    if model == DEMO_MODEL {
+        let cassette: Cassette = serde_json::from_str(auto_swe_worker::demo::DEMO_CASSETTE)?;
+        return Ok(Arc::new(ReplayClient::new(cassette)?));
+    }
+    let spec = ModelSpec::parse(model)
+        .map_err(|e| anyhow::anyhow!("{e} (try --model anthropic/claude-sonnet-5-5)"))?;
+    let variable = spec.provider().key_variable();
+    let key = std::env::var(variable).unwrap_or_default();
+    if key.is_empty() {
+        anyhow::bail!("{model} needs an API key: set {variable} in the environment");
+    }
+    let config = auto_swe_models::ClientConfig::new(spec, auto_swe_models::ApiKey::new(key));
+    Ok(Arc::new(ProviderClient::new(config)?))
+}
+
+/// Everything a local worker needs.
+pub(crate) struct LocalHost {
+    pub(crate) store: Store,
+    pub(crate) worker: Worker,
+    pub(crate) ci: LocalCi,
+}
+
+impl LocalHost {
+    /// A worker in this process over the local store, on `sandbox`, running every agent on
+    /// `model`.
+    pub(crate) async fn open(
+        home: &Path,
+        store: Store,
+        sandbox: SandboxChoice,
+        model: &str,
+    ) -> anyhow::Result<Self> {
+        let client = model_client(model)?;
+        let (backend, settings) = backend(sandbox, home).await?;
+        let services = Arc::new(WorkerServices {
+            store: store.clone(),
+            workspaces: WorkspaceTemplate::new(
+                backend,
+                settings.image.clone(),
+                settings.local_root.clone(),
+                settings.limits,
+            ),
+            models: Arc::new(SingleModel::new(client)),
+            prices: PriceCatalog::builtin(),
+            scm: Arc::new(scm(home, &store)),
+            patterns: Arc::new(CompiledPatterns::compile(builtin_patterns())),
+            git: LocalGit::new(),
+            tier: Tier::Standard,
+        });
+        let engine = Arc::new(EmbeddedEngine::new(store.clone(), LEASE));
+        let worker_id = format!("cli-{}", std::process::id());
+        let worker = Worker::with_effects(
+            engine,
+            Arc::new(StepEffects::new(Arc::clone(&services))),
+            WorkerConfig::new(worker_id, Duration::from_secs(10)),
+        );
+        let ci = LocalCi::new(Arc::clone(&services));
+        Ok(Self { store, worker, ci })
+    }
+
+    /// Drives runnable runs and local CI until nothing moves; returns where `run_id` was left
+    /// (`None` when this process did not drive it).
+    pub(crate) async fn drive(
+        &self,
+        run_id: &str,
+        progress: &progress::Progress,
+    ) -> anyhow::Result<Option<DriveEnd>> {
+        let mut last = None;
+        loop {
+            let driving = self.worker.run_once();
+            let report = progress
+                .follow(&self.store, run_id, driving)
+                .await?
+                .map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?;
+            if let Some(report) = report {
+                if report.run_id == run_id {
+                    last = Some(report.end);
+                }
+                continue;
+            }
+            let verdicts = self.ci.run_pending().await?;
+            for verdict in &verdicts {
+                progress.ci_verdict(verdict);
+            }
+            if verdicts.is_empty() {
+                return Ok(last);
+            }
+        }
+    }
+}
+
+/// The model a run was launched with (`input.model`), or the demo's.
+pub(crate) fn run_model(input: &serde_json::Value) -> String {
+    input
+        .get("model")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or(DEMO_MODEL)
+        .to_owned()
+}
+
+/// Text from an argument: `-` reads stdin, `@FILE` reads a file, anything else is itself.
+pub(crate) fn text_argument(value: &str) -> anyhow::Result<String> {
+    if value == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading stdin")?;
+        return Ok(text);
+    }
+    if let Some(path) = value.strip_prefix('@') {
+        return std::fs::read_to_string(path).with_context(|| format!("reading {path}"));
+    }
+    Ok(value.to_owned())
+}
