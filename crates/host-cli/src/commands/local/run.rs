@@ -66,7 +66,7 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     repo: String,
     /// The ticket: its text, `@FILE`, or `-` for stdin. The first line is the title.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     ticket: String,
     #[command(flatten)]
     follow: FollowArgs,
@@ -76,6 +76,7 @@ pub(crate) struct RunArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct ExecArgs {
     /// The ticket: its text, `@FILE`, or `-` for stdin.
+    #[arg(allow_hyphen_values = true)]
     ticket: String,
     #[command(flatten)]
     follow: FollowArgs,

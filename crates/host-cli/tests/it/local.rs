@@ -1,0 +1,309 @@
+//! Local mode through the binary: the demo to the merge prompt, the merge, and every read and
+//! steering command, each with its bad input. Each test has its own `AUTO_SWE_HOME`.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::Run;
+
+/// Runs `auto-swe ARGS` with `home` as its home (and `stdin`, when given).
+fn local(home: &Path, args: &[&str], stdin: Option<&str>) -> Run {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the tests run the real built binary, as users do"
+    )]
+    let mut command = Command::new(env!("CARGO_BIN_EXE_auto-swe"));
+    command
+        .args(args)
+        .current_dir(home)
+        .env("AUTO_SWE_HOME", home)
+        .env_remove("AUTO_SWE_STORE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    if let Some(text) = stdin {
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    Run {
+        code: output.status.code().unwrap(),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+fn json(run: &Run) -> Value {
+    serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", run.stdout, run.stderr))
+}
+
+/// Whether a workspace backend can run here; `false` skips (and fails under
+/// `AUTO_SWE_REQUIRE_BWRAP=1`).
+fn sandbox_available() -> bool {
+    let usable = Path::new("/usr/bin/bwrap").exists();
+    assert!(
+        usable || std::env::var("AUTO_SWE_REQUIRE_BWRAP").as_deref() != Ok("1"),
+        "bubblewrap required"
+    );
+    usable
+}
+
+#[test]
+fn the_demo_parks_for_the_merge_and_the_merge_ends_the_run() {
+    if !sandbox_available() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let demo = local(home.path(), &["demo", "--format", "json"], None);
+    assert_eq!(demo.code, 0, "{}\n{}", demo.stdout, demo.stderr);
+    let parked = json(&demo);
+    assert_eq!(parked["status"], "WAITING");
+    assert_eq!(parked["parkedOn"], "humanMergeSignal");
+    assert_eq!(parked["pullRequest"]["ciStatus"], "SUCCESS");
+    assert!(parked["usage"]["costMicros"].as_i64().unwrap() > 0);
+    let run = parked["runId"].as_str().unwrap().to_owned();
+    assert_eq!(parked["next"], format!("auto-swe pr merge {run}"));
+
+    // The run as `runs show` tells it: the CI fix went back through review.
+    let shown = json(&local(
+        home.path(),
+        &["runs", "show", &run, "--format", "json", "--traces"],
+        None,
+    ));
+    let nodes: Vec<&str> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["node"].as_str().unwrap())
+        .collect();
+    for node in ["implement", "reviewFix", "ciFix", "openPr"] {
+        assert!(nodes.contains(&node), "{nodes:?}");
+    }
+    assert!(!shown["traces"].as_array().unwrap().is_empty());
+    let listed = json(&local(
+        home.path(),
+        &["pr", "list", "--format", "json"],
+        None,
+    ));
+    assert_eq!(listed["pullRequests"][0]["state"], "OPEN");
+    let diff = local(home.path(), &["pr", "diff", &run], None);
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    assert!(
+        diff.stdout.contains("s/--*/-/g") && diff.stdout.contains("CHANGELOG.md"),
+        "{}",
+        diff.stdout
+    );
+
+    let merged = local(
+        home.path(),
+        &["pr", "merge", &run, "--format", "json"],
+        None,
+    );
+    assert_eq!(merged.code, 0, "{}\n{}", merged.stdout, merged.stderr);
+    assert_eq!(json(&merged)["status"], "SUCCESS");
+    let runs = json(&local(
+        home.path(),
+        &["runs", "list", "--format", "json"],
+        None,
+    ));
+    assert_eq!(runs["runs"][0]["status"], "SUCCESS");
+    // Merging twice is refused and changes nothing.
+    let again = local(home.path(), &["pr", "merge", &run], None);
+    assert_eq!(again.code, 2);
+    assert!(
+        again.stderr.contains("PULL_REQUEST_NOT_MERGEABLE"),
+        "{}",
+        again.stderr
+    );
+}
+
+#[test]
+fn templates_are_listed_shown_and_exported() {
+    let home = tempfile::tempdir().unwrap();
+    let listed = json(&local(
+        home.path(),
+        &["templates", "list", "--format", "json"],
+        None,
+    ));
+    let names: Vec<&str> = listed["templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"ticket-to-merge") && names.contains(&"approve-before-pr"),
+        "{names:?}"
+    );
+    let shown = local(home.path(), &["templates", "show", "ticket-to-merge"], None);
+    assert!(
+        shown.stdout.contains("ciWait") && shown.stdout.contains("ciPipelineSignal"),
+        "{}",
+        shown.stdout
+    );
+    let exported = json(&local(
+        home.path(),
+        &["templates", "export", "code-and-ci"],
+        None,
+    ));
+    assert_eq!(exported["name"], "code-and-ci");
+    let unknown = local(home.path(), &["templates", "show", "nope"], None);
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown.stderr.contains("templates list"),
+        "{}",
+        unknown.stderr
+    );
+}
+
+#[test]
+fn bad_input_is_one_clear_line_and_changes_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let not_git = h.join("plain");
+    std::fs::create_dir_all(&not_git).unwrap();
+    let not_git = not_git.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["runs", "show", "no-such-run"], "no run no-such-run"),
+        (vec!["signal", "no-such-run", "go"], "no run no-such-run"),
+        (
+            vec!["signal", "r", "go", "--payload", "{not json"],
+            "the payload is not JSON",
+        ),
+        (
+            vec!["approve", "no-such-run", "node"],
+            "no pending human step",
+        ),
+        (vec!["request-changes", "r", "node"], "needs a --note"),
+        (vec!["pr", "merge", "no-such-run"], "no run no-such-run"),
+        (vec!["cancel", "no-such-run"], "no run no-such-run"),
+        (
+            vec![
+                "run",
+                "ticket-to-merge",
+                "--repo",
+                "/nonexistent/repo",
+                "--ticket",
+                "x",
+                "--model",
+                "anthropic/claude-sonnet-5-5",
+            ],
+            "does not exist",
+        ),
+        (
+            vec![
+                "run",
+                "ticket-to-merge",
+                "--repo",
+                not_git,
+                "--ticket",
+                "x",
+                "--model",
+                "anthropic/claude-sonnet-5-5",
+            ],
+            "is not a git repository",
+        ),
+        (
+            vec![
+                "run",
+                "no-such-template",
+                "--repo",
+                not_git,
+                "--ticket",
+                "x",
+            ],
+            "templates list",
+        ),
+        (vec!["exec", "fix it"], "is not a git repository"),
+    ];
+    for (args, expected) in cases {
+        let run = local(h, &args, None);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(expected), "{args:?}: {}", run.stderr);
+        assert_eq!(
+            run.stderr.trim().lines().count(),
+            1,
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
+    // A live model without its key is refused before anything is recorded.
+    let repo = h.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    let git = |args: &[&str]| {
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the test makes a repository to point the CLI at"
+        )]
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "one"]);
+    let keyless = local(
+        h,
+        &[
+            "run",
+            "ticket-to-merge",
+            "--repo",
+            repo.to_str().unwrap(),
+            "--ticket",
+            "-",
+            "--model",
+            "anthropic/claude-sonnet-5-5",
+        ],
+        Some("- a ticket whose text starts with a dash\nbody"),
+    );
+    assert_eq!(keyless.code, 2);
+    assert!(
+        keyless.stderr.contains("ANTHROPIC_API_KEY"),
+        "{}",
+        keyless.stderr
+    );
+    let runs = json(&local(h, &["runs", "list", "--format", "json"], None));
+    assert!(runs["runs"].as_array().unwrap().is_empty());
+    let empty = local(
+        h,
+        &[
+            "run",
+            "ticket-to-merge",
+            "--repo",
+            repo.to_str().unwrap(),
+            "--ticket",
+            "-",
+            "--model",
+            "anthropic/claude-sonnet-5-5",
+        ],
+        Some("  \n"),
+    );
+    assert_eq!(empty.code, 2);
+    assert!(
+        empty.stderr.contains("the ticket is empty"),
+        "{}",
+        empty.stderr
+    );
+}
