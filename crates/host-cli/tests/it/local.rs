@@ -47,8 +47,9 @@ fn local(home: &Path, args: &[&str], stdin: Option<&str>) -> Run {
 }
 
 fn json(run: &Run) -> Value {
-    serde_json::from_str(&run.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}\n{}", run.stdout, run.stderr))
+    let parsed = serde_json::from_str(&run.stdout);
+    assert!(parsed.is_ok(), "not JSON: {}\n{}", run.stdout, run.stderr);
+    parsed.unwrap()
 }
 
 /// Whether a workspace backend can run here; `false` skips (and fails under
@@ -241,7 +242,11 @@ fn bad_input_is_one_clear_line_and_changes_nothing() {
             run.stderr
         );
     }
-    // A live model without its key is refused before anything is recorded.
+    live_models_need_their_key(h);
+}
+
+/// A live model without its key is refused before anything is recorded.
+fn live_models_need_their_key(h: &Path) {
     let repo = h.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
     std::fs::write(repo.join("a.txt"), "a\n").unwrap();
