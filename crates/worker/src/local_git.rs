@@ -45,6 +45,12 @@ pub enum LocalGitError {
         /// The revision.
         revision: String,
     },
+    /// A ref was not where the caller last saw it (another writer moved it).
+    #[error("`{reference}` moved since this step read it; another worker owns the run now")]
+    BranchMoved {
+        /// The ref.
+        reference: String,
+    },
     /// A merge had conflicts.
     #[error("merging `{head}` into `{base}` conflicts")]
     MergeConflict {
@@ -89,6 +95,7 @@ impl LocalGitError {
             LocalGitError::AuthRequired { .. } => "REPOSITORY_AUTH_REQUIRED",
             LocalGitError::UnknownRevision { .. } => "GIT_UNKNOWN_REVISION",
             LocalGitError::MergeConflict { .. } => "MERGE_CONFLICT",
+            LocalGitError::BranchMoved { .. } => "BRANCH_MOVED",
             LocalGitError::Failed { .. } => "GIT_FAILED",
             LocalGitError::Timeout { .. } => "GIT_TIMEOUT",
             LocalGitError::OutputTooLarge { .. } => "GIT_OUTPUT_TOO_LARGE",
@@ -105,11 +112,15 @@ impl LocalGitError {
             | LocalGitError::AuthRequired { .. }
             | LocalGitError::UnknownRevision { .. }
             | LocalGitError::MergeConflict { .. }
+            | LocalGitError::BranchMoved { .. }
             | LocalGitError::Failed { .. }
             | LocalGitError::OutputTooLarge { .. } => false,
         }
     }
 }
+
+/// The old value `git update-ref` reads as "the ref must not exist yet".
+const ABSENT_REF: &str = "0000000000000000000000000000000000000000";
 
 /// The identity local commits (merges) are made under.
 pub const MERGE_AUTHOR: (&str, &str) = ("auto-swe", "auto-swe@localhost");
@@ -391,6 +402,64 @@ impl LocalGit {
         let mut args = vec!["bundle", "create", "--quiet", "-"];
         args.extend_from_slice(refs);
         self.checked("bundle create", Some(repo), args, None).await
+    }
+
+    /// Fetches `source_ref` from a bundle (bytes a workspace made) and moves `target_ref` of
+    /// `repo` to it only if the ref still is `expected` (`None`: the ref must not exist) — a
+    /// compare-and-swap, so a worker that lost its run (and whose view of the branch is stale)
+    /// cannot move the branch another worker has moved since. Returns the new commit;
+    /// `BRANCH_MOVED` when the ref was not `expected`. The bundle is verified first.
+    pub async fn fetch_bundle_if(
+        &self,
+        repo: &Path,
+        bundle: &[u8],
+        source_ref: &str,
+        target_ref: &str,
+        expected: Option<&str>,
+    ) -> Result<String, LocalGitError> {
+        let staging = format!("refs/auto-swe/incoming/{}", uuid::Uuid::now_v7().simple());
+        let fetched = self
+            .fetch_bundle(repo, bundle, source_ref, &staging)
+            .await?;
+        let moved = self
+            .run(
+                "update-ref",
+                Some(repo),
+                [
+                    "update-ref",
+                    target_ref,
+                    &fetched,
+                    expected.unwrap_or(ABSENT_REF),
+                ],
+                None,
+            )
+            .await?;
+        self.run(
+            "update-ref",
+            Some(repo),
+            ["update-ref", "-d", &staging],
+            None,
+        )
+        .await?;
+        if moved.status != 0 {
+            return Err(LocalGitError::BranchMoved {
+                reference: target_ref.to_owned(),
+            });
+        }
+        Ok(fetched)
+    }
+
+    /// The commit `reference` points at in `repo`, `None` when it does not exist.
+    pub async fn resolve(
+        &self,
+        repo: &Path,
+        reference: &str,
+    ) -> Result<Option<String>, LocalGitError> {
+        match self.rev_parse(repo, reference).await {
+            Ok(sha) => Ok(Some(sha)),
+            Err(LocalGitError::UnknownRevision { .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
     }
 
     /// Fetches `source_ref` from a bundle (bytes a workspace made) into `target_ref` of `repo`,

@@ -2,6 +2,7 @@
 #![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
 mod agents;
+mod crash;
 mod local;
 mod models_check;
 mod sandbox;

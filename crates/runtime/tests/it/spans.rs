@@ -104,6 +104,9 @@ async fn a_turn_is_traced_with_the_genai_span_names() {
     .await;
     let spans = Arc::new(Spans::default());
     let _guard = tracing::subscriber::set_default(Shared(spans.clone()));
+    // Other tests of this binary hit the same callsites on other threads with no subscriber;
+    // make sure none of them is cached as uninteresting to this one.
+    tracing::callsite::rebuild_interest_cache();
     let (tracer, _sink) = Tracer::in_memory();
     let tracer = Arc::new(tracer);
     let runtime = native(

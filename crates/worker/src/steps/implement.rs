@@ -246,6 +246,12 @@ impl StepExecutor for Implement {
             .rev_parse(&repo.path, &start_ref)
             .await
             .map_err(git_error)?;
+        // Where the run's branch is now: the session's commit replaces it only if it is still
+        // there when the session ends.
+        let branch_before = git
+            .resolve(&repo.path, &branch_ref)
+            .await
+            .map_err(git_error)?;
         let gates = gate_config(services, &repo, &start_sha).await?;
         let test_command = gates.command("test").map(str::to_owned);
         let bundle = git
@@ -303,9 +309,15 @@ impl StepExecutor for Implement {
             let (_, changed) = checkout.commit_all(&message).await?;
             if changed {
                 let bundle = checkout.bundle_head().await?;
-                git.fetch_bundle(&repo.path, &bundle, "HEAD", &branch_ref)
-                    .await
-                    .map_err(git_error)?;
+                git.fetch_bundle_if(
+                    &repo.path,
+                    &bundle,
+                    "HEAD",
+                    &branch_ref,
+                    branch_before.as_deref(),
+                )
+                .await
+                .map_err(git_error)?;
             } else if self.kind == SessionKind::First {
                 return Err(DispatchError::non_retryable(
                     "IMPLEMENTATION_EMPTY",

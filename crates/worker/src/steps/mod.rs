@@ -2,6 +2,7 @@
 //! every effect of a run (steps, shell nodes, waits, step records, human steps, the clock)
 //! against the store, the sandbox, the models and the SCM.
 
+mod agent_node;
 mod agents;
 mod gates;
 mod implement;
@@ -158,6 +159,9 @@ pub trait StepExecutor: Send + Sync {
     async fn execute(&self, context: &StepContext<'_>) -> Result<Value, DispatchError>;
 }
 
+/// The name `agent` nodes are dispatched under.
+const AGENT_NODE_STEP: &str = "agent";
+
 /// The built-in steps by name.
 pub struct StepRegistry {
     steps: BTreeMap<&'static str, Arc<dyn StepExecutor>>,
@@ -195,6 +199,7 @@ impl StepRegistry {
         );
         steps.insert("fetchCiLogs", Arc::new(pull_request::FetchCiLogs));
         steps.insert("commitToMemory", Arc::new(memory::CommitToMemory));
+        steps.insert(AGENT_NODE_STEP, Arc::new(agent_node::AgentNode));
         Self { steps }
     }
 
@@ -204,11 +209,19 @@ impl StepRegistry {
         self.steps.get(name)
     }
 
-    /// The catalog a spec is validated against.
+    /// Registers (or replaces) a step: how an embedder adds its own.
+    #[must_use]
+    pub fn with(mut self, name: &'static str, step: Arc<dyn StepExecutor>) -> Self {
+        self.steps.insert(name, step);
+        self
+    }
+
+    /// The catalog a spec is validated against (the steps a `step` node may name).
     #[must_use]
     pub fn catalog(&self) -> StepCatalog {
         self.steps
             .iter()
+            .filter(|(name, _)| **name != AGENT_NODE_STEP)
             .fold(StepCatalog::new(), |catalog, (name, step)| {
                 catalog.with_step(*name, step.descriptor())
             })
@@ -595,9 +608,15 @@ impl StepEffects {
     /// The built-in steps over `services`.
     #[must_use]
     pub fn new(services: Arc<WorkerServices>) -> Self {
+        Self::with_registry(services, StepRegistry::builtin())
+    }
+
+    /// The steps of `registry` over `services`.
+    #[must_use]
+    pub fn with_registry(services: Arc<WorkerServices>, registry: StepRegistry) -> Self {
         Self {
             services,
-            registry: Arc::new(StepRegistry::builtin()),
+            registry: Arc::new(registry),
         }
     }
 }

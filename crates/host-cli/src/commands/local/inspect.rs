@@ -591,6 +591,13 @@ pub(crate) struct WorkerArgs {
     /// Workspace backend.
     #[arg(long, value_enum, default_value_t)]
     sandbox: SandboxChoice,
+    /// Lease length in seconds (1 to 3600): how long a run this worker holds stays its own
+    /// without a heartbeat, and so how soon another worker takes over a run it dropped.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    lease: u64,
+    /// Do not judge pull requests here (another worker runs local CI).
+    #[arg(long)]
+    no_ci: bool,
 }
 
 pub(crate) fn worker(args: &WorkerArgs) -> anyhow::Result<Status> {
@@ -600,7 +607,14 @@ pub(crate) fn worker(args: &WorkerArgs) -> anyhow::Result<Status> {
             .model
             .clone()
             .unwrap_or_else(|| super::DEMO_MODEL.to_owned());
-        let host = LocalHost::open(&home, store, args.sandbox, &model).await?;
+        let host = LocalHost::open_with_lease(
+            &home,
+            store,
+            args.sandbox,
+            &model,
+            Duration::from_secs(args.lease),
+        )
+        .await?;
         let shutdown = CancellationToken::new();
         let stop = shutdown.clone();
         tokio::spawn(async move {
@@ -621,7 +635,12 @@ pub(crate) fn worker(args: &WorkerArgs) -> anyhow::Result<Status> {
         ))?;
         let ci = host.ci.clone();
         let ci_stop = shutdown.clone();
-        let ci_task = tokio::spawn(async move { ci.serve(ci_stop).await });
+        let judge = !args.no_ci;
+        let ci_task = tokio::spawn(async move {
+            if judge {
+                ci.serve(ci_stop).await;
+            }
+        });
         let served = host.worker.serve(shutdown.clone()).await;
         shutdown.cancel();
         let _ = ci_task.await;

@@ -33,8 +33,8 @@ pub(crate) const STORE_URL_ENV: &str = "AUTO_SWE_STORE_URL";
 /// The model a run names when it replays the demo's recorded answers.
 pub(crate) const DEMO_MODEL: &str = "replay/demo";
 
-/// How long a local worker's lease lasts.
-const LEASE: Duration = Duration::from_secs(60);
+/// How long a local worker's lease lasts unless `auto-swe worker --lease` says otherwise.
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 
 /// Which workspace backend to use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -182,6 +182,17 @@ impl LocalHost {
         sandbox: SandboxChoice,
         model: &str,
     ) -> anyhow::Result<Self> {
+        Self::open_with_lease(home, store, sandbox, model, DEFAULT_LEASE).await
+    }
+
+    /// [`Self::open`] with leases of `lease` (renewed every third of it).
+    pub(crate) async fn open_with_lease(
+        home: &Path,
+        store: Store,
+        sandbox: SandboxChoice,
+        model: &str,
+        lease: Duration,
+    ) -> anyhow::Result<Self> {
         let client = model_client(model)?;
         let (backend, settings) = backend(sandbox, home).await?;
         let services = Arc::new(WorkerServices {
@@ -199,12 +210,12 @@ impl LocalHost {
             git: LocalGit::new(),
             tier: Tier::Standard,
         });
-        let engine = Arc::new(EmbeddedEngine::new(store.clone(), LEASE));
+        let engine = Arc::new(EmbeddedEngine::new(store.clone(), lease));
         let worker_id = format!("cli-{}", std::process::id());
         let worker = Worker::with_effects(
             engine,
             Arc::new(StepEffects::new(Arc::clone(&services))),
-            WorkerConfig::new(worker_id, Duration::from_secs(10)),
+            WorkerConfig::new(worker_id, lease / 3),
         );
         let ci = LocalCi::new(Arc::clone(&services));
         Ok(Self { store, worker, ci })

@@ -91,6 +91,9 @@ pub(crate) struct DemoArgs {
     /// Workspace backend.
     #[arg(long, value_enum, default_value_t)]
     sandbox: SandboxChoice,
+    /// Start the run and return; `auto-swe worker` drives it.
+    #[arg(long)]
+    detach: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
@@ -184,7 +187,7 @@ pub(crate) fn demo(args: &DemoArgs) -> anyhow::Result<Status> {
             model: Some(args.model.clone().unwrap_or_else(|| DEMO_MODEL.to_owned())),
             tier: TierArg::Standard,
             sandbox: args.sandbox,
-            detach: false,
+            detach: args.detach,
             format: args.format,
         };
         let label = if args.model.is_none() {

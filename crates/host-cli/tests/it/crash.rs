@@ -1,0 +1,316 @@
+//! Crash tests: worker processes killed with SIGKILL or stopped past their lease while driving
+//! the demo run. Every process here is one the test started, ended by its PID.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The lease the workers take, in seconds: short, so a takeover happens within the test.
+const LEASE: &str = "3";
+
+fn bin() -> Command {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the tests run the real built binary, as users do"
+    )]
+    let command = Command::new(env!("CARGO_BIN_EXE_auto-swe"));
+    command
+}
+
+/// Where the processes of one test keep their state: a home, and the store (the home's
+/// `SQLite` file, or a `PostgreSQL` database of the test's own).
+struct Env {
+    home: tempfile::TempDir,
+    store_url: Option<String>,
+}
+
+impl Env {
+    fn sqlite() -> Self {
+        Self {
+            home: tempfile::tempdir().unwrap(),
+            store_url: None,
+        }
+    }
+
+    /// A fresh `PostgreSQL` database, or `None` when none is configured (a failure under
+    /// `AUTO_SWE_REQUIRE_POSTGRES=1`).
+    fn postgres() -> Option<Self> {
+        let Some(admin) = std::env::var("AUTO_SWE_POSTGRES_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        else {
+            assert!(
+                std::env::var("AUTO_SWE_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+                "PostgreSQL required"
+            );
+            return None;
+        };
+        let name = format!(
+            "cli_crash_{}_{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        );
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "psql creates the test's own database"
+        )]
+        let status = Command::new("psql")
+            .args([
+                admin.as_str(),
+                "-qc",
+                &format!("CREATE DATABASE \"{name}\""),
+            ])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let (base, _) = admin.rsplit_once('/').unwrap();
+        Some(Self {
+            home: tempfile::tempdir().unwrap(),
+            store_url: Some(format!("{base}/{name}")),
+        })
+    }
+
+    fn path(&self) -> &Path {
+        self.home.path()
+    }
+
+    fn apply(&self, command: &mut Command) {
+        command.env("AUTO_SWE_HOME", self.path());
+        match &self.store_url {
+            Some(url) => command.env("AUTO_SWE_STORE_URL", url),
+            None => command.env_remove("AUTO_SWE_STORE_URL"),
+        };
+    }
+}
+
+fn cli(env: &Env, args: &[&str]) -> Value {
+    let mut command = bin();
+    command.args(args);
+    env.apply(&mut command);
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// A worker process over `env`.
+fn worker(env: &Env, extra: &[&str]) -> Child {
+    let mut args = vec![
+        "worker",
+        "--model",
+        "replay/demo",
+        "--sandbox",
+        "local",
+        "--lease",
+        LEASE,
+    ];
+    args.extend_from_slice(extra);
+    let mut command = bin();
+    env.apply(&mut command);
+    command
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to a process this test started.
+fn signal(child: &Child, signal: &str) {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "kill(1) signals a process the test started"
+    )]
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn stop(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The demo run, started detached.
+fn start_demo(env: &Env) -> String {
+    let started = cli(
+        env,
+        &["demo", "--sandbox", "local", "--detach", "--format", "json"],
+    );
+    started["runId"].as_str().unwrap().to_owned()
+}
+
+fn show(env: &Env, run: &str) -> Value {
+    cli(env, &["runs", "show", run, "--format", "json"])
+}
+
+/// Polls `runs show` until `done` holds (at most two minutes).
+fn wait_for(env: &Env, run: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let shown = show(env, run);
+        if done(&shown) {
+            return shown;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "timed out waiting for {what}: {shown}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn finished(shown: &Value, node: &str) -> usize {
+    shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["node"] == node && s["status"] == "SUCCESS")
+        .count()
+}
+
+fn parked_for_merge(shown: &Value) -> bool {
+    shown["status"] == "WAITING" && shown["pullRequests"][0]["ciStatus"] == "SUCCESS"
+}
+
+/// The run's branch in its local repository (the home holds one).
+fn branch_tip(home: &Path, run: &str) -> String {
+    let repo = std::fs::read_dir(home.join("repos"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|e| e == "git"))
+        .unwrap();
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "reads the repository the test's run wrote"
+    )]
+    let output = Command::new("git")
+        .arg("--git-dir")
+        .arg(&repo)
+        .args([
+            "rev-parse",
+            &format!("refs/heads/{}", auto_swe_worker::run_branch(run)),
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+fn sandbox_available() -> bool {
+    let usable = Path::new("/usr/bin/bwrap").exists();
+    assert!(
+        usable || std::env::var("AUTO_SWE_REQUIRE_BWRAP").as_deref() != Ok("1"),
+        "bubblewrap required"
+    );
+    usable
+}
+
+/// What every crash test asserts at the end: the run reached the merge wait and no node that
+/// finished ran twice.
+fn assert_ran_once(shown: &Value) {
+    for (node, times) in [
+        ("gather", 1),
+        ("validate", 1),
+        ("implement", 1),
+        ("reviewFix", 1),
+        ("ciFix", 1),
+        ("openPr", 2),
+    ] {
+        assert_eq!(finished(shown, node), times, "{node}: {shown}");
+    }
+}
+
+#[test]
+fn a_worker_killed_mid_implementation_is_replaced_and_nothing_finished_runs_again() {
+    if !sandbox_available() {
+        return;
+    }
+    let env = Env::sqlite();
+    let run = start_demo(&env);
+    let first = worker(&env, &[]);
+    wait_for(&env, &run, "validate", |s| finished(s, "validate") == 1);
+    // The implementer is at work: kill -9.
+    std::thread::sleep(Duration::from_millis(800));
+    stop(first);
+    let second = worker(&env, &[]);
+    let shown = wait_for(&env, &run, "the merge wait", parked_for_merge);
+    stop(second);
+    assert_ran_once(&shown);
+}
+
+#[test]
+fn a_worker_killed_while_the_run_is_parked_on_ci_loses_nothing() {
+    if !sandbox_available() {
+        return;
+    }
+    let env = Env::sqlite();
+    let run = start_demo(&env);
+    // No local CI here: the run parks on its first CI wait.
+    let first = worker(&env, &["--no-ci"]);
+    wait_for(&env, &run, "the CI wait", |s| {
+        s["status"] == "WAITING" && s["pullRequests"][0]["ciStatus"] == "PENDING"
+    });
+    stop(first);
+    let second = worker(&env, &[]);
+    let shown = wait_for(&env, &run, "the merge wait", parked_for_merge);
+    stop(second);
+    assert_ran_once(&shown);
+}
+
+#[test]
+fn a_worker_paused_past_its_lease_writes_nothing_after_another_took_over() {
+    if sandbox_available() {
+        paused_past_the_lease(&Env::sqlite());
+    }
+}
+
+#[test]
+fn on_postgres_two_worker_processes_share_the_run_and_the_paused_one_writes_nothing() {
+    if sandbox_available()
+        && let Some(env) = Env::postgres()
+    {
+        paused_past_the_lease(&env);
+    }
+}
+
+fn paused_past_the_lease(env: &Env) {
+    let run = start_demo(env);
+    let paused = worker(env, &[]);
+    wait_for(env, &run, "validate", |s| finished(s, "validate") == 1);
+    std::thread::sleep(Duration::from_millis(800));
+    signal(&paused, "STOP");
+    // Past the lease, a second worker takes the run and drives it to the merge wait.
+    std::thread::sleep(Duration::from_secs(4));
+    let taker = worker(env, &[]);
+    let before = wait_for(env, &run, "the merge wait", parked_for_merge);
+    stop(taker);
+    // The paused worker wakes with its old lease: every write it tries is refused.
+    signal(&paused, "CONT");
+    std::thread::sleep(Duration::from_secs(5));
+    stop(paused);
+    let after = show(env, &run);
+    assert_eq!(
+        after["steps"], before["steps"],
+        "the paused worker wrote after the takeover"
+    );
+    // Nor did it move the run's branch: it still is the head CI judged.
+    assert_eq!(
+        branch_tip(env.path(), &run),
+        after["pullRequests"][0]["headSha"].as_str().unwrap()
+    );
+    assert_eq!(after["status"], "WAITING");
+    assert_ran_once(&after);
+}
