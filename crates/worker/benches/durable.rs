@@ -194,7 +194,7 @@ fn main() {
             let began = Instant::now();
             let again = parker.run_once().await.unwrap().unwrap();
             resumes.push(began.elapsed().as_secs_f64() * 1000.0);
-            assert_eq!(again.effects.replayed, 500);
+            assert!(again.effects.replayed >= 500, "{:?}", again.effects);
         }
         println!("| resume of a run with 500 journaled effects, to its end (target < 1 s) | {:.1} ms | |", median(resumes));
 
