@@ -370,6 +370,8 @@ pub struct CompiledPatterns {
     rule_types: Vec<PatternType>,
     /// Whether each rule is located by inner literals.
     inner: Vec<bool>,
+    /// Every rule's literals read through ROT13, to tell whether a ROT13 reading can match.
+    rotated: Option<crate::prefilter::Literals>,
     problems: Vec<PatternError>,
     failed_types: BTreeSet<PatternType>,
     load_failed: bool,
@@ -444,8 +446,16 @@ impl CompiledPatterns {
                 inner.push(matches!(entry.locate, Locate::Inner(_)));
             }
         }
+        let rotated: Vec<(usize, usize, Vec<Vec<u8>>)> = prefixes
+            .iter()
+            .map(|(rule, branch, literals)| {
+                let turned = literals.iter().map(|literal| rot13(literal)).collect();
+                (*rule, *branch, turned)
+            })
+            .collect();
         Self {
             literals: crate::prefilter::Literals::build(&prefixes),
+            rotated: crate::prefilter::Literals::build(&rotated),
             offsets,
             rule_types,
             inner,
@@ -495,6 +505,28 @@ impl CompiledPatterns {
         }
     }
 
+    /// Whether the ROT13 reading of `text` could hold a match of a rule of `types`: ROT13 maps
+    /// letters to letters and keeps every other byte, and literals are found ignoring ASCII
+    /// case, so a literal occurs in the reading exactly where its own ROT13 occurs in `text`. A
+    /// type with a rule that has no literal can always match.
+    pub(crate) fn may_match_rotated(&self, types: &[PatternType], text: &[u8]) -> bool {
+        let residual = types.iter().any(|pattern_type| {
+            self.by_type.get(pattern_type).is_some_and(|group| {
+                group
+                    .entries
+                    .iter()
+                    .any(|entry| matches!(entry.locate, Locate::Residual(_)))
+            })
+        });
+        if residual {
+            return true;
+        }
+        let Some(rotated) = &self.rotated else {
+            return false;
+        };
+        rotated.any(text, |rule| types.contains(&self.rule_types[rule]))
+    }
+
     /// Runs the rules of the given types over `haystack`, calling `found` for every match of
     /// every rule with its range.
     pub(crate) fn each_match(
@@ -528,4 +560,16 @@ impl CompiledPatterns {
             }
         }
     }
+}
+
+/// ROT13 of ASCII letters; every other byte kept.
+pub(crate) fn rot13(bytes: &[u8]) -> Vec<u8> {
+    bytes
+        .iter()
+        .map(|&b| match b {
+            b'a'..=b'm' | b'A'..=b'M' => b + 13,
+            b'n'..=b'z' | b'N'..=b'Z' => b - 13,
+            other => other,
+        })
+        .collect()
 }

@@ -163,6 +163,19 @@ impl Literals {
     }
 }
 
+impl Literals {
+    /// Whether any literal of a rule `wanted` accepts occurs in `haystack`; stops at the first.
+    pub(crate) fn any(&self, haystack: &[u8], wanted: impl Fn(usize) -> bool) -> bool {
+        self.automaton
+            .find_overlapping_iter(haystack)
+            .any(|occurrence| {
+                self.owners[occurrence.pattern().as_usize()]
+                    .iter()
+                    .any(|&(rule, _)| wanted(rule))
+            })
+    }
+}
+
 /// Reports `matcher`'s leftmost-first matches inside `windows` (any order, may overlap), in
 /// order, searching each merged window with the whole haystack as context. When every match
 /// lies inside one window, these are exactly the matches of one search over the haystack.
