@@ -161,15 +161,9 @@ impl Entry {
     }
 }
 
-/// Where a rule's literals occurred in one input.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Occurrences {
-    /// Prefix rules: the occurrences, whose starts are tried anchored. Inner rules: the runs to
-    /// search.
-    spots: Vec<Range<usize>>,
-    /// Inner rules: each occurrence with its branch.
-    inner: Vec<(usize, Range<usize>)>,
-}
+/// One literal occurrence: the rule (numbered across types), the branch of an inner rule (0
+/// for a prefix rule) and where it is.
+type Occurrence = (usize, usize, Range<usize>);
 
 /// The rules of one type, in order. Rules without literals sit behind one `RegexSet`.
 #[derive(Debug, Clone)]
@@ -211,11 +205,13 @@ impl Group {
     }
 
     /// Reports every match of every rule, rule by rule in order, each rule's matches in order.
-    /// `found_at` holds, per entry, where its literals occurred.
+    /// `occurrences` holds the literal occurrences of the whole input sorted by rule, branch and
+    /// start; this group's rules are numbered from `offset`.
     fn each_match(
         &self,
         haystack: &[u8],
-        found_at: &mut [Occurrences],
+        occurrences: &[Occurrence],
+        offset: usize,
         found: &mut impl FnMut(&Entry, Range<usize>),
     ) {
         let mut residual: Vec<Vec<Range<usize>>> = Vec::new();
@@ -226,32 +222,36 @@ impl Group {
             });
         }
         for (index, entry) in self.entries.iter().enumerate() {
-            let spots = &mut found_at[index].spots;
+            let rule = offset + index;
+            let from = occurrences.partition_point(|(r, _, _)| *r < rule);
+            let to = occurrences.partition_point(|(r, _, _)| *r <= rule);
+            let own = &occurrences[from..to];
             match &entry.locate {
                 Locate::Prefix(_) => {
-                    if spots.is_empty() {
+                    if own.is_empty() {
                         continue;
                     }
-                    let mut starts: Vec<usize> = spots.iter().map(|spot| spot.start).collect();
-                    starts.sort_unstable();
+                    let mut starts: Vec<usize> = own.iter().map(|(_, _, o)| o.start).collect();
                     starts.dedup();
                     crate::prefilter::matches_at(&entry.matcher, haystack, &starts, |range| {
                         found(entry, range);
                     });
                 }
                 Locate::Inner(branches) => {
-                    let occurrences = &mut found_at[index].inner;
-                    if occurrences.is_empty() {
+                    if own.is_empty() {
                         continue;
                     }
-                    occurrences.sort_unstable_by_key(|(branch, o)| (*branch, o.start, o.end));
-                    let mut windows = Vec::with_capacity(occurrences.len());
+                    let mut windows = Vec::with_capacity(own.len());
                     let mut current = (usize::MAX, crate::inner::Windows::default());
-                    for (branch, occurrence) in occurrences.drain(..) {
-                        if current.0 != branch {
-                            current = (branch, crate::inner::Windows::default());
+                    for (_, branch, occurrence) in own {
+                        if current.0 != *branch {
+                            current = (*branch, crate::inner::Windows::default());
                         }
-                        windows.extend(current.1.around(&branches[branch], haystack, occurrence));
+                        windows.extend(current.1.around(
+                            &branches[*branch],
+                            haystack,
+                            occurrence.clone(),
+                        ));
                     }
                     crate::prefilter::matches_in(&entry.matcher, haystack, &mut windows, |range| {
                         found(entry, range);
@@ -368,8 +368,6 @@ pub struct CompiledPatterns {
     offsets: BTreeMap<PatternType, usize>,
     /// The type of each rule in that numbering.
     rule_types: Vec<PatternType>,
-    /// Whether each rule is located by inner literals.
-    inner: Vec<bool>,
     /// Every rule's literals read through ROT13, to tell whether a ROT13 reading can match.
     rotated: Option<crate::prefilter::Literals>,
     problems: Vec<PatternError>,
@@ -434,7 +432,6 @@ impl CompiledPatterns {
         }
         let mut offsets = BTreeMap::new();
         let mut rule_types = Vec::new();
-        let mut inner = Vec::new();
         let mut prefixes = Vec::new();
         for (pattern_type, group) in &by_type {
             offsets.insert(*pattern_type, rule_types.len());
@@ -443,7 +440,6 @@ impl CompiledPatterns {
                     prefixes.push((rule_types.len(), branch, literals.to_vec()));
                 }
                 rule_types.push(*pattern_type);
-                inner.push(matches!(entry.locate, Locate::Inner(_)));
             }
         }
         let rotated: Vec<(usize, usize, Vec<Vec<u8>>)> = prefixes
@@ -458,7 +454,6 @@ impl CompiledPatterns {
             rotated: crate::prefilter::Literals::build(&rotated),
             offsets,
             rule_types,
-            inner,
             by_type,
             problems,
             failed_types,
@@ -535,28 +530,23 @@ impl CompiledPatterns {
         haystack: &[u8],
         mut found: impl FnMut(&Entry, Range<usize>),
     ) {
-        let mut found_at: Vec<Occurrences> = vec![Occurrences::default(); self.rule_types.len()];
+        // Only the occurrences are collected (no slot per rule: most inputs are short commands
+        // and paths, where a table over every rule would cost more than the search).
+        let mut occurrences: Vec<Occurrence> = Vec::new();
         if let Some(literals) = &self.literals {
             literals.occurrences(
                 haystack,
                 |rule| types.contains(&self.rule_types[rule]),
-                |rule, branch, occurrence| {
-                    let slot = &mut found_at[rule];
-                    if self.inner[rule] {
-                        slot.inner.push((branch, occurrence));
-                    } else {
-                        slot.spots.push(occurrence);
-                    }
-                },
+                |rule, branch, occurrence| occurrences.push((rule, branch, occurrence)),
             );
         }
+        occurrences.sort_unstable_by_key(|(rule, branch, o)| (*rule, *branch, o.start, o.end));
         for pattern_type in types {
             if let (Some(group), Some(&offset)) = (
                 self.by_type.get(pattern_type),
                 self.offsets.get(pattern_type),
             ) {
-                let rules = offset..offset + group.entries.len();
-                group.each_match(haystack, &mut found_at[rules], &mut found);
+                group.each_match(haystack, &occurrences, offset, &mut found);
             }
         }
     }
