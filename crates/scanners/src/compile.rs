@@ -540,7 +540,27 @@ impl CompiledPatterns {
                 |rule, branch, occurrence| occurrences.push((rule, branch, occurrence)),
             );
         }
-        occurrences.sort_unstable_by_key(|(rule, branch, o)| (*rule, *branch, o.start, o.end));
+        // By rule with a counting pass (the automaton reports them in order of end), then each
+        // rule's few by branch and start.
+        let mut counts = vec![0usize; self.rule_types.len() + 1];
+        for (rule, _, _) in &occurrences {
+            counts[rule + 1] += 1;
+        }
+        for rule in 1..counts.len() {
+            counts[rule] += counts[rule - 1];
+        }
+        let mut sorted: Vec<Occurrence> = vec![(0, 0, 0..0); occurrences.len()];
+        let mut next = counts.clone();
+        for occurrence in occurrences {
+            let slot = &mut next[occurrence.0];
+            sorted[*slot] = occurrence;
+            *slot += 1;
+        }
+        for rule in 0..self.rule_types.len() {
+            sorted[counts[rule]..counts[rule + 1]]
+                .sort_unstable_by_key(|(_, branch, o)| (*branch, o.start, o.end));
+        }
+        let occurrences = sorted;
         for pattern_type in types {
             if let (Some(group), Some(&offset)) = (
                 self.by_type.get(pattern_type),
