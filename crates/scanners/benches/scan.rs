@@ -1,6 +1,7 @@
 //! Throughput of the built-in pattern set over 1 MiB of mixed real code: (a) our scanner,
 //! (b) a naive loop running each pattern's `Regex` in turn, (c) one bare `RegexSet::matches`
-//! per pattern type (what the scanner's first pass does), (c2) one bare set over every type; the shell scanner with its de-obfuscation views over the shell corpus against a bare
+//! per pattern type (the baseline: what the scanner ran before rules were found from literals),
+//! (c2) one bare set over every type; the shell scanner with its de-obfuscation views over the shell corpus against a bare
 //! `RegexSet` over the same commands; the injection scanners with their normalised readings;
 //! plus a classic catastrophic-backtracking pattern on 100 KB to show linear time.
 //!

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 use regex::bytes::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use regex_automata::Input;
 use serde::Serialize;
 
 use crate::pattern::{Pattern, PatternError, PatternType, Severity};
@@ -20,6 +21,9 @@ const PATTERN_DFA_LIMIT: usize = 8 << 20;
 const SET_SIZE_LIMIT: usize = 64 << 20;
 /// Lazy-DFA cache per set; larger than the default so a big set does not thrash it.
 const SET_DFA_LIMIT: usize = 16 << 20;
+/// Up to this many rules of a type without literals are searched one by one instead of behind a
+/// `RegexSet` (measured: two rules alone cost less than one set pass plus the matching rule).
+const DIRECT_RESIDUAL: usize = 2;
 /// Inputs are located chunk by chunk past twice this size.
 const CHUNK: usize = 64 << 10;
 /// How far a chunk's hint pass reads past its end.
@@ -97,13 +101,71 @@ pub(crate) struct Entry {
     pub(crate) id: String,
     pub(crate) pattern_type: PatternType,
     pub(crate) severity: Severity,
-    regex: Regex,
-    /// The literals every match begins with, and the rule as an anchored matcher, when the rule
-    /// has few and long enough such literals (see `prefilter`).
-    prefiltered: Option<(Vec<Vec<u8>>, regex_automata::meta::Regex)>,
+    /// The rule's own regex (one compilation, used by every way of locating it).
+    matcher: regex_automata::meta::Regex,
+    locate: Locate,
 }
 
-/// The rules of one type, in order. Rules without prefix literals sit behind one `RegexSet`.
+/// How a rule's matches are found.
+#[derive(Debug, Clone)]
+enum Locate {
+    /// Anchored where one of the literals every match begins with occurs (see `prefilter`).
+    Prefix(Vec<Vec<u8>>),
+    /// Inside runs around a literal every match contains (see `inner`).
+    Inner(Vec<crate::inner::Branch>),
+    /// Behind the type's `RegexSet` (the expression as compiled): no literal is known to be
+    /// in every match.
+    Residual(String),
+}
+
+impl Entry {
+    /// Validates and compiles one pattern (the same checks as [`Pattern::compile`], with one
+    /// compilation) and decides how its matches are found.
+    fn build(pattern: &Pattern) -> Result<Self, PatternError> {
+        let expression = pattern.expression()?;
+        let matcher = crate::prefilter::matcher(pattern)?;
+        if matcher.is_match(b"".as_slice()) {
+            return Err(PatternError::InvalidRegex {
+                id: pattern.id.clone(),
+                message: "the pattern matches the empty string, so it would match every input"
+                    .to_owned(),
+            });
+        }
+        let locate = if let Some(literals) = crate::prefilter::prefixes(pattern) {
+            Locate::Prefix(literals)
+        } else if let Some(branches) = crate::inner::branches(pattern) {
+            Locate::Inner(branches)
+        } else {
+            Locate::Residual(expression)
+        };
+        Ok(Self {
+            id: pattern.id.clone(),
+            pattern_type: pattern.pattern_type,
+            severity: pattern.severity,
+            matcher,
+            locate,
+        })
+    }
+
+    /// Every `(branch, literals)` of this rule for the shared literal automaton.
+    fn literals(&self) -> Vec<(usize, &[Vec<u8>])> {
+        match &self.locate {
+            Locate::Prefix(literals) => vec![(0, literals.as_slice())],
+            Locate::Inner(branches) => branches
+                .iter()
+                .enumerate()
+                .map(|(index, branch)| (index, branch.literals.as_slice()))
+                .collect(),
+            Locate::Residual(_) => Vec::new(),
+        }
+    }
+}
+
+/// One literal occurrence: the rule (numbered across types), the branch of an inner rule (0
+/// for a prefix rule) and where it is.
+type Occurrence = (usize, usize, Range<usize>);
+
+/// The rules of one type, in order. Rules without literals sit behind one `RegexSet`.
 #[derive(Debug, Clone)]
 struct Group {
     entries: Vec<Entry>,
@@ -123,46 +185,84 @@ impl Group {
         let members: Vec<usize> = entries
             .iter()
             .enumerate()
-            .filter(|(_, entry)| entry.prefiltered.is_none())
+            .filter(|(_, entry)| matches!(entry.locate, Locate::Residual(_)))
             .map(|(index, _)| index)
             .collect();
-        let residual = if members.is_empty() {
+        // A set pays off when it spares several passes; one or two rules are searched alone.
+        let residual = if members.len() <= DIRECT_RESIDUAL {
             None
         } else {
-            let set = RegexSetBuilder::new(members.iter().map(|&i| entries[i].regex.as_str()))
-                .size_limit(SET_SIZE_LIMIT)
-                .dfa_size_limit(SET_DFA_LIMIT)
-                .build()?;
+            let set = RegexSetBuilder::new(members.iter().map(|&i| match &entries[i].locate {
+                Locate::Residual(expression) => expression.as_str(),
+                _ => "",
+            }))
+            .size_limit(SET_SIZE_LIMIT)
+            .dfa_size_limit(SET_DFA_LIMIT)
+            .build()?;
             Some(Residual { set, members })
         };
         Ok(Self { entries, residual })
     }
 
     /// Reports every match of every rule, rule by rule in order, each rule's matches in order.
-    /// `starts` holds, per entry, where its prefix literals occur (filled for prefiltered rules).
+    /// `occurrences` holds the literal occurrences of the whole input sorted by rule, branch and
+    /// start; this group's rules are numbered from `offset`.
     fn each_match(
         &self,
         haystack: &[u8],
-        starts: &mut [Vec<usize>],
+        occurrences: &[Occurrence],
+        offset: usize,
         found: &mut impl FnMut(&Entry, Range<usize>),
     ) {
-        let mut residual: Vec<Vec<Range<usize>>> = vec![Vec::new(); self.entries.len()];
+        let mut residual: Vec<Vec<Range<usize>>> = Vec::new();
         if let Some(set) = &self.residual {
+            residual = vec![Vec::new(); self.entries.len()];
             set.each_match(&self.entries, haystack, |index, range| {
                 residual[index].push(range);
             });
         }
         for (index, entry) in self.entries.iter().enumerate() {
-            match &entry.prefiltered {
-                Some((_, matcher)) => {
-                    let starts = &mut starts[index];
-                    starts.sort_unstable();
+            let rule = offset + index;
+            let from = occurrences.partition_point(|(r, _, _)| *r < rule);
+            let to = occurrences.partition_point(|(r, _, _)| *r <= rule);
+            let own = &occurrences[from..to];
+            match &entry.locate {
+                Locate::Prefix(_) => {
+                    if own.is_empty() {
+                        continue;
+                    }
+                    let mut starts: Vec<usize> = own.iter().map(|(_, _, o)| o.start).collect();
                     starts.dedup();
-                    crate::prefilter::matches_at(matcher, haystack, starts, |range| {
+                    crate::prefilter::matches_at(&entry.matcher, haystack, &starts, |range| {
                         found(entry, range);
                     });
                 }
-                None => {
+                Locate::Inner(branches) => {
+                    if own.is_empty() {
+                        continue;
+                    }
+                    let mut windows = Vec::with_capacity(own.len());
+                    let mut current = (usize::MAX, crate::inner::Windows::default());
+                    for (_, branch, occurrence) in own {
+                        if current.0 != *branch {
+                            current = (*branch, crate::inner::Windows::default());
+                        }
+                        windows.extend(current.1.around(
+                            &branches[*branch],
+                            haystack,
+                            occurrence.clone(),
+                        ));
+                    }
+                    crate::prefilter::matches_in(&entry.matcher, haystack, &mut windows, |range| {
+                        found(entry, range);
+                    });
+                }
+                Locate::Residual(_) if self.residual.is_none() => {
+                    for m in entry.matcher.find_iter(haystack) {
+                        found(entry, m.range());
+                    }
+                }
+                Locate::Residual(_) => {
                     for range in residual[index].drain(..) {
                         found(entry, range);
                     }
@@ -191,7 +291,7 @@ impl Residual {
         if haystack.len() <= 2 * CHUNK || matched.len() <= 2 {
             for &member in &matched {
                 let index = self.members[member];
-                for m in entries[index].regex.find_iter(haystack) {
+                for m in entries[index].matcher.find_iter(haystack) {
                     found(index, m.range());
                 }
             }
@@ -212,19 +312,20 @@ impl Residual {
         }
         for (slot, &member) in matched.iter().enumerate() {
             let index = self.members[member];
-            let regex = &entries[index].regex;
+            let regex = &entries[index].matcher;
             let mut reported = 0;
             let mut position = 0;
             for window in &windows[slot] {
                 position = position.max(window.start);
                 let limit = (window.end + OVERLAP).min(haystack.len());
                 while position < window.end {
-                    let Some(m) = regex.find_at(&haystack[..limit], position) else {
+                    let Some(m) = regex.search(&Input::new(&haystack[..limit]).range(position..))
+                    else {
                         break;
                     };
                     // A match cut by the limit is read again against the whole input.
                     let m = if m.end() == limit && limit < haystack.len() {
-                        match regex.find_at(haystack, m.start()) {
+                        match regex.search(&Input::new(haystack).range(m.start()..)) {
                             Some(whole) => whole,
                             None => break,
                         }
@@ -267,6 +368,8 @@ pub struct CompiledPatterns {
     offsets: BTreeMap<PatternType, usize>,
     /// The type of each rule in that numbering.
     rule_types: Vec<PatternType>,
+    /// Every rule's literals read through ROT13, to tell whether a ROT13 reading can match.
+    rotated: Option<crate::prefilter::Literals>,
     problems: Vec<PatternError>,
     failed_types: BTreeSet<PatternType>,
     load_failed: bool,
@@ -293,26 +396,11 @@ impl CompiledPatterns {
             if !pattern.enabled {
                 continue;
             }
-            let compiled = pattern.compile().and_then(|regex| {
-                let prefiltered = match crate::prefilter::prefixes(&pattern) {
-                    Some(literals) => {
-                        Some((literals, crate::prefilter::anchored_matcher(&pattern)?))
-                    }
-                    None => None,
-                };
-                Ok((regex, prefiltered))
-            });
-            match compiled {
-                Ok((regex, prefiltered)) => entries_by_type
+            match Entry::build(&pattern) {
+                Ok(entry) => entries_by_type
                     .entry(pattern.pattern_type)
                     .or_default()
-                    .push(Entry {
-                        id: pattern.id,
-                        pattern_type: pattern.pattern_type,
-                        severity: pattern.severity,
-                        regex,
-                        prefiltered,
-                    }),
+                    .push(entry),
                 Err(problem) => {
                     failed_types.insert(pattern.pattern_type);
                     problems.push(problem);
@@ -348,14 +436,22 @@ impl CompiledPatterns {
         for (pattern_type, group) in &by_type {
             offsets.insert(*pattern_type, rule_types.len());
             for entry in &group.entries {
-                if let Some((literals, _)) = &entry.prefiltered {
-                    prefixes.push((rule_types.len(), literals.clone()));
+                for (branch, literals) in entry.literals() {
+                    prefixes.push((rule_types.len(), branch, literals.to_vec()));
                 }
                 rule_types.push(*pattern_type);
             }
         }
+        let rotated: Vec<(usize, usize, Vec<Vec<u8>>)> = prefixes
+            .iter()
+            .map(|(rule, branch, literals)| {
+                let turned = literals.iter().map(|literal| rot13(literal)).collect();
+                (*rule, *branch, turned)
+            })
+            .collect();
         Self {
             literals: crate::prefilter::Literals::build(&prefixes),
+            rotated: crate::prefilter::Literals::build(&rotated),
             offsets,
             rule_types,
             by_type,
@@ -404,6 +500,28 @@ impl CompiledPatterns {
         }
     }
 
+    /// Whether the ROT13 reading of `text` could hold a match of a rule of `types`: ROT13 maps
+    /// letters to letters and keeps every other byte, and literals are found ignoring ASCII
+    /// case, so a literal occurs in the reading exactly where its own ROT13 occurs in `text`. A
+    /// type with a rule that has no literal can always match.
+    pub(crate) fn may_match_rotated(&self, types: &[PatternType], text: &[u8]) -> bool {
+        let residual = types.iter().any(|pattern_type| {
+            self.by_type.get(pattern_type).is_some_and(|group| {
+                group
+                    .entries
+                    .iter()
+                    .any(|entry| matches!(entry.locate, Locate::Residual(_)))
+            })
+        });
+        if residual {
+            return true;
+        }
+        let Some(rotated) = &self.rotated else {
+            return false;
+        };
+        rotated.any(text, |rule| types.contains(&self.rule_types[rule]))
+    }
+
     /// Runs the rules of the given types over `haystack`, calling `found` for every match of
     /// every rule with its range.
     pub(crate) fn each_match(
@@ -412,22 +530,56 @@ impl CompiledPatterns {
         haystack: &[u8],
         mut found: impl FnMut(&Entry, Range<usize>),
     ) {
-        let mut starts: Vec<Vec<usize>> = vec![Vec::new(); self.rule_types.len()];
+        // Only the occurrences are collected (no slot per rule: most inputs are short commands
+        // and paths, where a table over every rule would cost more than the search).
+        let mut occurrences: Vec<Occurrence> = Vec::new();
         if let Some(literals) = &self.literals {
             literals.occurrences(
                 haystack,
                 |rule| types.contains(&self.rule_types[rule]),
-                |rule, position| starts[rule].push(position),
+                |rule, branch, occurrence| occurrences.push((rule, branch, occurrence)),
             );
         }
+        // By rule with a counting pass (the automaton reports them in order of end), then each
+        // rule's few by branch and start.
+        let mut counts = vec![0usize; self.rule_types.len() + 1];
+        for (rule, _, _) in &occurrences {
+            counts[rule + 1] += 1;
+        }
+        for rule in 1..counts.len() {
+            counts[rule] += counts[rule - 1];
+        }
+        let mut sorted: Vec<Occurrence> = vec![(0, 0, 0..0); occurrences.len()];
+        let mut next = counts.clone();
+        for occurrence in occurrences {
+            let slot = &mut next[occurrence.0];
+            sorted[*slot] = occurrence;
+            *slot += 1;
+        }
+        for rule in 0..self.rule_types.len() {
+            sorted[counts[rule]..counts[rule + 1]]
+                .sort_unstable_by_key(|(_, branch, o)| (*branch, o.start, o.end));
+        }
+        let occurrences = sorted;
         for pattern_type in types {
             if let (Some(group), Some(&offset)) = (
                 self.by_type.get(pattern_type),
                 self.offsets.get(pattern_type),
             ) {
-                let rules = offset..offset + group.entries.len();
-                group.each_match(haystack, &mut starts[rules], &mut found);
+                group.each_match(haystack, &occurrences, offset, &mut found);
             }
         }
     }
+}
+
+/// ROT13 of ASCII letters; every other byte kept.
+pub(crate) fn rot13(bytes: &[u8]) -> Vec<u8> {
+    bytes
+        .iter()
+        .map(|&b| match b {
+            b'a'..=b'm' | b'A'..=b'M' => b + 13,
+            b'n'..=b'z' | b'N'..=b'Z' => b - 13,
+            other => other,
+        })
+        .collect()
 }

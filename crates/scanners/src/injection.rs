@@ -310,14 +310,17 @@ fn collect_injection(
         let normalised = normalise(window, start, text.len());
         collect(patterns, types, &normalised, &mut found);
         score_signals(&normalised, &mut found);
-        let rotated = View::from_chars(
-            rot13(&normalised)
-                .chars()
-                .zip(normalised.text.char_indices())
-                .map(|(c, (i, _))| (c, normalised.original_offset(i))),
-            text.len(),
-        );
-        collect(patterns, types, &rotated, &mut found);
+        // The ROT13 reading is built only where a rule could match it.
+        if patterns.may_match_rotated(types, normalised.text.as_bytes()) {
+            let rotated = View::from_chars(
+                rot13(&normalised)
+                    .chars()
+                    .zip(normalised.text.char_indices())
+                    .map(|(c, (i, _))| (c, normalised.original_offset(i))),
+                text.len(),
+            );
+            collect(patterns, types, &rotated, &mut found);
+        }
         let mut budget = MAX_DECODED_BYTES;
         let mut pending = decoded_segments(window, start, &mut budget);
         for _ in 0..MAX_DECODE_DEPTH {

@@ -10,6 +10,7 @@ mod builtin;
 mod compile;
 mod fence;
 mod injection;
+mod inner;
 mod pattern;
 mod prefilter;
 mod redact;

@@ -62,7 +62,7 @@ pub(crate) fn prefixes(pattern: &Pattern) -> Option<Vec<Vec<u8>>> {
 /// The literals cut to the longest length at which there are at most [`MAX_LITERALS`] of them
 /// (a prefix of a prefix still begins every match), or `None` when one is shorter than
 /// [`MIN_LITERAL`] even uncut.
-fn few_and_long(mut literals: Vec<Vec<u8>>) -> Option<Vec<Vec<u8>>> {
+pub(crate) fn few_and_long(mut literals: Vec<Vec<u8>>) -> Option<Vec<Vec<u8>>> {
     if literals.is_empty() || literals.iter().any(|l| l.len() < MIN_LITERAL) {
         return None;
     }
@@ -83,8 +83,8 @@ fn few_and_long(mut literals: Vec<Vec<u8>>) -> Option<Vec<Vec<u8>>> {
     None
 }
 
-/// A rule's matcher for anchored searches at given positions.
-pub(crate) fn anchored_matcher(pattern: &Pattern) -> Result<meta::Regex, PatternError> {
+/// A rule's own matcher: anchored at literal positions, or confined to windows around them.
+pub(crate) fn matcher(pattern: &Pattern) -> Result<meta::Regex, PatternError> {
     let expression = pattern.expression()?;
     meta::Builder::new()
         .configure(
@@ -101,28 +101,30 @@ pub(crate) fn anchored_matcher(pattern: &Pattern) -> Result<meta::Regex, Pattern
         })
 }
 
-/// Every prefiltered rule's literals in one automaton.
+/// Every located rule's literals in one automaton.
 #[derive(Debug, Clone)]
 pub(crate) struct Literals {
     automaton: AhoCorasick,
-    /// For each literal of the automaton, the rules (by index) that begin with it.
-    owners: Vec<Vec<usize>>,
+    /// For each literal of the automaton, the rules (by index) and their branches that need it.
+    owners: Vec<Vec<(usize, usize)>>,
 }
 
 impl Literals {
-    /// Builds the automaton from `(rule index, literals)`; `None` when there are none.
-    pub(crate) fn build(rules: &[(usize, Vec<Vec<u8>>)]) -> Option<Self> {
+    /// Builds the automaton from `(rule index, branch, literals)`; `None` when there are none.
+    pub(crate) fn build(rules: &[(usize, usize, Vec<Vec<u8>>)]) -> Option<Self> {
         let mut literals: Vec<Vec<u8>> = Vec::new();
-        let mut owners: Vec<Vec<usize>> = Vec::new();
+        let mut owners: Vec<Vec<(usize, usize)>> = Vec::new();
         let mut index = std::collections::HashMap::new();
-        for (rule, prefixes) in rules {
+        for (rule, branch, prefixes) in rules {
             for literal in prefixes {
                 let slot = *index.entry(literal.clone()).or_insert_with(|| {
                     literals.push(literal.clone());
                     owners.push(Vec::new());
                     literals.len() - 1
                 });
-                owners[slot].push(*rule);
+                if !owners[slot].contains(&(*rule, *branch)) {
+                    owners[slot].push((*rule, *branch));
+                }
             }
         }
         if literals.is_empty() {
@@ -143,21 +145,67 @@ impl Literals {
         Some(Self { automaton, owners })
     }
 
-    /// Calls `start(rule, position)` for every occurrence of every literal in `haystack`, for
-    /// the rules `wanted` accepts.
+    /// Calls `found(rule, branch, occurrence)` for every occurrence of every literal in
+    /// `haystack`, for the rules `wanted` accepts.
     pub(crate) fn occurrences(
         &self,
         haystack: &[u8],
         wanted: impl Fn(usize) -> bool,
-        mut start: impl FnMut(usize, usize),
+        mut found: impl FnMut(usize, usize, std::ops::Range<usize>),
     ) {
-        for found in self.automaton.find_overlapping_iter(haystack) {
-            for &rule in &self.owners[found.pattern().as_usize()] {
+        for occurrence in self.automaton.find_overlapping_iter(haystack) {
+            for &(rule, branch) in &self.owners[occurrence.pattern().as_usize()] {
                 if wanted(rule) {
-                    start(rule, found.start());
+                    found(rule, branch, occurrence.range());
                 }
             }
         }
+    }
+}
+
+impl Literals {
+    /// Whether any literal of a rule `wanted` accepts occurs in `haystack`; stops at the first.
+    pub(crate) fn any(&self, haystack: &[u8], wanted: impl Fn(usize) -> bool) -> bool {
+        self.automaton
+            .find_overlapping_iter(haystack)
+            .any(|occurrence| {
+                self.owners[occurrence.pattern().as_usize()]
+                    .iter()
+                    .any(|&(rule, _)| wanted(rule))
+            })
+    }
+}
+
+/// Reports `matcher`'s leftmost-first matches inside `windows` (any order, may overlap), in
+/// order, searching each merged window with the whole haystack as context. When every match
+/// lies inside one window, these are exactly the matches of one search over the haystack.
+pub(crate) fn matches_in(
+    matcher: &meta::Regex,
+    haystack: &[u8],
+    windows: &mut [std::ops::Range<usize>],
+    mut found: impl FnMut(std::ops::Range<usize>),
+) {
+    windows.sort_unstable_by_key(|window| window.start);
+    let mut position = 0;
+    let mut index = 0;
+    while index < windows.len() {
+        let start = windows[index].start;
+        let mut end = windows[index].end;
+        index += 1;
+        while index < windows.len() && windows[index].start <= end {
+            end = end.max(windows[index].end);
+            index += 1;
+        }
+        let mut at = position.max(start);
+        while at < end {
+            let input = Input::new(haystack).range(at..end);
+            let Some(m) = matcher.search(&input) else {
+                break;
+            };
+            found(m.range());
+            at = m.end().max(m.start() + 1);
+        }
+        position = position.max(at);
     }
 }
 
@@ -184,7 +232,7 @@ pub(crate) fn matches_at(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::path::Path;
 
     use proptest::prelude::*;
@@ -194,7 +242,7 @@ mod tests {
     use crate::pattern::PatternType;
 
     /// Every file of the crate's corpora and fixtures, plus every rule's own examples.
-    fn texts() -> Vec<Vec<u8>> {
+    pub(crate) fn texts() -> Vec<Vec<u8>> {
         fn walk(dir: &Path, out: &mut Vec<Vec<u8>>) {
             for entry in std::fs::read_dir(dir).unwrap() {
                 let path = entry.unwrap().path();
@@ -230,10 +278,10 @@ mod tests {
         matcher: &meta::Regex,
         haystack: &[u8],
     ) -> Vec<(usize, usize)> {
-        let rules = vec![(0, literals.to_vec())];
+        let rules = vec![(0, 0, literals.to_vec())];
         let automaton = Literals::build(&rules).unwrap();
         let mut starts = Vec::new();
-        automaton.occurrences(haystack, |_| true, |_, position| starts.push(position));
+        automaton.occurrences(haystack, |_| true, |_, _, found| starts.push(found.start));
         starts.sort_unstable();
         starts.dedup();
         let mut out = Vec::new();
@@ -266,7 +314,7 @@ mod tests {
                     Some((
                         pattern.id.clone(),
                         literals,
-                        anchored_matcher(&pattern).unwrap(),
+                        matcher(&pattern).unwrap(),
                         pattern.compile().unwrap(),
                     ))
                 })
@@ -336,7 +384,7 @@ mod tests {
         pattern.pattern = r"key_[0-9]{4}".into();
         let literals = prefixes(&pattern).unwrap();
         assert!(literals.iter().any(|l| !l.is_ascii()), "{literals:?}");
-        let matcher = anchored_matcher(&pattern).unwrap();
+        let matcher = matcher(&pattern).unwrap();
         let text = "\u{212A}ey_1234 KEY_5678 key_0000".as_bytes();
         assert_eq!(located(&literals, &matcher, text), searched(&pattern, text));
         assert_eq!(searched(&pattern, text).len(), 3);

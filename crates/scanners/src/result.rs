@@ -252,25 +252,36 @@ impl ScanResult {
 }
 
 /// Sets `line` and `column` (1-based; columns count characters) from each finding's offset in
-/// `text`. Findings must be sorted by offset; the text is walked once.
+/// `text`. Findings must be sorted by offset; the text up to the last finding is read once, with
+/// newlines counted in bulk and characters counted only on a finding's own line.
 pub(crate) fn locate(findings: &mut [Finding], text: &str) {
     let bytes = text.as_bytes();
     let mut position = 0;
     let mut line = 1;
-    let mut column = 1;
+    let mut line_start = 0;
     for finding in findings.iter_mut() {
         let target = finding.offset.min(bytes.len());
-        while position < target {
-            let byte = bytes[position];
-            if byte == b'\n' {
-                line += 1;
-                column = 1;
-            } else if byte & 0xC0 != 0x80 {
-                column += 1;
+        if target > position {
+            let between = &bytes[position..target];
+            #[expect(
+                clippy::naive_bytecount,
+                reason = "the compiler vectorises this loop; a crate for it is not worth a dependency"
+            )]
+            let newlines = between.iter().filter(|&&b| b == b'\n').count();
+            if newlines > 0 {
+                line += newlines;
+                line_start = position
+                    + between
+                        .iter()
+                        .rposition(|&b| b == b'\n')
+                        .map_or(0, |last| last + 1);
             }
-            position += 1;
+            position = target;
         }
         finding.line = line;
-        finding.column = column;
+        finding.column = 1 + bytes[line_start..target]
+            .iter()
+            .filter(|&&b| b & 0xC0 != 0x80)
+            .count();
     }
 }
