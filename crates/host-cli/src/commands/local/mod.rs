@@ -128,8 +128,7 @@ async fn backend(
 ) -> anyhow::Result<(Arc<dyn WorkspaceBackend>, SandboxSettings)> {
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let settings = SandboxSettings::resolve(&|name| std::env::var(name).ok(), cpus)?;
-    // Each process its own state directory: workspaces are this process's to remove.
-    let state = home.join("workspaces").join(std::process::id().to_string());
+    let state = home.join("workspaces");
     let local = |settings: &SandboxSettings| -> anyhow::Result<Arc<dyn WorkspaceBackend>> {
         let config = settings.local_config(state.clone())?;
         Ok(Arc::new(LocalBackend::new(config)?))
