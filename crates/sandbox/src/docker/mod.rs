@@ -1,7 +1,9 @@
 //! The `docker` backend (bollard): hardened workspace containers, tagged execs whose whole tree
 //! is killed on timeout, the metadata sidecar, and ephemeral locked-down runs.
 
+pub mod lifetime;
 pub mod plan;
+pub mod profile;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -53,8 +55,31 @@ struct DockerWorkspace {
 pub struct DockerBackend {
     docker: Docker,
     config: DockerConfig,
+    /// The engine's socket path, for the blocking removals of [`Drop`].
+    socket: String,
     guard: crate::mount_guard::MountGuard,
     workspaces: Mutex<HashMap<String, Arc<DockerWorkspace>>>,
+    /// Workspace containers made here and not yet removed.
+    live_workspaces: lifetime::Live,
+    /// Ephemeral run containers (and metadata sidecars) made here and not yet removed.
+    live_runs: lifetime::Live,
+    /// What a new workspace container's expiry label says.
+    workspace_lifetime: Duration,
+    /// The exec tags of running execs, by workspace, so one can be ended alone.
+    execs: Arc<Mutex<HashMap<String, String>>>,
+}
+
+impl Drop for DockerBackend {
+    /// Removes every ephemeral run (and sidecar) this backend still holds, by blocking requests
+    /// (no runtime may be left to drive the client). Workspaces stay: another process may
+    /// attach to them; their expiry label bounds how long.
+    fn drop(&mut self) {
+        for name in self.live_runs.take() {
+            if !lifetime::remove_blocking(&self.socket, &name) {
+                tracing::warn!(container = %name, "could not remove an ephemeral container");
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for DockerBackend {
@@ -113,12 +138,45 @@ impl DockerBackend {
             .await
             .map_err(|e| unavailable(format!("the engine does not answer: {e}")))?;
         let guard = crate::mount_guard::MountGuard::new().protect(path);
+        let swept = lifetime::sweep_expired(&docker).await;
+        if !swept.is_empty() {
+            tracing::info!(count = swept.len(), "removed expired sandbox containers");
+        }
         Ok(Self {
             docker,
+            socket: path.to_owned(),
             config,
             guard,
             workspaces: Mutex::new(HashMap::new()),
+            live_workspaces: lifetime::Live::default(),
+            live_runs: lifetime::Live::default(),
+            workspace_lifetime: lifetime::DEFAULT_WORKSPACE_LIFETIME,
+            execs: Arc::new(Mutex::new(HashMap::new())),
         })
+    }
+
+    /// How long workspace containers made from now on may live before any backend that
+    /// connects removes them ([`lifetime::DEFAULT_WORKSPACE_LIFETIME`] unless set).
+    #[must_use]
+    pub fn workspace_lifetime(mut self, lifetime: Duration) -> Self {
+        self.workspace_lifetime = lifetime;
+        self
+    }
+
+    /// Removes every container this backend made and has not removed: workspaces, ephemeral
+    /// runs, sidecars. What a caller does on `SIGINT`/`SIGTERM`.
+    pub async fn shutdown(&self) {
+        if let Ok(mut table) = self.workspaces.lock() {
+            table.clear();
+        }
+        let names: Vec<String> = self
+            .live_runs
+            .take()
+            .into_iter()
+            .chain(self.live_workspaces.take())
+            .collect();
+        let removals = names.iter().map(|name| self.force_remove(name));
+        futures_util::future::join_all(removals).await;
     }
 
     /// Also refuses mounts of `path` (the store's directory, say), what is below it and its
@@ -144,6 +202,8 @@ impl DockerBackend {
     }
 
     async fn force_remove(&self, name: &str) {
+        self.live_runs.forget(name);
+        self.live_workspaces.forget(name);
         let options = RemoveContainerOptionsBuilder::new()
             .force(true)
             .v(true)
@@ -224,29 +284,22 @@ impl DockerBackend {
         let tag = exec_id.as_str().to_owned();
         let timeout = request.timeout;
         let exec = created.id;
+        let execs = self.note_exec(&tag, &container);
         tokio::spawn(async move {
-            let pump = async {
-                while let Some(item) = output.next().await {
-                    let chunk = match item {
-                        Ok(bollard::container::LogOutput::StdOut { message }) => {
-                            OutputChunk::Stdout(message.to_vec())
-                        }
-                        Ok(bollard::container::LogOutput::StdErr { message }) => {
-                            OutputChunk::Stderr(message.to_vec())
-                        }
-                        Ok(_) => continue,
-                        Err(_) => break,
-                    };
-                    let _ = out_tx.send(chunk).await;
-                }
-            };
+            let mut head = Vec::new();
+            let pump = relay_output(&mut output, &out_tx, &mut head);
             let timed_out = tokio::time::timeout(timeout, pump).await.is_err();
             let exit = if timed_out {
                 kill_tagged(&docker, &container, &tag).await;
                 Ok(Exit::TimedOut)
             } else {
-                exit_of(&docker, &exec, &container, oom.as_deref()).await
+                exit_of(&docker, &exec, &container, oom.as_deref())
+                    .await
+                    .map(|exit| not_found_is_127(exit, &head))
             };
+            if let Ok(mut table) = execs.lock() {
+                table.remove(&tag);
+            }
             let _ = exit_tx.send(exit);
         });
         Ok(SpawnedProcess {
@@ -255,6 +308,15 @@ impl DockerBackend {
             output: out_rx,
             exit: exit_rx,
         })
+    }
+
+    /// Notes a running exec, so [`WorkspaceBackend::kill_exec`] may end it; the supervisor
+    /// forgets it once it has ended.
+    fn note_exec(&self, tag: &str, container: &str) -> Arc<Mutex<HashMap<String, String>>> {
+        if let Ok(mut table) = self.execs.lock() {
+            table.insert(tag.to_owned(), container.to_owned());
+        }
+        Arc::clone(&self.execs)
     }
 
     async fn run_capture(
@@ -309,9 +371,12 @@ impl DockerBackend {
         };
         let sidecar = format!("{name}-mdblock");
         let options = CreateContainerOptionsBuilder::new().name(&sidecar).build();
+        let mut body = plan::metadata_sidecar(name, image);
+        lifetime::label_expiry(&mut body, lifetime::SIDECAR_LIFETIME);
+        self.live_runs.add(&sidecar);
         let result = async {
             self.docker
-                .create_container(Some(options), plan::metadata_sidecar(name, image))
+                .create_container(Some(options), body)
                 .await
                 .map_err(|e| e.to_string())?;
             self.docker
@@ -333,8 +398,10 @@ impl DockerBackend {
     async fn create_inner(&self, name: &str, spec: &WorkspaceSpec) -> Result<WorkspaceHandle> {
         let mut guarded = spec.clone();
         guarded.mounts = self.guard.check(&spec.mounts)?;
-        let body = plan::workspace_container(name, &guarded)?;
+        let mut body = plan::workspace_container(name, &guarded)?;
+        lifetime::label_expiry(&mut body, self.workspace_lifetime);
         let options = CreateContainerOptionsBuilder::new().name(name).build();
+        self.live_workspaces.add(name);
         self.docker
             .create_container(Some(options), body)
             .await
@@ -399,6 +466,46 @@ fn exec_env(request: &ExecRequest, secrets: &SecretEnv, exec_id: &ExecId) -> Vec
     }
     env.push(format!("{EXEC_ID_ENV}={}", exec_id.as_str()));
     env
+}
+
+/// Passes an exec's output on as chunks, keeping the first bytes of its standard output in
+/// `head` (where the runtime says why it could not start the command).
+async fn relay_output<S>(output: &mut S, out_tx: &mpsc::Sender<OutputChunk>, head: &mut Vec<u8>)
+where
+    S: futures_util::Stream<
+            Item = std::result::Result<bollard::container::LogOutput, bollard::errors::Error>,
+        > + Unpin,
+{
+    while let Some(item) = output.next().await {
+        let chunk = match item {
+            Ok(bollard::container::LogOutput::StdOut { message }) => {
+                if head.len() < 512 {
+                    head.extend_from_slice(&message[..message.len().min(512)]);
+                }
+                OutputChunk::Stdout(message.to_vec())
+            }
+            Ok(bollard::container::LogOutput::StdErr { message }) => {
+                OutputChunk::Stderr(message.to_vec())
+            }
+            Ok(_) => continue,
+            Err(_) => break,
+        };
+        let _ = out_tx.send(chunk).await;
+    }
+}
+
+/// The runtime reports every command it could not start as 126, with its reason on standard
+/// output; a command that does not exist is 127, as on `local` and in a shell.
+fn not_found_is_127(exit: Exit, head: &[u8]) -> Exit {
+    let text = String::from_utf8_lossy(head);
+    let missing = text.starts_with("OCI runtime exec failed")
+        && (text.contains("executable file not found")
+            || text.contains("no such file or directory"));
+    if exit == Exit::Status(126) && missing {
+        Exit::Status(127)
+    } else {
+        exit
+    }
 }
 
 async fn wait_status(docker: &Docker, name: &str) -> std::result::Result<i64, String> {
@@ -594,6 +701,7 @@ impl WorkspaceBackend for DockerBackend {
             .lock()
             .map_err(|_| poisoned())?
             .remove(&workspace.id);
+        self.live_workspaces.forget(&workspace.id);
         let options = RemoveContainerOptionsBuilder::new()
             .force(true)
             .v(true)
@@ -608,6 +716,75 @@ impl WorkspaceBackend for DockerBackend {
             Err(e) if e.to_string().contains("already in progress") => Ok(()),
             Err(e) => Err(engine(&e)),
         }
+    }
+
+    /// Runs the call in a helper container of its own ([`plan::git_helper_container`]): the
+    /// workspace's files and network, none of its processes. The credential travels in the
+    /// exec's body (never in a stored config) and is gone with the helper.
+    async fn authed_git(
+        &self,
+        workspace: &WorkspaceHandle,
+        call: &crate::git::AuthedGit,
+        header: &crate::spec::SecretValue,
+        timeout: Duration,
+    ) -> Result<ExecOutput> {
+        self.get(&workspace.id)?;
+        let mut call = call.clone();
+        // Nothing of the agent's runs in the helper: there is nothing to sweep.
+        call.sweep = crate::git::StraySweep::None;
+        let request = crate::git::authed_git_request(&call, header)?.timeout(timeout);
+        let image = self
+            .docker
+            .inspect_container(&workspace.id, None)
+            .await
+            .map_err(|e| {
+                if is_not_found(&e) {
+                    SandboxError::NotFound(workspace.id.clone())
+                } else {
+                    engine(&e)
+                }
+            })?
+            .config
+            .and_then(|c| c.image)
+            .ok_or_else(|| SandboxError::Engine {
+                backend: "docker",
+                message: "the workspace container names no image".to_owned(),
+            })?;
+        let name = format!("{}-git-{}", workspace.id, crate::spec::random_hex(4)?);
+        let life = timeout.saturating_add(lifetime::EPHEMERAL_GRACE);
+        let mut body = plan::git_helper_container(&workspace.id, &image, life.as_secs());
+        lifetime::label_expiry(&mut body, life);
+        let options = CreateContainerOptionsBuilder::new().name(&name).build();
+        self.live_runs.add(&name);
+        let result = async {
+            self.docker
+                .create_container(Some(options), body)
+                .await
+                .map_err(|e| engine(&e))?;
+            self.docker
+                .start_container(&name, None)
+                .await
+                .map_err(|e| engine(&e))?;
+            self.run_capture(&name, &request, &SecretEnv::new(), None)
+                .await
+        }
+        .await;
+        self.force_remove(&name).await;
+        result
+    }
+
+    async fn kill_exec(&self, workspace: &WorkspaceHandle, exec: &ExecId) -> Result<()> {
+        self.get(&workspace.id)?;
+        let running = self
+            .execs
+            .lock()
+            .map_err(|_| poisoned())?
+            .get(exec.as_str())
+            .is_some_and(|container| *container == workspace.id);
+        if running {
+            kill_tagged(&self.docker, &workspace.id, exec.as_str()).await;
+        }
+        Ok(())
     }
 }
 
@@ -631,9 +808,16 @@ impl DockerBackend {
         let mut locked = spec.clone();
         locked.image = image;
         locked.mounts = self.guard.check(&spec.mounts)?;
-        let keeper = vec!["sleep".to_owned(), "infinity".to_owned()];
-        let body = plan::ephemeral_container(&name, &locked, &keeper, &request.workdir)?;
+        // The keeper ends the container at the run's timeout (and a little): should this
+        // process die, nothing keeps the command running past it.
+        let keeper = lifetime::ephemeral_keeper(request.timeout);
+        let mut body = plan::ephemeral_container(&name, &locked, &keeper, &request.workdir)?;
+        lifetime::label_expiry(
+            &mut body,
+            request.timeout.saturating_add(lifetime::EPHEMERAL_GRACE),
+        );
         let options = CreateContainerOptionsBuilder::new().name(&name).build();
+        self.live_runs.add(&name);
         let started = async {
             self.docker
                 .create_container(Some(options), body)
@@ -690,6 +874,7 @@ impl EphemeralRunner for DockerBackend {
         let (exit_tx, exit_rx) = oneshot::channel();
         let inner = std::mem::replace(&mut spawned.exit, exit_rx);
         let docker = self.docker.clone();
+        let live = self.live_runs.clone();
         tokio::spawn(async move {
             let exit = inner.await.unwrap_or_else(|_| {
                 Err(SandboxError::Engine {
@@ -702,6 +887,7 @@ impl EphemeralRunner for DockerBackend {
                 .v(true)
                 .build();
             let _ = docker.remove_container(&name, Some(options)).await;
+            live.forget(&name);
             let _ = exit_tx.send(exit);
         });
         Ok(spawned)
@@ -721,5 +907,9 @@ impl EphemeralRunner for DockerBackend {
         let result = crate::process::collect(spawned, request.output_limit, request.timeout).await;
         self.force_remove(&name).await;
         result
+    }
+
+    async fn shutdown(&self) {
+        DockerBackend::shutdown(self).await;
     }
 }

@@ -544,6 +544,7 @@ impl Launcher {
             keep_stdin_open,
             timeout,
             oom,
+            stop,
         } = request;
         let (generation, burst) = self.note_spawn();
         let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
@@ -599,6 +600,7 @@ impl Launcher {
                 up: up_path,
                 timeout,
                 oom,
+                stop,
             }
             .run(pid_rx, status_rx)
             .await;
@@ -652,6 +654,8 @@ pub(crate) struct LaunchRequest {
     pub(crate) timeout: Duration,
     /// Whether an exit by SIGKILL was the OOM killer's.
     pub(crate) oom: OomProbe,
+    /// Asked for when the exec is to end before its time.
+    pub(crate) stop: Option<crate::process::Stop>,
 }
 
 /// The files of one sandbox, made and opened on this side before the launcher is asked: the
@@ -752,6 +756,7 @@ struct Supervision<'a> {
     up: PathBuf,
     timeout: Duration,
     oom: OomProbe,
+    stop: Option<crate::process::Stop>,
 }
 
 /// A start failure of the `local` backend.
@@ -789,7 +794,7 @@ impl Supervision<'_> {
                 ));
             }
         };
-        match wait_status(pid, deadline, status_rx).await {
+        match wait_status(pid, deadline, status_rx, self.stop.as_ref()).await {
             Waited::Ended(Ended { started: false, .. }) => Err(start_failed(
                 "bubblewrap could not build the sandbox",
                 false,
@@ -810,6 +815,11 @@ impl Supervision<'_> {
                 kill_child_tree(self.launcher_pid, pid);
                 Ok(Exit::TimedOut)
             }
+            Waited::Stopped => {
+                forget(self.waiters, self.id);
+                kill_child_tree(self.launcher_pid, pid);
+                Ok(Exit::Status(crate::process::KILLED_STATUS))
+            }
         }
     }
 }
@@ -822,6 +832,8 @@ enum Waited {
     LauncherGone,
     /// The deadline passed first.
     TimedOut,
+    /// The exec was asked to end.
+    Stopped,
 }
 
 /// Waits for the `x`/`f` line of the subshell `pid` until `deadline`. A subshell that is gone
@@ -831,12 +843,17 @@ async fn wait_status(
     pid: u32,
     deadline: tokio::time::Instant,
     mut status_rx: oneshot::Receiver<Ended>,
+    stop: Option<&crate::process::Stop>,
 ) -> Waited {
     const LOOK: Duration = Duration::from_millis(100);
     let mut gone_seen = false;
     loop {
         let until = deadline.min(tokio::time::Instant::now() + LOOK);
-        match tokio::time::timeout_at(until, &mut status_rx).await {
+        let waited = tokio::select! {
+            waited = tokio::time::timeout_at(until, &mut status_rx) => waited,
+            () = crate::process::stop_requested(stop) => return Waited::Stopped,
+        };
+        match waited {
             Ok(Ok(ended)) => return Waited::Ended(ended),
             Ok(Err(_)) => return Waited::LauncherGone,
             Err(_) if tokio::time::Instant::now() >= deadline => return Waited::TimedOut,

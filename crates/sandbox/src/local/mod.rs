@@ -10,6 +10,7 @@ pub mod identity;
 mod launcher;
 pub mod plan;
 pub mod seccomp;
+mod sweep;
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::DirBuilderExt as _;
@@ -124,10 +125,31 @@ pub struct LocalBackend {
     host: HostLayout,
     workspaces: Mutex<HashMap<String, Arc<LocalWorkspace>>>,
     cgroups: CgroupPool,
+    /// Ephemeral runs started and not yet released.
+    runs: sweep::Runs,
+    /// Running execs, so one can be ended alone.
+    stops: process::Stops,
 }
 
 impl Drop for LocalBackend {
+    /// Ends every ephemeral run still held (processes, cgroup, lent mounts) and every process
+    /// and cgroup of the workspaces still attached here. A workspace's directory stays: another
+    /// backend may attach to it, and cgroups are made anew then.
     fn drop(&mut self) {
+        self.runs.end_all(&self.identity);
+        let attached: Vec<Arc<LocalWorkspace>> = self
+            .workspaces
+            .lock()
+            .map(|mut table| table.drain().map(|(_, ws)| ws).collect())
+            .unwrap_or_default();
+        for ws in attached {
+            if let Some(launcher) = ws.launcher.lock().ok().and_then(|mut slot| slot.take()) {
+                launcher.end();
+            }
+            if let Some(cgroup) = &ws.cgroup {
+                cgroup.end();
+            }
+        }
         self.cgroups.drain();
     }
 }
@@ -229,6 +251,14 @@ impl LocalBackend {
         }
         let identity = HostIdentity::resolve(&config.account)?;
         identity.check_reachable(&config.state_dir.join("x"))?;
+        let swept = sweep::stale(&identity, config.cgroup_root.as_deref());
+        if swept.state_dirs + swept.cgroups > 0 {
+            tracing::info!(
+                state_dirs = swept.state_dirs,
+                cgroups = swept.cgroups,
+                "removed what ended sandbox processes left behind"
+            );
+        }
         tracing::debug!(
             account = %identity.name,
             uid = identity.uid,
@@ -253,7 +283,32 @@ impl LocalBackend {
             host: plan::read_host_layout(),
             workspaces: Mutex::new(HashMap::new()),
             cgroups: CgroupPool::default(),
+            runs: sweep::Runs::default(),
+            stops: process::Stops::default(),
         })
+    }
+
+    /// Removes every workspace attached here (processes, cgroups, directories, lent mounts
+    /// handed back) and ends every ephemeral run: what a caller does on `SIGINT`/`SIGTERM`.
+    pub async fn shutdown(&self) {
+        self.runs.end_all(&self.identity);
+        let ids: Vec<String> = self
+            .workspaces
+            .lock()
+            .map(|table| table.keys().cloned().collect())
+            .unwrap_or_default();
+        for id in ids {
+            let handle = WorkspaceHandle {
+                id,
+                backend: BackendKind::Local,
+                keeper_pid: 0,
+                protections: Vec::new(),
+                missing: BTreeMap::new(),
+            };
+            if let Err(e) = self.remove(&handle).await {
+                tracing::warn!(workspace = %handle.id, error = %e, "could not remove a workspace at shutdown");
+            }
+        }
     }
 
     /// Also refuses mounts of `path` (the store's directory, say), what is below it and its
@@ -447,6 +502,7 @@ impl LocalBackend {
         }
         env.insert(EXEC_ID_ENV.to_owned(), exec_id.as_str().to_owned());
         env.insert(WORKSPACE_ID_ENV.to_owned(), id.to_owned());
+        let stop = self.stops.register(id, &exec_id);
         let oom: OomProbe = match cgroup {
             Some(cg) => {
                 let cg = cg.clone();
@@ -467,6 +523,7 @@ impl LocalBackend {
                     keep_stdin_open,
                     timeout: request.timeout,
                     oom,
+                    stop: Some(stop),
                 })
                 .await;
         }
@@ -475,6 +532,12 @@ impl LocalBackend {
             "--chdir".to_owned(),
             request.workdir.clone(),
             "--".to_owned(),
+            // Through a shell, as the launcher's sandboxes run it, so a missing command exits
+            // 127 and one that cannot be executed 126 (bubblewrap's own exec failure is 1).
+            "/bin/sh".to_owned(),
+            "-c".to_owned(),
+            "exec \"$@\"".to_owned(),
+            "sh".to_owned(),
         ]);
         args.extend(request.argv.iter().cloned());
         let command = self.command(args, env.into_iter().collect());
@@ -485,6 +548,7 @@ impl LocalBackend {
             keep_stdin_open,
             request.timeout,
             oom,
+            Some(stop),
         )
     }
 
@@ -625,10 +689,7 @@ impl LocalBackend {
                     Launcher::start(&cg.procs_files(), &dir, &self.tools(), &self.identity)
                 });
                 match started {
-                    Ok(launcher) => Some(EphemeralCaps {
-                        cgroup: cg,
-                        launcher: Arc::new(launcher),
-                    }),
+                    Ok(launcher) => Some((cg, Arc::new(launcher))),
                     Err(e) => {
                         cg.remove();
                         lent.give_back(&self.identity);
@@ -638,11 +699,32 @@ impl LocalBackend {
             }
             None => None,
         };
+        // What the run holds is on record from here on: for shutdown and drop, and (the lent
+        // mounts) for a later backend should this process die.
+        let lent_file = sweep::record_lent(&dir.join(format!("{name}.lent")), &lent);
+        self.runs.add(
+            &name,
+            sweep::RunRecord {
+                cgroup: caps.as_ref().map(|(cg, _)| cg.clone()),
+                launcher: caps.as_ref().map(|(_, launcher)| Arc::clone(launcher)),
+                lent,
+                lent_file: lent_file.as_ref().ok().cloned().flatten(),
+            },
+        );
+        let run = EphemeralRun {
+            name: name.clone(),
+            runs: self.runs.clone(),
+            identity: self.identity.clone(),
+        };
+        if let Err(e) = lent_file {
+            run.release(&self.cgroups).await;
+            return Err(e);
+        }
         let mut secrets = spec.secret_env.clone();
         secrets.extend_from(extra_secrets);
         let spawned = self
             .start(
-                caps.as_ref().map(|c| &c.launcher),
+                caps.as_ref().map(|(_, launcher)| launcher),
                 &name,
                 plan::sandbox_args(&BwrapPlan {
                     root: &self.config.ephemeral_root,
@@ -660,16 +742,11 @@ impl LocalBackend {
                 }),
                 &spec.env,
                 &secrets,
-                caps.as_ref().map(|c| &c.cgroup),
+                caps.as_ref().map(|(cg, _)| cg),
                 request,
                 keep_stdin_open,
             )
             .await;
-        let run = EphemeralRun {
-            caps,
-            lent,
-            identity: self.identity.clone(),
-        };
         match spawned {
             Ok(s) => Ok((s, run)),
             Err(e) => {
@@ -680,27 +757,28 @@ impl LocalBackend {
     }
 }
 
-/// The cgroup and launcher of one ephemeral run, released when the run has ended.
-struct EphemeralCaps {
-    cgroup: WorkspaceCgroup,
-    launcher: Arc<Launcher>,
-}
-
-/// What one ephemeral run holds until it has ended: its caps, and the read-write mounts lent to
-/// the sandbox's account (handed back once every process of the run is gone).
+/// One ephemeral run, released once it has ended: its record in the backend's table says what
+/// it holds (taken out by shutdown or drop if they came first).
 struct EphemeralRun {
-    caps: Option<EphemeralCaps>,
-    lent: identity::Lent,
+    name: String,
+    runs: sweep::Runs,
     identity: HostIdentity,
 }
 
 impl EphemeralRun {
+    /// Ends the launcher, retires the cgroup and hands the read-write mounts back (once every
+    /// process of the run is gone).
     async fn release(self, pool: &CgroupPool) {
-        if let Some(caps) = self.caps {
-            caps.launcher.end();
-            pool.retire(&caps.cgroup).await;
+        let Some(record) = self.runs.take(&self.name) else {
+            return;
+        };
+        if let Some(launcher) = &record.launcher {
+            launcher.end();
         }
-        self.lent.give_back(&self.identity);
+        if let Some(cgroup) = &record.cgroup {
+            pool.retire(cgroup).await;
+        }
+        record.release_mounts(&self.identity);
     }
 }
 
@@ -964,6 +1042,31 @@ impl WorkspaceBackend for LocalBackend {
             Err(e) => Err(SandboxError::io(format!("removing {}", dir.display()), e)),
         }
     }
+
+    /// Every exec is a sandbox of its own, with its own PID namespace: no process of another
+    /// exec can see, trace or signal the git process, so the call runs as one more exec with
+    /// the credential as its secret environment (it travels on the launcher's private request
+    /// pipe, never on a command line), and nothing needs sweeping first.
+    async fn authed_git(
+        &self,
+        workspace: &WorkspaceHandle,
+        call: &crate::git::AuthedGit,
+        header: &crate::spec::SecretValue,
+        timeout: Duration,
+    ) -> Result<ExecOutput> {
+        let mut call = call.clone();
+        call.sweep = crate::git::StraySweep::None;
+        let request = crate::git::authed_git_request(&call, header)?.timeout(timeout);
+        self.exec(workspace, &request).await
+    }
+
+    async fn kill_exec(&self, workspace: &WorkspaceHandle, exec: &ExecId) -> Result<()> {
+        self.get(&workspace.id)?;
+        // Each exec is a sandbox of its own (its own PID namespace): its supervisor kills the
+        // sandbox's whole host-side tree, as on a timeout.
+        self.stops.stop(&workspace.id, exec.as_str());
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -1013,5 +1116,9 @@ impl EphemeralRunner for LocalBackend {
         let result = process::collect(spawned, request.output_limit, request.timeout).await;
         run.release(&self.cgroups).await;
         result
+    }
+
+    async fn shutdown(&self) {
+        LocalBackend::shutdown(self).await;
     }
 }
