@@ -243,7 +243,9 @@ pub fn git_helper_container(
     }
 }
 
-/// The in-container script that stops and kills every process carrying an exec tag.
+/// The in-container script that stops and kills every process carrying an exec tag, and every
+/// descendant of one (a child that cleared its environment still has a tagged parent until the
+/// kill: it is found by its parent before anything is killed).
 #[must_use]
 pub fn kill_tagged_script(exec_id: &str) -> String {
     let tag = crate::quote::shell_quote(&format!("{}={exec_id}", crate::spec::EXEC_ID_ENV));
@@ -251,12 +253,27 @@ pub fn kill_tagged_script(exec_id: &str) -> String {
         r#"tag={tag}
 for round in 1 2 3 4 5; do
   found=
+  pairs=
   for d in /proc/[0-9]*; do
     pid=${{d#/proc/}}
     [ "$pid" = "$$" ] && continue
+    ppid=
+    {{ while read -r key value; do
+      if [ "$key" = PPid: ]; then ppid=$value; break; fi
+    done < "$d/status"; }} 2>/dev/null
+    pairs="$pairs $pid:$ppid"
     if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "$tag"; then found="$found $pid"; fi
   done
   [ -z "$found" ] && exit 0
+  grown=1
+  while [ -n "$grown" ]; do
+    grown=
+    for pair in $pairs; do
+      pid=${{pair%%:*}}
+      case " $found " in *" $pid "*) continue ;; esac
+      case " $found " in *" ${{pair#*:}} "*) found="$found $pid"; grown=1 ;; esac
+    done
+  done
   for pid in $found; do kill -STOP "$pid" 2>/dev/null || true; done
   for pid in $found; do kill -KILL "$pid" 2>/dev/null || true; done
 done

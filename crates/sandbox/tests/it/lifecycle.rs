@@ -380,7 +380,7 @@ pub(crate) async fn kill_one_exec(
     let mut long = backend
         .spawn(
             &ws,
-            &ExecRequest::shell("sleep 277 & echo $! > /tmp/child; echo up; wait")
+            &ExecRequest::shell("sleep 277 & env -i /bin/sh -c 'sleep 276' & echo up; wait")
                 .timeout(Duration::from_secs(120)),
         )
         .await
@@ -413,18 +413,23 @@ pub(crate) async fn kill_one_exec(
         .await
         .unwrap();
     assert!(
-        !out.stdout_text().contains("sleep 277"),
+        !out.stdout_text().contains("sleep 277") && !out.stdout_text().contains("sleep 276"),
         "{}",
         out.stdout_text()
     );
-    assert!(
-        harness::host_processes_with("cmdline", "277")
-            .iter()
-            .all(|pid| {
-                !std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| c == b"sleep\x00277\x00")
+    for leftover in [&b"sleep\x00277\x00"[..], b"sleep\x00276\x00"] {
+        let left: Vec<u32> = harness::host_processes_with("cmdline", "sleep")
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == leftover)
             })
-    );
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{:?} is left",
+            String::from_utf8_lossy(leftover)
+        );
+    }
     let out = backend
         .exec(&ws, &ExecRequest::shell("echo still"))
         .await
