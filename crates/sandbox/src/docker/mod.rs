@@ -1,6 +1,8 @@
 //! The `docker` backend (bollard): hardened workspace containers, tagged execs whose whole tree
 //! is killed on timeout, the metadata sidecar, and ephemeral locked-down runs.
 
+mod ephemeral;
+mod exec;
 pub mod lifetime;
 pub mod plan;
 pub mod profile;
@@ -12,21 +14,17 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bollard::Docker;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
-use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, WaitContainerOptions,
-};
-use futures_util::StreamExt as _;
+use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
 use tokio::sync::{mpsc, oneshot};
 
+use self::exec::{exec_env, exit_of, kill_tagged, not_found_is_127, relay_output, wait_status};
 use crate::backend::{
-    BackendKind, EphemeralRunner, EphemeralSpec, Exit, HelperScript, OutputChunk, Protection,
-    SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
+    BackendKind, Exit, Protection, SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
 };
 use crate::error::{Result, SandboxError};
 use crate::local::workspace_name;
 use crate::spec::{
-    EXEC_ID_ENV, ExecId, ExecOutput, ExecRequest, MetadataBlock, NetworkMode, SecretEnv,
-    WorkspaceSpec,
+    ExecId, ExecOutput, ExecRequest, MetadataBlock, NetworkMode, SecretEnv, WorkspaceSpec,
 };
 
 /// Configuration of the `docker` backend.
@@ -453,152 +451,6 @@ impl DockerBackend {
     }
 }
 
-/// The exec's environment: plain, then secret values (sent to the engine in the exec body,
-/// which no inspect shows), then the tag.
-fn exec_env(request: &ExecRequest, secrets: &SecretEnv, exec_id: &ExecId) -> Vec<String> {
-    let mut env: Vec<String> = request
-        .env
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    for (k, v) in secrets.iter().chain(request.secret_env.iter()) {
-        env.push(format!("{k}={}", v.expose()));
-    }
-    env.push(format!("{EXEC_ID_ENV}={}", exec_id.as_str()));
-    env
-}
-
-/// Passes an exec's output on as chunks, keeping the first bytes of its standard output in
-/// `head` (where the runtime says why it could not start the command).
-async fn relay_output<S>(output: &mut S, out_tx: &mpsc::Sender<OutputChunk>, head: &mut Vec<u8>)
-where
-    S: futures_util::Stream<
-            Item = std::result::Result<bollard::container::LogOutput, bollard::errors::Error>,
-        > + Unpin,
-{
-    while let Some(item) = output.next().await {
-        let chunk = match item {
-            Ok(bollard::container::LogOutput::StdOut { message }) => {
-                if head.len() < 512 {
-                    head.extend_from_slice(&message[..message.len().min(512)]);
-                }
-                OutputChunk::Stdout(message.to_vec())
-            }
-            Ok(bollard::container::LogOutput::StdErr { message }) => {
-                OutputChunk::Stderr(message.to_vec())
-            }
-            Ok(_) => continue,
-            Err(_) => break,
-        };
-        let _ = out_tx.send(chunk).await;
-    }
-}
-
-/// The runtime reports every command it could not start as 126, with its reason on standard
-/// output; a command that does not exist is 127, as on `local` and in a shell.
-fn not_found_is_127(exit: Exit, head: &[u8]) -> Exit {
-    let text = String::from_utf8_lossy(head);
-    let missing = text.starts_with("OCI runtime exec failed")
-        && (text.contains("executable file not found")
-            || text.contains("no such file or directory"));
-    if exit == Exit::Status(126) && missing {
-        Exit::Status(127)
-    } else {
-        exit
-    }
-}
-
-async fn wait_status(docker: &Docker, name: &str) -> std::result::Result<i64, String> {
-    let mut stream = docker.wait_container(
-        name,
-        Some(WaitContainerOptions {
-            condition: "not-running".to_owned(),
-        }),
-    );
-    match stream.next().await {
-        Some(Ok(response)) => Ok(response.status_code),
-        Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
-        Some(Err(e)) => Err(e.to_string()),
-        None => Err("the engine ended the wait without a status".to_owned()),
-    }
-}
-
-async fn kill_tagged(docker: &Docker, container: &str, tag: &str) {
-    let script = plan::kill_tagged_script(tag);
-    let Ok(created) = docker
-        .create_exec(
-            container,
-            CreateExecOptions {
-                attach_stdout: Some(true),
-                attach_stderr: Some(true),
-                cmd: Some(vec!["/bin/sh".to_owned(), "-c".to_owned(), script]),
-                user: Some(plan::WORKSPACE_USER.to_owned()),
-                ..CreateExecOptions::default()
-            },
-        )
-        .await
-    else {
-        return;
-    };
-    if let Ok(StartExecResults::Attached { mut output, .. }) =
-        docker.start_exec(&created.id, None).await
-    {
-        while output.next().await.is_some() {}
-    }
-}
-
-async fn exit_of(
-    docker: &Docker,
-    exec: &str,
-    container: &str,
-    oom: Option<&DockerWorkspace>,
-) -> Result<Exit> {
-    let inspected = docker.inspect_exec(exec).await.map_err(|e| engine(&e))?;
-    let status = inspected
-        .exit_code
-        .and_then(|c| i32::try_from(c).ok())
-        .unwrap_or(-1);
-    if status == 137
-        && let Some(ws) = oom
-        && let Some(count) = oom_kills(docker, container).await
-    {
-        let mut seen = ws.oom_seen.lock().map_err(|_| poisoned())?;
-        if count > *seen {
-            *seen = count;
-            return Ok(Exit::OutOfMemory);
-        }
-    }
-    Ok(Exit::Status(status))
-}
-
-async fn oom_kills(docker: &Docker, container: &str) -> Option<u64> {
-    let created = docker
-        .create_exec(
-            container,
-            CreateExecOptions {
-                attach_stdout: Some(true),
-                cmd: Some(vec![
-                    "/bin/sh".to_owned(),
-                    "-c".to_owned(),
-                    plan::OOM_PROBE.to_owned(),
-                ]),
-                ..CreateExecOptions::default()
-            },
-        )
-        .await
-        .ok()?;
-    let StartExecResults::Attached { mut output, .. } =
-        docker.start_exec(&created.id, None).await.ok()?
-    else {
-        return None;
-    };
-    let mut text = String::new();
-    while let Some(Ok(chunk)) = output.next().await {
-        text.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
-    }
-    text.trim().parse().ok()
-}
-
 #[async_trait]
 impl WorkspaceBackend for DockerBackend {
     fn kind(&self) -> BackendKind {
@@ -785,131 +637,5 @@ impl WorkspaceBackend for DockerBackend {
             kill_tagged(&self.docker, &workspace.id, exec.as_str()).await;
         }
         Ok(())
-    }
-}
-
-impl DockerBackend {
-    /// Creates a locked-down container for `request` and starts its command via exec, so
-    /// secret values travel with the exec and never sit in the container's config.
-    async fn ephemeral(
-        &self,
-        spec: &EphemeralSpec,
-        request: &ExecRequest,
-        secrets: &SecretEnv,
-        keep_stdin_open: bool,
-    ) -> Result<(String, SpawnedProcess)> {
-        request.validate()?;
-        let name = workspace_name("ephemeral")?;
-        let image = if spec.image.is_empty() {
-            self.config.helper_image.clone()
-        } else {
-            spec.image.clone()
-        };
-        let mut locked = spec.clone();
-        locked.image = image;
-        locked.mounts = self.guard.check(&spec.mounts)?;
-        // The keeper ends the container at the run's timeout (and a little): should this
-        // process die, nothing keeps the command running past it.
-        let keeper = lifetime::ephemeral_keeper(request.timeout);
-        let mut body = plan::ephemeral_container(&name, &locked, &keeper, &request.workdir)?;
-        lifetime::label_expiry(
-            &mut body,
-            request.timeout.saturating_add(lifetime::EPHEMERAL_GRACE),
-        );
-        let options = CreateContainerOptionsBuilder::new().name(&name).build();
-        self.live_runs.add(&name);
-        let started = async {
-            self.docker
-                .create_container(Some(options), body)
-                .await
-                .map_err(|e| engine(&e))?;
-            self.docker
-                .start_container(&name, None)
-                .await
-                .map_err(|e| engine(&e))?;
-            // The run's own OOM accounting, so a command the OOM killer ended is reported as
-            // such, not as a bare 137.
-            let oom = Arc::new(DockerWorkspace {
-                secret_env: SecretEnv::new(),
-                oom_seen: Mutex::new(0),
-            });
-            self.start_exec(&name, request, secrets, None, keep_stdin_open, Some(oom))
-                .await
-        }
-        .await;
-        match started {
-            Ok(spawned) => Ok((name, spawned)),
-            Err(e) => {
-                self.force_remove(&name).await;
-                Err(e)
-            }
-        }
-    }
-}
-
-#[async_trait]
-impl EphemeralRunner for DockerBackend {
-    async fn run_ephemeral(
-        &self,
-        spec: &EphemeralSpec,
-        request: &ExecRequest,
-    ) -> Result<ExecOutput> {
-        let (name, spawned) = self
-            .ephemeral(spec, request, &spec.secret_env, false)
-            .await?;
-        let result = crate::process::collect(spawned, request.output_limit, request.timeout).await;
-        self.force_remove(&name).await;
-        result
-    }
-
-    async fn start_detached(
-        &self,
-        spec: &EphemeralSpec,
-        request: &ExecRequest,
-    ) -> Result<SpawnedProcess> {
-        let (name, mut spawned) = self
-            .ephemeral(spec, request, &spec.secret_env, true)
-            .await?;
-        // Remove the container once the command has ended.
-        let (exit_tx, exit_rx) = oneshot::channel();
-        let inner = std::mem::replace(&mut spawned.exit, exit_rx);
-        let docker = self.docker.clone();
-        let live = self.live_runs.clone();
-        tokio::spawn(async move {
-            let exit = inner.await.unwrap_or_else(|_| {
-                Err(SandboxError::Engine {
-                    backend: "docker",
-                    message: "the exec supervisor ended without a result".to_owned(),
-                })
-            });
-            let options = RemoveContainerOptionsBuilder::new()
-                .force(true)
-                .v(true)
-                .build();
-            let _ = docker.remove_container(&name, Some(options)).await;
-            live.forget(&name);
-            let _ = exit_tx.send(exit);
-        });
-        Ok(spawned)
-    }
-
-    async fn run_helper(
-        &self,
-        spec: &EphemeralSpec,
-        script: &HelperScript,
-        secret_env: &SecretEnv,
-        timeout: Duration,
-    ) -> Result<ExecOutput> {
-        let request = ExecRequest::new(["/bin/sh", "-c", script.text()]).timeout(timeout);
-        let mut secrets = spec.secret_env.clone();
-        secrets.extend_from(secret_env);
-        let (name, spawned) = self.ephemeral(spec, &request, &secrets, false).await?;
-        let result = crate::process::collect(spawned, request.output_limit, request.timeout).await;
-        self.force_remove(&name).await;
-        result
-    }
-
-    async fn shutdown(&self) {
-        DockerBackend::shutdown(self).await;
     }
 }
