@@ -235,7 +235,9 @@ pub fn to_bytes(program: &[Instruction]) -> Vec<u8> {
 }
 
 /// Runs `program` on one call, as the kernel would: the return value (`RET_*`). For tests and
-/// the fuzz target; `None` for a program that falls off its end or loads outside the data.
+/// the fuzz target; `None` for a program that falls off its end, loads outside the data, or
+/// runs more steps than it has instructions (classic BPF only jumps forward, so a program that
+/// does is not one the kernel would take).
 #[must_use]
 pub fn evaluate(program: &[Instruction], arch: u32, nr: u32, arg0: u64) -> Option<u32> {
     let mut acc: u32 = 0;
@@ -248,7 +250,7 @@ pub fn evaluate(program: &[Instruction], arch: u32, nr: u32, arg0: u64) -> Optio
             _ => None,
         }
     };
-    loop {
+    for _ in 0..program.len() {
         let ins = program.get(pc)?;
         match ins.code {
             LD_ABS => {
@@ -267,6 +269,7 @@ pub fn evaluate(program: &[Instruction], arch: u32, nr: u32, arg0: u64) -> Optio
             _ => return None,
         }
     }
+    None
 }
 
 /// The program run call by call: every denied call refused, ordinary calls allowed, `ptrace`
