@@ -177,6 +177,34 @@ pub trait WorkspaceBackend: Send + Sync {
 
     /// Removes the workspace and everything it ran. Removing twice is not an error.
     async fn remove(&self, workspace: &WorkspaceHandle) -> Result<()>;
+
+    /// Ends the process tree of one exec (started by [`Self::exec`] or [`Self::spawn`] and
+    /// named by its [`ExecId`]) while the workspace stays up: the exec then ends with status 137
+    /// (128 + `SIGKILL`). Ending an exec that has already ended, or one this backend does not
+    /// know, is not an error.
+    async fn kill_exec(&self, workspace: &WorkspaceHandle, exec: &ExecId) -> Result<()> {
+        let _ = (workspace, exec);
+        Err(crate::error::SandboxError::BackendUnsupported {
+            backend: self.kind().as_str(),
+            operation: "ending one exec",
+        })
+    }
+
+    /// Runs one authenticated git call carrying `header` in a process tree that no process of
+    /// the workspace can see, trace or signal, so nothing the agent left running can read the
+    /// credential. The default, for drivers without such a tree, runs it as an exec of the
+    /// workspace with the credential on stdin, read after the stray sweep
+    /// ([`crate::authed_git_request`]).
+    async fn authed_git(
+        &self,
+        workspace: &WorkspaceHandle,
+        call: &crate::git::AuthedGit,
+        header: &crate::spec::SecretValue,
+        timeout: Duration,
+    ) -> Result<ExecOutput> {
+        let request = crate::git::authed_git_request(call, header)?.timeout(timeout);
+        self.exec(workspace, &request).await
+    }
 }
 
 /// A one-shot sandbox for an author command: what the caller may choose. The lockdown
@@ -246,4 +274,10 @@ pub trait EphemeralRunner: Send + Sync {
         secret_env: &SecretEnv,
         timeout: Duration,
     ) -> Result<ExecOutput>;
+
+    /// Ends every run this runner has started and removes what they hold (containers, cgroups,
+    /// lent mounts), and, for backends that have workspaces, those too: what a caller does on
+    /// `SIGINT`/`SIGTERM` (see [`crate::TerminationSignals`]) before it exits. Runs started
+    /// later are not affected.
+    async fn shutdown(&self) {}
 }

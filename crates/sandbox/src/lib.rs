@@ -6,6 +6,7 @@
 
 mod archive;
 mod backend;
+mod cleanup;
 pub mod docker;
 mod error;
 mod git;
@@ -24,6 +25,7 @@ pub use backend::{
     BackendKind, EphemeralRunner, EphemeralSpec, Exit, HelperScript, OutputChunk, Protection,
     SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
 };
+pub use cleanup::{STATE_DIR_PREFIX, TerminationSignals};
 pub use docker::{DEFAULT_SIDECAR_IMAGE, DockerBackend, DockerConfig};
 pub use error::{FailureClass, Result, SandboxError, UnsafeArchiveReason};
 pub use git::{

@@ -7,7 +7,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::backend::{Exit, OutputChunk, SpawnedProcess};
 use crate::error::{Result, SandboxError};
@@ -100,6 +100,79 @@ pub(crate) fn status_code(status: std::process::ExitStatus) -> i32 {
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
+/// The running execs of a backend that may be ended one by one
+/// ([`crate::WorkspaceBackend::kill_exec`]): exec tag to (workspace, its stop signal).
+#[derive(Clone, Default)]
+pub(crate) struct Stops(std::sync::Arc<std::sync::Mutex<StopTable>>);
+
+/// Exec tag to (workspace, stop signal).
+type StopTable = std::collections::HashMap<String, (String, std::sync::Arc<Notify>)>;
+
+impl Stops {
+    /// Registers a new exec of `workspace`; the record goes when the returned [`Stop`] does.
+    pub(crate) fn register(&self, workspace: &str, exec: &ExecId) -> Stop {
+        let notify = std::sync::Arc::new(Notify::new());
+        if let Ok(mut table) = self.0.lock() {
+            table.insert(
+                exec.as_str().to_owned(),
+                (workspace.to_owned(), std::sync::Arc::clone(&notify)),
+            );
+        }
+        Stop {
+            notify,
+            table: self.clone(),
+            exec: exec.as_str().to_owned(),
+        }
+    }
+
+    /// Asks the exec `exec` of `workspace` to end; false when no such exec runs.
+    pub(crate) fn stop(&self, workspace: &str, exec: &str) -> bool {
+        let Ok(table) = self.0.lock() else {
+            return false;
+        };
+        match table.get(exec) {
+            Some((owner, notify)) if owner == workspace => {
+                notify.notify_one();
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// One exec's stop signal, held by its supervisor.
+pub(crate) struct Stop {
+    notify: std::sync::Arc<Notify>,
+    table: Stops,
+    exec: String,
+}
+
+impl Stop {
+    /// Resolves once the exec was asked to end.
+    pub(crate) async fn requested(&self) {
+        self.notify.notified().await;
+    }
+}
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        if let Ok(mut table) = self.table.0.lock() {
+            table.remove(&self.exec);
+        }
+    }
+}
+
+/// Resolves when `stop` is asked for; never without one.
+pub(crate) async fn stop_requested(stop: Option<&Stop>) {
+    match stop {
+        Some(stop) => stop.requested().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The status an exec ended by [`crate::WorkspaceBackend::kill_exec`] reports: 128 + `SIGKILL`.
+pub(crate) const KILLED_STATUS: i32 = 137;
+
 /// A callback that tells whether a `SIGKILL`ed exec was the OOM killer's doing.
 pub(crate) type OomProbe = Box<dyn Fn() -> bool + Send + Sync>;
 
@@ -112,6 +185,7 @@ pub(crate) fn spawn_streaming(
     keep_stdin_open: bool,
     timeout: Duration,
     oom: OomProbe,
+    stop: Option<Stop>,
 ) -> Result<SpawnedProcess> {
     command
         .stdin(std::process::Stdio::piped())
@@ -142,7 +216,20 @@ pub(crate) fn spawn_streaming(
         readers.push(tokio::spawn(pump(stderr, out_tx, OutputChunk::Stderr)));
     }
     tokio::spawn(async move {
-        let exit = match tokio::time::timeout(timeout, child.wait()).await {
+        let waited = tokio::select! {
+            waited = tokio::time::timeout(timeout, child.wait()) => Some(waited),
+            () = stop_requested(stop.as_ref()) => None,
+        };
+        let Some(waited) = waited else {
+            kill_tree(pid);
+            let _ = child.wait().await;
+            for reader in readers {
+                let _ = reader.await;
+            }
+            let _ = exit_tx.send(Ok(Exit::Status(KILLED_STATUS)));
+            return;
+        };
+        let exit = match waited {
             Ok(Ok(status)) => {
                 let code = status_code(status);
                 if code == 137 && oom() {

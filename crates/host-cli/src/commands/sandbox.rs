@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use auto_swe_sandbox::{
     BackendProbe, DockerBackend, EnvName, EphemeralRunner, EphemeralSpec, ExecRequest, Exit,
     LocalBackend, LocalRoot, Mount, MountAccess, NetworkMode, OutputChunk, ProbeConfig,
-    SandboxSettings, SecretEnv,
+    SandboxSettings, SecretEnv, TerminationSignals,
 };
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -256,6 +256,9 @@ async fn run_command(args: &RunArgs) -> anyhow::Result<Status> {
              metadata addresses (only their names are pinned)",
         )?;
     }
+    // Caught from here on: on SIGINT/SIGTERM the run is ended and its container, cgroup and
+    // directories removed before this process exits.
+    let mut signals = TerminationSignals::listen().context("catching SIGINT and SIGTERM")?;
     let state = state_dir();
     let result = async {
         let mut settings = settings()?;
@@ -267,40 +270,29 @@ async fn run_command(args: &RunArgs) -> anyhow::Result<Status> {
                 let config = settings.local_config(state.clone())?;
                 let spec = ephemeral_spec(args, String::new(), &settings)?;
                 let backend = LocalBackend::new(config)?;
-                stream(&backend, &spec, &request).await
+                stream(&backend, &spec, &request, &mut signals).await
             }
             BackendArg::Docker => {
                 let image = args.image.clone().unwrap_or_else(|| settings.image.clone());
                 let config = settings.docker_config(image.clone())?;
                 let spec = ephemeral_spec(args, image, &settings)?;
                 let backend = DockerBackend::connect(config).await?;
-                stream(&backend, &spec, &request).await
+                stream(&backend, &spec, &request, &mut signals).await
             }
         }
     }
     .await;
     let _ = std::fs::remove_dir_all(&state);
     match result {
-        Ok(Exit::Status(code)) => Ok(Status::Exit(u8::try_from(code).unwrap_or(1))),
-        Ok(Exit::TimedOut) => {
+        Ok(Ended::Signalled(signal)) => {
             output::print_diagnostic(&format!(
-                "auto-swe: the command timed out after {}s; its process tree was killed",
-                args.timeout
+                "auto-swe: stopped by signal {signal}; the command and its sandbox were removed"
             ))?;
-            Ok(Status::Exit(EXIT_TIMEOUT))
+            Ok(Status::Exit(
+                u8::try_from(128 + signal).unwrap_or(EXIT_SANDBOX_FAILED),
+            ))
         }
-        Ok(Exit::OutOfMemory) => {
-            output::print_diagnostic(
-                "auto-swe: the command was killed for exceeding the memory limit",
-            )?;
-            Ok(Status::Exit(137))
-        }
-        Ok(other) => {
-            output::print_diagnostic(&format!(
-                "auto-swe: the command ended unexpectedly: {other:?}"
-            ))?;
-            Ok(Status::Exit(EXIT_SANDBOX_FAILED))
-        }
+        Ok(Ended::Exit(exit)) => report_exit(exit, args.timeout),
         Err(e) => {
             output::print_diagnostic(&format!("auto-swe: {} ({})", e, e.code()))?;
             Ok(Status::Exit(EXIT_SANDBOX_FAILED))
@@ -308,7 +300,55 @@ async fn run_command(args: &RunArgs) -> anyhow::Result<Status> {
     }
 }
 
+/// How a run ended: its command's exit, or a signal to this process that ended it.
+enum Ended {
+    Exit(Exit),
+    Signalled(i32),
+}
+
+fn report_exit(exit: Exit, timeout: u64) -> anyhow::Result<Status> {
+    match exit {
+        Exit::Status(code) => Ok(Status::Exit(u8::try_from(code).unwrap_or(1))),
+        Exit::TimedOut => {
+            output::print_diagnostic(&format!(
+                "auto-swe: the command timed out after {timeout}s; its process tree was killed"
+            ))?;
+            Ok(Status::Exit(EXIT_TIMEOUT))
+        }
+        Exit::OutOfMemory => {
+            output::print_diagnostic(
+                "auto-swe: the command was killed for exceeding the memory limit",
+            )?;
+            Ok(Status::Exit(137))
+        }
+        other => {
+            output::print_diagnostic(&format!(
+                "auto-swe: the command ended unexpectedly: {other:?}"
+            ))?;
+            Ok(Status::Exit(EXIT_SANDBOX_FAILED))
+        }
+    }
+}
+
+/// Runs the command with its output streamed here; a termination signal ends it and removes
+/// everything the runner holds.
 async fn stream(
+    runner: &dyn EphemeralRunner,
+    spec: &EphemeralSpec,
+    request: &ExecRequest,
+    signals: &mut TerminationSignals,
+) -> auto_swe_sandbox::Result<Ended> {
+    let run = relay(runner, spec, request);
+    tokio::select! {
+        exit = run => exit.map(Ended::Exit),
+        signal = signals.recv() => {
+            runner.shutdown().await;
+            Ok(Ended::Signalled(signal))
+        }
+    }
+}
+
+async fn relay(
     runner: &dyn EphemeralRunner,
     spec: &EphemeralSpec,
     request: &ExecRequest,

@@ -78,7 +78,10 @@ fn locked_host_config(network: NetworkMode) -> HostConfig {
     HostConfig {
         init: Some(true),
         cap_drop: Some(vec!["ALL".to_owned()]),
-        security_opt: Some(vec!["no-new-privileges:true".to_owned()]),
+        security_opt: Some(vec![
+            "no-new-privileges:true".to_owned(),
+            super::profile::security_opt(),
+        ]),
         network_mode: Some(network_mode(network)),
         readonly_rootfs: Some(true),
         tmpfs: Some(HashMap::from([(
@@ -209,7 +212,40 @@ pub fn ephemeral_container(
     })
 }
 
-/// The in-container script that stops and kills every process carrying an exec tag.
+/// The create body of the container an authenticated git call of `workspace` runs in: the
+/// workspace's own volumes and binds (`volumes_from`) and network namespace, the same lockdown,
+/// small caps, and a PID namespace of its own, so no process of the workspace can see, trace or
+/// signal the git process that holds the credential. Its keeper ends it after `lifetime_secs`.
+#[must_use]
+pub fn git_helper_container(
+    workspace: &str,
+    image: &str,
+    lifetime_secs: u64,
+) -> ContainerCreateBody {
+    let mut host = locked_host_config(NetworkMode::None);
+    host.network_mode = Some(format!("container:{workspace}"));
+    host.volumes_from = Some(vec![format!("{workspace}:rw")]);
+    host.memory = Some(512 * 1024 * 1024);
+    host.memory_swap = Some(512 * 1024 * 1024);
+    host.pids_limit = Some(64);
+    ContainerCreateBody {
+        image: Some(image.to_owned()),
+        cmd: Some(vec!["sleep".to_owned(), lifetime_secs.max(1).to_string()]),
+        entrypoint: Some(Vec::new()),
+        user: Some(KEEPER_USER.to_owned()),
+        working_dir: Some("/".to_owned()),
+        labels: Some(HashMap::from([(
+            WORKSPACE_LABEL.to_owned(),
+            workspace.to_owned(),
+        )])),
+        host_config: Some(host),
+        ..ContainerCreateBody::default()
+    }
+}
+
+/// The in-container script that stops and kills every process carrying an exec tag, and every
+/// descendant of one (a child that cleared its environment still has a tagged parent until the
+/// kill: it is found by its parent before anything is killed).
 #[must_use]
 pub fn kill_tagged_script(exec_id: &str) -> String {
     let tag = crate::quote::shell_quote(&format!("{}={exec_id}", crate::spec::EXEC_ID_ENV));
@@ -217,12 +253,27 @@ pub fn kill_tagged_script(exec_id: &str) -> String {
         r#"tag={tag}
 for round in 1 2 3 4 5; do
   found=
+  pairs=
   for d in /proc/[0-9]*; do
     pid=${{d#/proc/}}
     [ "$pid" = "$$" ] && continue
+    ppid=
+    {{ while read -r key value; do
+      if [ "$key" = PPid: ]; then ppid=$value; break; fi
+    done < "$d/status"; }} 2>/dev/null
+    pairs="$pairs $pid:$ppid"
     if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "$tag"; then found="$found $pid"; fi
   done
   [ -z "$found" ] && exit 0
+  grown=1
+  while [ -n "$grown" ]; do
+    grown=
+    for pair in $pairs; do
+      pid=${{pair%%:*}}
+      case " $found " in *" $pid "*) continue ;; esac
+      case " $found " in *" ${{pair#*:}} "*) found="$found $pid"; grown=1 ;; esac
+    done
+  done
   for pid in $found; do kill -STOP "$pid" 2>/dev/null || true; done
   for pid in $found; do kill -KILL "$pid" 2>/dev/null || true; done
 done

@@ -109,8 +109,11 @@ impl WorkspaceCgroup {
         ok && thawed && (!must_be_empty || self.pids().is_empty())
     }
 
-    /// Creates the cgroups and applies the caps; `None` when this host does not let us.
+    /// Creates the cgroups and applies the caps; `None` when this host does not let us. The
+    /// directories are named `<pid>.<name>` after this process, so the sweeper of a later
+    /// backend knows them for leftovers once this process is gone ([`sweep_stale`]).
     pub(crate) fn create(root: &Path, name: &str, limits: &ResourceLimits) -> Option<Self> {
+        let name = &format!("{}.{name}", std::process::id());
         let quota = (limits.nano_cpus / 10_000).max(1000);
         if root.join("memory").join("cgroup.procs").exists() {
             let memory = make_v1(root, "memory", name).filter(|d| v1_memory(d, limits));
@@ -239,6 +242,28 @@ impl WorkspaceCgroup {
         pids.sort_unstable();
         pids.dedup();
         pids
+    }
+
+    /// Kills every member, waits (at most a second) for the kernel to empty the cgroup, and
+    /// removes it: a blocking [`CgroupPool::retire`] without the pool, for `Drop` and
+    /// shutdown.
+    pub(crate) fn end(&self) {
+        for _ in 0..100 {
+            let members = self.pids();
+            if members.is_empty() {
+                break;
+            }
+            let frozen = self.freeze(true);
+            for pid in members {
+                crate::process::signal(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+            if frozen {
+                self.freeze(false);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        self.freeze(false);
+        self.remove();
     }
 
     /// Removes the cgroup directories (they must be empty).
@@ -442,4 +467,69 @@ async fn kill_members(cg: &WorkspaceCgroup, keep: Option<u32>) -> bool {
     }
     cg.freeze(false);
     others(cg).is_empty()
+}
+
+/// The `auto-swe` directories our cgroups are made in: one per v1 controller, or the v2 one.
+fn parents(root: &Path) -> Vec<PathBuf> {
+    if root.join("memory").join("cgroup.procs").exists() {
+        // The freezer first: a frozen leftover dies only once thawed.
+        return ["freezer", "memory", "pids", "cpu"]
+            .iter()
+            .map(|controller| {
+                let own = own_path(controller).unwrap_or_else(|| "/".to_owned());
+                root.join(controller)
+                    .join(own.trim_start_matches('/'))
+                    .join("auto-swe")
+            })
+            .collect();
+    }
+    let own = own_path("").unwrap_or_else(|| "/".to_owned());
+    vec![root.join(own.trim_start_matches('/')).join("auto-swe")]
+}
+
+/// Removes the cgroups left by processes that have ended (named `<pid>.…` by
+/// [`WorkspaceCgroup::create`]), killing what still runs in them first (a launcher orphaned
+/// with its sandboxes, say). Cgroups of live processes, and any not named that way, are left
+/// alone. Returns how many were removed.
+pub(crate) fn sweep_stale(root: &Path) -> usize {
+    let mut removed = 0;
+    for parent in parents(root) {
+        let Ok(entries) = std::fs::read_dir(&parent) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name();
+            let Some(owner) = name
+                .to_str()
+                .and_then(|n| crate::cleanup::owner_pid(n, '.'))
+            else {
+                continue;
+            };
+            if owner == std::process::id() || crate::cleanup::alive(owner) {
+                continue;
+            }
+            let dir = entry.path();
+            let _ = std::fs::write(dir.join("cgroup.freeze"), "0");
+            let _ = std::fs::write(dir.join("freezer.state"), "THAWED");
+            let procs = dir.join("cgroup.procs");
+            for _ in 0..100 {
+                let members: Vec<u32> = std::fs::read_to_string(&procs)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect();
+                if members.is_empty() {
+                    break;
+                }
+                for pid in members {
+                    crate::process::kill_tree(pid);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            if std::fs::remove_dir(&dir).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
 }

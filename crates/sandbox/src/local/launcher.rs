@@ -41,14 +41,22 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::io::AsyncWriteExt as _;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::backend::{Exit, OutputChunk, SpawnedProcess};
+use crate::backend::{OutputChunk, SpawnedProcess};
 use crate::error::{Result, SandboxError};
-use crate::process::{OomProbe, kill_tree};
+use crate::process::OomProbe;
 use crate::spec::ExecId;
+
+mod pipes;
+mod supervise;
+
+use self::pipes::{ExecPipes, Fifos, request_text};
+use self::supervise::{
+    ANSWER, Supervision, explain_start_failure, kill_child_tree, pump, route_events, start_failed,
+};
 
 /// The launcher loop. `$1` is the FIFO directory, `$2` the bubblewrap binary, `$3` the
 /// [`STUB`], `$4` the seccomp program's file (opened on descriptor 9, which bubblewrap reads
@@ -544,6 +552,7 @@ impl Launcher {
             keep_stdin_open,
             timeout,
             oom,
+            stop,
         } = request;
         let (generation, burst) = self.note_spawn();
         let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
@@ -599,6 +608,7 @@ impl Launcher {
                 up: up_path,
                 timeout,
                 oom,
+                stop,
             }
             .run(pid_rx, status_rx)
             .await;
@@ -652,68 +662,8 @@ pub(crate) struct LaunchRequest {
     pub(crate) timeout: Duration,
     /// Whether an exit by SIGKILL was the OOM killer's.
     pub(crate) oom: OomProbe,
-}
-
-/// The files of one sandbox, made and opened on this side before the launcher is asked: the
-/// option file (bubblewrap's options, nothing secret, written whole so bubblewrap can read it to
-/// its end at once) and four FIFOs.
-struct ExecPipes {
-    fifos: Fifos,
-    request_tx: pipe::Sender,
-    stdin_tx: pipe::Sender,
-    stdout_rx: pipe::Receiver,
-    stderr_rx: pipe::Receiver,
-}
-
-impl ExecPipes {
-    fn open(
-        dir: &Path,
-        id: &str,
-        options: &[u8],
-        identity: &super::identity::HostIdentity,
-    ) -> Result<Self> {
-        let path = |suffix: &str| dir.join(format!("{id}.{suffix}"));
-        let mut fifos = Fifos::make(&[path("req"), path("in"), path("out"), path("err")])?;
-        for fifo in &fifos.0 {
-            identity.own(fifo)?;
-        }
-        let io = |e| SandboxError::io("opening an exec pipe", e);
-        // The option file, written whole, and the (empty) start mark: new, 0600, removed with
-        // the FIFOs.
-        for (suffix, text) in [("up", &[][..]), ("args", options)] {
-            use std::io::Write as _;
-            use std::os::unix::fs::OpenOptionsExt as _;
-            let file = path(suffix);
-            let mut opened = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&file)
-                .map_err(io)?;
-            fifos.0.push(file.clone());
-            opened.write_all(text).map_err(io)?;
-            identity.own(&file)?;
-        }
-        let writer = |p: PathBuf| {
-            pipe::OpenOptions::new()
-                .read_write(true)
-                .open_sender(p)
-                .map_err(io)
-        };
-        let reader = |p: PathBuf| {
-            pipe::OpenOptions::new()
-                .read_write(true)
-                .open_receiver(p)
-                .map_err(io)
-        };
-        Ok(Self {
-            request_tx: writer(path("req"))?,
-            stdin_tx: writer(path("in"))?,
-            stdout_rx: reader(path("out"))?,
-            stderr_rx: reader(path("err"))?,
-            fifos,
-        })
-    }
+    /// Asked for when the exec is to end before its time.
+    pub(crate) stop: Option<crate::process::Stop>,
 }
 
 fn forget(waiters: &Waiters, id: &str) {
@@ -736,318 +686,10 @@ async fn feed_stdin(
     crate::process::forward_input(stdin_tx, vec![first], more).await;
 }
 
-/// How long the launcher may take to report that it started an exec's sandbox (it forks a
-/// subshell and says so at once). One that takes longer is no longer trusted: the exec fails
-/// with a retryable [`SandboxError::ExecStartFailed`] and the driver replaces the launcher.
-pub(crate) const ANSWER: Duration = Duration::from_secs(10);
-
-/// An exec's waits on the launcher, each bounded.
-struct Supervision<'a> {
-    waiters: &'a Waiters,
-    launcher_pid: u32,
-    /// Set when the launcher stops answering, so the driver replaces it.
-    distrusted: &'a std::sync::atomic::AtomicBool,
-    id: &'a str,
-    /// The file the sandbox's first process marks when it runs.
-    up: PathBuf,
-    timeout: Duration,
-    oom: OomProbe,
-}
-
-/// A start failure of the `local` backend.
-fn start_failed(reason: impl Into<String>, retryable: bool) -> SandboxError {
-    SandboxError::ExecStartFailed {
-        backend: "local",
-        reason: reason.into(),
-        retryable,
-    }
-}
-
-impl Supervision<'_> {
-    /// Waits for the exec's start (at most [`ANSWER`]) and end (within `timeout`); on timeout
-    /// kills the subshell's tree (bwrap and the whole sandbox). A bubblewrap that ended without
-    /// building the sandbox is a start failure, never a status.
-    async fn run(
-        self,
-        mut pid_rx: oneshot::Receiver<u32>,
-        status_rx: oneshot::Receiver<Ended>,
-    ) -> Result<Exit> {
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let pid = match tokio::time::timeout(ANSWER, &mut pid_rx).await {
-            Ok(Ok(pid)) => pid,
-            Ok(Err(_)) => return Err(start_failed("the workspace launcher ended", true)),
-            Err(_) => {
-                self.distrusted
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
-                forget(self.waiters, self.id);
-                return Err(start_failed(
-                    format!(
-                        "the workspace launcher did not answer within {} s",
-                        ANSWER.as_secs()
-                    ),
-                    true,
-                ));
-            }
-        };
-        match wait_status(pid, deadline, status_rx).await {
-            Waited::Ended(Ended { started: false, .. }) => Err(start_failed(
-                "bubblewrap could not build the sandbox",
-                false,
-            )),
-            Waited::Ended(Ended { status: 137, .. }) if (self.oom)() => Ok(Exit::OutOfMemory),
-            Waited::Ended(Ended { status, .. }) => Ok(Exit::Status(status)),
-            // The launcher itself could not fork, or was killed: the command never ran when
-            // the sandbox never marked its start.
-            Waited::LauncherGone if std::fs::metadata(&self.up).is_ok_and(|m| m.len() == 0) => {
-                Err(start_failed(
-                    "the workspace launcher ended before the sandbox started",
-                    true,
-                ))
-            }
-            Waited::LauncherGone => Err(launch_error("the workspace launcher ended")),
-            Waited::TimedOut => {
-                forget(self.waiters, self.id);
-                kill_child_tree(self.launcher_pid, pid);
-                Ok(Exit::TimedOut)
-            }
-        }
-    }
-}
-
-/// What waiting for an exec's end gave.
-enum Waited {
-    /// The launcher reported how bubblewrap ended (or the subshell ended without a report).
-    Ended(Ended),
-    /// The launcher went away before reporting.
-    LauncherGone,
-    /// The deadline passed first.
-    TimedOut,
-}
-
-/// Waits for the `x`/`f` line of the subshell `pid` until `deadline`. A subshell that is gone
-/// without one (it could not even fork bubblewrap, so it never reached its report) is a start
-/// failure, noticed within about a quarter of a second instead of at the exec's timeout.
-async fn wait_status(
-    pid: u32,
-    deadline: tokio::time::Instant,
-    mut status_rx: oneshot::Receiver<Ended>,
-) -> Waited {
-    const LOOK: Duration = Duration::from_millis(100);
-    let mut gone_seen = false;
-    loop {
-        let until = deadline.min(tokio::time::Instant::now() + LOOK);
-        match tokio::time::timeout_at(until, &mut status_rx).await {
-            Ok(Ok(ended)) => return Waited::Ended(ended),
-            Ok(Err(_)) => return Waited::LauncherGone,
-            Err(_) if tokio::time::Instant::now() >= deadline => return Waited::TimedOut,
-            Err(_) => {
-                if crate::process::has_ended(pid) {
-                    // Its report, if it made one, was written before it ended: one more look.
-                    if gone_seen {
-                        return Waited::Ended(Ended {
-                            status: -1,
-                            started: false,
-                        });
-                    }
-                    gone_seen = true;
-                }
-            }
-        }
-    }
-}
-
-/// Gives a start failure bubblewrap's own words (what it wrote on the exec's standard error:
-/// the command never ran, so nothing there is the command's), and says whether it was a
-/// transient shortage worth another try.
-fn explain_start_failure(exit: Result<Exit>, stderr: &[u8]) -> Result<Exit> {
-    match exit {
-        Err(SandboxError::ExecStartFailed {
-            backend,
-            reason,
-            retryable,
-        }) => {
-            let said = String::from_utf8_lossy(stderr);
-            let said = said.trim();
-            let transient = [
-                "Resource temporarily unavailable",
-                "Cannot fork",
-                "Cannot allocate memory",
-            ]
-            .iter()
-            .any(|shortage| said.contains(shortage));
-            Err(SandboxError::ExecStartFailed {
-                backend,
-                reason: if said.is_empty() {
-                    reason
-                } else {
-                    format!("{reason}: {}", said.chars().take(512).collect::<String>())
-                },
-                retryable: retryable || transient,
-            })
-        }
-        other => other,
-    }
-}
-
-/// Routes the launcher's `p ID PID` and `x ID STATUS` lines to the waiting execs.
-async fn route_events(
-    events: tokio::process::ChildStdout,
-    waiters: Waiters,
-    ended: Arc<std::sync::atomic::AtomicBool>,
-) {
-    let mut lines = BufReader::new(events).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        let mut parts = line.split(' ');
-        let (Some(kind), Some(id)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        let Ok(mut table) = waiters.lock() else {
-            break;
-        };
-        if kind == "o" {
-            if let Some(tx) = table.get_mut(id).and_then(|w| w.opened.take()) {
-                let _ = tx.send(true);
-            }
-            continue;
-        }
-        let Some(Ok(value)) = parts.next().map(str::parse::<i64>) else {
-            continue;
-        };
-        match kind {
-            "p" => {
-                if let Some(tx) = table.get_mut(id).and_then(|w| w.pid.take()) {
-                    let _ = tx.send(u32::try_from(value).unwrap_or(0));
-                }
-            }
-            "x" | "f" => {
-                if let Some(mut waiter) = table.remove(id)
-                    && let Some(tx) = waiter.exit.take()
-                {
-                    let _ = tx.send(Ended {
-                        status: i32::try_from(value).unwrap_or(-1),
-                        started: kind == "x",
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-    // The launcher is gone: every pending exec learns it (its senders drop here).
-    ended.store(true, std::sync::atomic::Ordering::SeqCst);
-    if let Ok(mut table) = waiters.lock() {
-        table.clear();
-    }
-}
-
-/// Reads a FIFO this process also holds open for writing: until bubblewrap has exited (`done`),
-/// then whatever is still buffered, then stops. Returns the first bytes it read (up to
-/// [`HEAD`]), where bubblewrap's own message is when it could not build the sandbox.
-async fn pump(
-    mut reader: pipe::Receiver,
-    tx: mpsc::Sender<OutputChunk>,
-    wrap: fn(Vec<u8>) -> OutputChunk,
-    mut done: watch::Receiver<bool>,
-) -> Vec<u8> {
-    let mut buf = vec![0_u8; 16 * 1024];
-    let mut head = Vec::new();
-    let keep = |bytes: &[u8], head: &mut Vec<u8>| {
-        let room = HEAD.saturating_sub(head.len());
-        head.extend_from_slice(&bytes[..bytes.len().min(room)]);
-    };
-    loop {
-        tokio::select! {
-            read = reader.read(&mut buf) => match read {
-                Ok(0) | Err(_) => return head,
-                Ok(n) => {
-                    keep(&buf[..n], &mut head);
-                    let _ = tx.send(wrap(buf[..n].to_vec())).await;
-                }
-            },
-            changed = done.changed() => {
-                if changed.is_err() || *done.borrow() {
-                    break;
-                }
-            }
-        }
-    }
-    loop {
-        match reader.try_read(&mut buf) {
-            Ok(n) if n > 0 => {
-                keep(&buf[..n], &mut head);
-                let _ = tx.send(wrap(buf[..n].to_vec())).await;
-            }
-            _ => return head,
-        }
-    }
-}
-
-/// How much of a stream's start [`pump`] keeps.
-const HEAD: usize = 2048;
-
-/// Kills `pid`'s tree if `pid` is still a child of the launcher: a PID the launcher reported can
-/// only be trusted while it is its own subshell.
-fn kill_child_tree(launcher: u32, pid: u32) {
-    if pid > 0 && crate::process::parent_of(pid) == Some(launcher) {
-        kill_tree(pid);
-    }
-}
-
-/// What the stub reads: the working directory, `NAME=value` pairs, `--`, the command.
-fn request_text(workdir: String, env: Vec<(String, String)>, command: Vec<String>) -> String {
-    let mut args = Vec::with_capacity(env.len() + command.len() + 2);
-    args.push(workdir);
-    args.extend(
-        env.into_iter()
-            .map(|(name, value)| format!("{name}={value}")),
-    );
-    args.push("--".to_owned());
-    args.extend(command);
-    encode_command(&args)
-}
-
-/// An argument list as the stub reads it: one line per line of each argument, `-` before an
-/// argument's first line and `+` before each further one.
-fn encode_command(command: &[String]) -> String {
-    let mut out = String::new();
-    for arg in command {
-        for (i, line) in arg.split('\n').enumerate() {
-            out.push(if i == 0 { '-' } else { '+' });
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-/// FIFOs of one exec, unlinked when dropped.
-struct Fifos(Vec<PathBuf>);
-
-impl Fifos {
-    fn make(paths: &[PathBuf]) -> Result<Self> {
-        let mut made = Self(Vec::new());
-        for path in paths {
-            nix::unistd::mkfifo(
-                path,
-                nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
-            )
-            .map_err(|e| SandboxError::io("creating an exec pipe", e.into()))?;
-            made.0.push(path.clone());
-        }
-        Ok(made)
-    }
-}
-
-impl Drop for Fifos {
-    fn drop(&mut self) {
-        for path in &self.0 {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{STUB, encode_command};
+    use super::STUB;
+    use super::pipes::encode_command;
 
     #[test]
     fn both_first_shells_cap_open_files_at_the_crates_figure() {

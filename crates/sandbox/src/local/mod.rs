@@ -6,10 +6,13 @@
 //! us create them; the handle says which protections hold.
 
 mod cgroup;
+mod ephemeral;
+mod exec;
 pub mod identity;
 mod launcher;
 pub mod plan;
 pub mod seccomp;
+mod sweep;
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::DirBuilderExt as _;
@@ -24,16 +27,13 @@ use nix::sys::signal::Signal;
 use self::cgroup::{CgroupPool, WorkspaceCgroup};
 use self::identity::HostIdentity;
 use self::launcher::Launcher;
-use self::plan::{BwrapPlan, HostLayout, Lockdown};
-use crate::backend::{
-    BackendKind, EphemeralRunner, EphemeralSpec, HelperScript, Protection, SpawnedProcess,
-    WorkspaceBackend, WorkspaceHandle,
-};
+use self::plan::HostLayout;
+use crate::backend::{BackendKind, Protection, SpawnedProcess, WorkspaceBackend, WorkspaceHandle};
 use crate::error::{Result, SandboxError};
-use crate::process::{self, OomProbe};
+use crate::process;
 use crate::spec::{
-    EXEC_ID_ENV, ExecId, ExecOutput, ExecRequest, LocalRoot, MetadataBlock, Mount, NetworkMode,
-    ResourceLimits, SecretEnv, WorkspaceSpec, random_hex,
+    ExecId, ExecOutput, ExecRequest, LocalRoot, MetadataBlock, Mount, NetworkMode, ResourceLimits,
+    SecretEnv, WorkspaceSpec, random_hex,
 };
 
 /// The environment variable naming the workspace on every host-side sandbox process.
@@ -124,10 +124,31 @@ pub struct LocalBackend {
     host: HostLayout,
     workspaces: Mutex<HashMap<String, Arc<LocalWorkspace>>>,
     cgroups: CgroupPool,
+    /// Ephemeral runs started and not yet released.
+    runs: sweep::Runs,
+    /// Running execs, so one can be ended alone.
+    stops: process::Stops,
 }
 
 impl Drop for LocalBackend {
+    /// Ends every ephemeral run still held (processes, cgroup, lent mounts) and every process
+    /// and cgroup of the workspaces still attached here. A workspace's directory stays: another
+    /// backend may attach to it, and cgroups are made anew then.
     fn drop(&mut self) {
+        self.runs.end_all(&self.identity);
+        let attached: Vec<Arc<LocalWorkspace>> = self
+            .workspaces
+            .lock()
+            .map(|mut table| table.drain().map(|(_, ws)| ws).collect())
+            .unwrap_or_default();
+        for ws in attached {
+            if let Some(launcher) = ws.launcher.lock().ok().and_then(|mut slot| slot.take()) {
+                launcher.end();
+            }
+            if let Some(cgroup) = &ws.cgroup {
+                cgroup.end();
+            }
+        }
         self.cgroups.drain();
     }
 }
@@ -229,6 +250,14 @@ impl LocalBackend {
         }
         let identity = HostIdentity::resolve(&config.account)?;
         identity.check_reachable(&config.state_dir.join("x"))?;
+        let swept = sweep::stale(&identity, config.cgroup_root.as_deref());
+        if swept.state_dirs + swept.cgroups > 0 {
+            tracing::info!(
+                state_dirs = swept.state_dirs,
+                cgroups = swept.cgroups,
+                "removed what ended sandbox processes left behind"
+            );
+        }
         tracing::debug!(
             account = %identity.name,
             uid = identity.uid,
@@ -253,7 +282,32 @@ impl LocalBackend {
             host: plan::read_host_layout(),
             workspaces: Mutex::new(HashMap::new()),
             cgroups: CgroupPool::default(),
+            runs: sweep::Runs::default(),
+            stops: process::Stops::default(),
         })
+    }
+
+    /// Removes every workspace attached here (processes, cgroups, directories, lent mounts
+    /// handed back) and ends every ephemeral run: what a caller does on `SIGINT`/`SIGTERM`.
+    pub async fn shutdown(&self) {
+        self.runs.end_all(&self.identity);
+        let ids: Vec<String> = self
+            .workspaces
+            .lock()
+            .map(|table| table.keys().cloned().collect())
+            .unwrap_or_default();
+        for id in ids {
+            let handle = WorkspaceHandle {
+                id,
+                backend: BackendKind::Local,
+                keeper_pid: 0,
+                protections: Vec::new(),
+                missing: BTreeMap::new(),
+            };
+            if let Err(e) = self.remove(&handle).await {
+                tracing::warn!(workspace = %handle.id, error = %e, "could not remove a workspace at shutdown");
+            }
+        }
     }
 
     /// Also refuses mounts of `path` (the store's directory, say), what is below it and its
@@ -314,393 +368,6 @@ impl LocalBackend {
             }
         }
         (have, missing)
-    }
-
-    /// The cgroups and launcher of a new workspace: warm ones from the pool when there are,
-    /// else new ones; none when this host lets us make no cgroup. Warm ones (only when
-    /// `warm_ok`) come with the data directory they were pooled with.
-    fn caps_for(&self, name: &str, limits: &ResourceLimits, warm_ok: bool) -> Result<Caps> {
-        let Some(root) = self.config.cgroup_root.as_deref() else {
-            return Ok((None, None, None));
-        };
-        if warm_ok && let Some(warm) = self.cgroups.take_warm(limits) {
-            return Ok((Some(warm.cgroup), Some(warm.launcher), Some(warm.data)));
-        }
-        let Some(cg) = self.cgroups.take(root, name, limits) else {
-            return Ok((None, None, None));
-        };
-        let dir = self.launch_dir()?;
-        match Launcher::start(&cg.procs_files(), &dir, &self.tools(), &self.identity) {
-            Ok(launcher) => Ok((Some(cg), Some(Arc::new(launcher)), None)),
-            Err(e) => {
-                cg.remove();
-                Err(e)
-            }
-        }
-    }
-
-    /// A fresh directory for a launcher's files (`STATE/.launch/<hex>`).
-    fn launch_dir(&self) -> Result<PathBuf> {
-        let root = self.config.state_dir.join(".launch");
-        passage_dir(&root)?;
-        Ok(root.join(random_hex(8)?))
-    }
-
-    /// The bubblewrap binary and the seccomp program's file (`/dev/null` without one).
-    fn tools(&self) -> launcher::Tools {
-        launcher::Tools {
-            bwrap: self.config.bwrap.clone(),
-            filter: self
-                .filter
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("/dev/null")),
-        }
-    }
-
-    /// A bubblewrap started directly (no cgroup to start it in), as the sandbox's identity,
-    /// through a shell that opens the seccomp program on [`plan::SECCOMP_FD`] for it.
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the local driver starts bubblewrap; this is the sanctioned spawn site"
-    )]
-    fn command(
-        &self,
-        bwrap_args: Vec<String>,
-        env: Vec<(String, String)>,
-    ) -> tokio::process::Command {
-        let tools = self.tools();
-        let mut command = tokio::process::Command::new("/bin/sh");
-        command
-            .arg("-c")
-            .arg(format!(
-                "exec {}<\"$1\" || exit 125; shift; exec \"$@\"",
-                plan::SECCOMP_FD
-            ))
-            .arg("sh")
-            .arg(&tools.filter)
-            .arg(&tools.bwrap);
-        if self.identity.switched {
-            command.uid(self.identity.uid).gid(self.identity.gid);
-        }
-        command.args(bwrap_args);
-        command.env_clear();
-        command.envs(env);
-        command
-    }
-
-    /// Where pooled data directories live (`STATE/.data/<hex>`).
-    fn data_root(&self) -> PathBuf {
-        self.config.state_dir.join(".data")
-    }
-
-    /// Whether `data` is a data directory of the pool's own layout (not one beside an older
-    /// workspace's `meta.json`).
-    fn is_pool_data(&self, data: &Path) -> bool {
-        data.parent() == Some(self.data_root().as_path())
-    }
-
-    /// The sandbox options of a workspace's execs (the same for all of them).
-    fn workspace_options(&self, dir: &Path, meta: &Meta) -> Vec<String> {
-        plan::sandbox_args(&BwrapPlan {
-            root: &meta.root,
-            host: &self.host,
-            workspace_dir: Some(&dir.join("workspace")),
-            tmp_dir: Some(&dir.join("tmp")),
-            hosts_file: &dir.join("hosts"),
-            resolv_file: &dir.join("resolv.conf"),
-            mounts: &meta.mounts,
-            network: meta.network,
-            lockdown: Lockdown::Workspace,
-            workdir: "/",
-            argv: &[],
-            seccomp_fd: self.filter.as_ref().map(|_| plan::SECCOMP_FD),
-        })
-    }
-
-    /// Starts `request` in a sandbox made with `sandbox` options ([`plan::sandbox_args`]):
-    /// through the workspace's launcher when there is one, else as a bubblewrap of its own.
-    #[expect(clippy::too_many_arguments, reason = "internal plumbing of one driver")]
-    async fn start(
-        &self,
-        launcher: Option<&Arc<Launcher>>,
-        id: &str,
-        sandbox: Vec<String>,
-        base_env: &BTreeMap<crate::spec::EnvName, String>,
-        base_secrets: &SecretEnv,
-        cgroup: Option<&WorkspaceCgroup>,
-        request: &ExecRequest,
-        keep_stdin_open: bool,
-    ) -> Result<SpawnedProcess> {
-        request.validate()?;
-        let exec_id = ExecId::generate()?;
-        let mut env: BTreeMap<String, String> = BTreeMap::new();
-        env.insert("PATH".to_owned(), SANDBOX_PATH.to_owned());
-        env.insert("HOME".to_owned(), "/workspace".to_owned());
-        env.insert("LANG".to_owned(), "C.UTF-8".to_owned());
-        for (k, v) in base_env.iter().chain(request.env.iter()) {
-            env.insert(k.as_str().to_owned(), v.clone());
-        }
-        let mut secrets = base_secrets.clone();
-        secrets.extend_from(&request.secret_env);
-        for (k, v) in secrets.iter() {
-            env.insert(k.as_str().to_owned(), v.expose().to_owned());
-        }
-        env.insert(EXEC_ID_ENV.to_owned(), exec_id.as_str().to_owned());
-        env.insert(WORKSPACE_ID_ENV.to_owned(), id.to_owned());
-        let oom: OomProbe = match cgroup {
-            Some(cg) => {
-                let cg = cg.clone();
-                let baseline = cg.oom_kills();
-                Box::new(move || cg.oom_kills() > baseline)
-            }
-            None => Box::new(|| false),
-        };
-        if let Some(launcher) = launcher {
-            return launcher
-                .spawn(launcher::LaunchRequest {
-                    options: sandbox,
-                    env: env.into_iter().collect(),
-                    workdir: request.workdir.clone(),
-                    command: request.argv.clone(),
-                    exec_id,
-                    stdin: request.stdin.clone(),
-                    keep_stdin_open,
-                    timeout: request.timeout,
-                    oom,
-                })
-                .await;
-        }
-        let mut args = sandbox;
-        args.extend([
-            "--chdir".to_owned(),
-            request.workdir.clone(),
-            "--".to_owned(),
-        ]);
-        args.extend(request.argv.iter().cloned());
-        let command = self.command(args, env.into_iter().collect());
-        process::spawn_streaming(
-            command,
-            exec_id,
-            request.stdin.clone(),
-            keep_stdin_open,
-            request.timeout,
-            oom,
-        )
-    }
-
-    async fn run_in(
-        &self,
-        id: &str,
-        ws: &LocalWorkspace,
-        request: &ExecRequest,
-        keep_stdin_open: bool,
-    ) -> Result<SpawnedProcess> {
-        if !ws.data.join("workspace").exists() {
-            return Err(SandboxError::NotFound(id.to_owned()));
-        }
-        if ws.paused.load(Ordering::SeqCst) {
-            return Err(SandboxError::Paused(id.to_owned()));
-        }
-        let launcher = self.live_launcher(ws)?;
-        self.start(
-            launcher.as_ref(),
-            id,
-            self.workspace_options(&ws.data, &ws.meta),
-            &ws.meta.env,
-            &ws.secret_env,
-            ws.cgroup.as_ref(),
-            request,
-            keep_stdin_open,
-        )
-        .await
-    }
-
-    /// The workspace's launcher, replaced by a new one in the same cgroups when the old one has
-    /// ended or stopped answering (its sandboxes end with it).
-    fn live_launcher(&self, ws: &LocalWorkspace) -> Result<Option<Arc<Launcher>>> {
-        let mut slot = ws.launcher.lock().map_err(|_| poisoned())?;
-        let Some(current) = slot.as_ref() else {
-            return Ok(None);
-        };
-        if current.running() {
-            return Ok(Some(Arc::clone(current)));
-        }
-        let Some(cgroup) = ws.cgroup.as_ref() else {
-            return Ok(None);
-        };
-        tracing::warn!(
-            pid = current.pid(),
-            "replacing a workspace launcher that stopped answering"
-        );
-        current.end();
-        let dir = self.launch_dir()?;
-        let fresh = Arc::new(Launcher::start(
-            &cgroup.procs_files(),
-            &dir,
-            &self.tools(),
-            &self.identity,
-        )?);
-        *slot = Some(Arc::clone(&fresh));
-        Ok(Some(fresh))
-    }
-
-    fn kill_all(id: &str) {
-        for pid in pids_with_env(WORKSPACE_ID_ENV, id) {
-            process::kill_tree(pid);
-        }
-    }
-
-    /// Ends everything a workspace ran and lets go of its cgroups, launcher and data
-    /// directory: kept together in the pool for the next workspace when the cgroups can be
-    /// shown empty but for the launcher and the data wiped (then, given `next`, a sandbox with
-    /// those options is built for the next workspace's first exec), else removed.
-    async fn release(
-        &self,
-        id: &str,
-        cgroup: Option<WorkspaceCgroup>,
-        launcher: Option<Arc<Launcher>>,
-        data: Option<&Path>,
-        next: Option<Vec<String>>,
-    ) {
-        match (cgroup, launcher, data) {
-            // Every process of the workspace was forked inside its cgroup or joined it before
-            // it became bubblewrap.
-            (Some(cgroup), Some(launcher), Some(data)) => {
-                let warm = cgroup::Warm {
-                    cgroup,
-                    launcher,
-                    data: data.to_path_buf(),
-                };
-                self.cgroups.retire_warm(warm, next).await;
-                return;
-            }
-            (Some(cgroup), Some(launcher), None) => {
-                launcher.end();
-                self.cgroups.retire(&cgroup).await;
-            }
-            (Some(cgroup), None, _) => self.cgroups.retire(&cgroup).await,
-            (None, _, _) => Self::kill_all(id),
-        }
-        if let Some(data) = data {
-            let _ = std::fs::remove_dir_all(data);
-        }
-    }
-
-    async fn ephemeral(
-        &self,
-        spec: &EphemeralSpec,
-        request: &ExecRequest,
-        extra_secrets: &SecretEnv,
-        keep_stdin_open: bool,
-    ) -> Result<(SpawnedProcess, EphemeralRun)> {
-        let name = workspace_name("ephemeral")?;
-        // Every ephemeral run sees the same generated files; they are written once and only
-        // ever bound read-only.
-        passage_dir(&self.config.state_dir)?;
-        let dir = self.config.state_dir.join(".ephemeral");
-        passage_dir(&dir)?;
-        let hosts = dir.join("hosts");
-        let resolv = dir.join("resolv.conf");
-        if !hosts.exists() || !resolv.exists() {
-            let tmp_hosts = dir.join(format!("hosts.{name}"));
-            let tmp_resolv = dir.join(format!("resolv.{name}"));
-            write_file(&tmp_hosts, &plan::hosts_file(true))?;
-            write_file(&tmp_resolv, &plan::resolv_file(&[]))?;
-            std::fs::rename(&tmp_hosts, &hosts)
-                .and_then(|()| std::fs::rename(&tmp_resolv, &resolv))
-                .map_err(|e| SandboxError::io("writing the ephemeral hosts file", e))?;
-        }
-        let cgroup = self
-            .config
-            .cgroup_root
-            .as_deref()
-            .and_then(|root| self.cgroups.take(root, &name, &spec.limits));
-        let mounts = self.guard.check(&spec.mounts)?;
-        let lent = identity::Lent::mounts(&self.identity, &mounts)?;
-        // With a cgroup, the run's bubblewrap is forked by a launcher already inside it (the
-        // sandbox's account may not move itself into a cgroup of ours).
-        let caps = match cgroup {
-            Some(cg) => {
-                let started = self.launch_dir().and_then(|dir| {
-                    Launcher::start(&cg.procs_files(), &dir, &self.tools(), &self.identity)
-                });
-                match started {
-                    Ok(launcher) => Some(EphemeralCaps {
-                        cgroup: cg,
-                        launcher: Arc::new(launcher),
-                    }),
-                    Err(e) => {
-                        cg.remove();
-                        lent.give_back(&self.identity);
-                        return Err(e);
-                    }
-                }
-            }
-            None => None,
-        };
-        let mut secrets = spec.secret_env.clone();
-        secrets.extend_from(extra_secrets);
-        let spawned = self
-            .start(
-                caps.as_ref().map(|c| &c.launcher),
-                &name,
-                plan::sandbox_args(&BwrapPlan {
-                    root: &self.config.ephemeral_root,
-                    host: &self.host,
-                    workspace_dir: None,
-                    tmp_dir: None,
-                    hosts_file: &hosts,
-                    resolv_file: &resolv,
-                    mounts: &mounts,
-                    network: spec.network,
-                    lockdown: Lockdown::Ephemeral,
-                    workdir: "/",
-                    argv: &[],
-                    seccomp_fd: self.filter.as_ref().map(|_| plan::SECCOMP_FD),
-                }),
-                &spec.env,
-                &secrets,
-                caps.as_ref().map(|c| &c.cgroup),
-                request,
-                keep_stdin_open,
-            )
-            .await;
-        let run = EphemeralRun {
-            caps,
-            lent,
-            identity: self.identity.clone(),
-        };
-        match spawned {
-            Ok(s) => Ok((s, run)),
-            Err(e) => {
-                run.release(&self.cgroups).await;
-                Err(e)
-            }
-        }
-    }
-}
-
-/// The cgroup and launcher of one ephemeral run, released when the run has ended.
-struct EphemeralCaps {
-    cgroup: WorkspaceCgroup,
-    launcher: Arc<Launcher>,
-}
-
-/// What one ephemeral run holds until it has ended: its caps, and the read-write mounts lent to
-/// the sandbox's account (handed back once every process of the run is gone).
-struct EphemeralRun {
-    caps: Option<EphemeralCaps>,
-    lent: identity::Lent,
-    identity: HostIdentity,
-}
-
-impl EphemeralRun {
-    async fn release(self, pool: &CgroupPool) {
-        if let Some(caps) = self.caps {
-            caps.launcher.end();
-            pool.retire(&caps.cgroup).await;
-        }
-        self.lent.give_back(&self.identity);
     }
 }
 
@@ -964,54 +631,29 @@ impl WorkspaceBackend for LocalBackend {
             Err(e) => Err(SandboxError::io(format!("removing {}", dir.display()), e)),
         }
     }
-}
 
-#[async_trait]
-impl EphemeralRunner for LocalBackend {
-    async fn run_ephemeral(
+    /// Every exec is a sandbox of its own, with its own PID namespace: no process of another
+    /// exec can see, trace or signal the git process, so the call runs as one more exec with
+    /// the credential as its secret environment (it travels on the launcher's private request
+    /// pipe, never on a command line), and nothing needs sweeping first.
+    async fn authed_git(
         &self,
-        spec: &EphemeralSpec,
-        request: &ExecRequest,
-    ) -> Result<ExecOutput> {
-        let (spawned, run) = self
-            .ephemeral(spec, request, &SecretEnv::new(), false)
-            .await?;
-        let result = process::collect(spawned, request.output_limit, request.timeout).await;
-        run.release(&self.cgroups).await;
-        result
-    }
-
-    async fn start_detached(
-        &self,
-        spec: &EphemeralSpec,
-        request: &ExecRequest,
-    ) -> Result<SpawnedProcess> {
-        let (mut spawned, run) = self
-            .ephemeral(spec, request, &SecretEnv::new(), true)
-            .await?;
-        // Retire the cgroup once the command has ended, then pass its exit on.
-        let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
-        let inner = std::mem::replace(&mut spawned.exit, exit_rx);
-        let pool = self.cgroups.clone();
-        tokio::spawn(async move {
-            let exit = inner.await.unwrap_or_else(|_| Err(poisoned()));
-            run.release(&pool).await;
-            let _ = exit_tx.send(exit);
-        });
-        Ok(spawned)
-    }
-
-    async fn run_helper(
-        &self,
-        spec: &EphemeralSpec,
-        script: &HelperScript,
-        secret_env: &SecretEnv,
+        workspace: &WorkspaceHandle,
+        call: &crate::git::AuthedGit,
+        header: &crate::spec::SecretValue,
         timeout: Duration,
     ) -> Result<ExecOutput> {
-        let request = ExecRequest::new(["/bin/sh", "-c", script.text()]).timeout(timeout);
-        let (spawned, run) = self.ephemeral(spec, &request, secret_env, false).await?;
-        let result = process::collect(spawned, request.output_limit, request.timeout).await;
-        run.release(&self.cgroups).await;
-        result
+        let mut call = call.clone();
+        call.sweep = crate::git::StraySweep::None;
+        let request = crate::git::authed_git_request(&call, header)?.timeout(timeout);
+        self.exec(workspace, &request).await
+    }
+
+    async fn kill_exec(&self, workspace: &WorkspaceHandle, exec: &ExecId) -> Result<()> {
+        self.get(&workspace.id)?;
+        // Each exec is a sandbox of its own (its own PID namespace): its supervisor kills the
+        // sandbox's whole host-side tree, as on a timeout.
+        self.stops.stop(&workspace.id, exec.as_str());
+        Ok(())
     }
 }

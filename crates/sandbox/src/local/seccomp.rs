@@ -235,7 +235,9 @@ pub fn to_bytes(program: &[Instruction]) -> Vec<u8> {
 }
 
 /// Runs `program` on one call, as the kernel would: the return value (`RET_*`). For tests and
-/// the fuzz target; `None` for a program that falls off its end or loads outside the data.
+/// the fuzz target; `None` for a program that falls off its end, loads outside the data, or
+/// runs more steps than it has instructions (classic BPF only jumps forward, so a program that
+/// does is not one the kernel would take).
 #[must_use]
 pub fn evaluate(program: &[Instruction], arch: u32, nr: u32, arg0: u64) -> Option<u32> {
     let mut acc: u32 = 0;
@@ -248,7 +250,7 @@ pub fn evaluate(program: &[Instruction], arch: u32, nr: u32, arg0: u64) -> Optio
             _ => None,
         }
     };
-    loop {
+    for _ in 0..program.len() {
         let ins = program.get(pc)?;
         match ins.code {
             LD_ABS => {
@@ -266,5 +268,103 @@ pub fn evaluate(program: &[Instruction], arch: u32, nr: u32, arg0: u64) -> Optio
             RET => return Some(ins.k),
             _ => return None,
         }
+    }
+    None
+}
+
+/// The program run call by call: every denied call refused, ordinary calls allowed, `ptrace`
+/// attach refused and other requests allowed, foreign ABIs killed, the byte form exact. Here,
+/// beside the program, so the mutation run of this file needs only the library's tests.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(arch: &Arch, ordinary: &[u32]) {
+        let filter = program(arch);
+        assert_eq!(to_bytes(&filter).len(), filter.len() * 8);
+        for (name, nr) in arch.denied {
+            assert_eq!(
+                evaluate(&filter, arch.audit, *nr, 0),
+                Some(RET_EPERM),
+                "{name}"
+            );
+        }
+        for nr in ordinary {
+            assert_eq!(
+                evaluate(&filter, arch.audit, *nr, 0),
+                Some(RET_ALLOW),
+                "call {nr}"
+            );
+        }
+        // ptrace: a child that asks to be traced, and a tracer's requests on it, pass; attaching
+        // to a running process does not.
+        for request in [0u64, 2, 7, 24, 0x4200] {
+            assert_eq!(
+                evaluate(&filter, arch.audit, arch.ptrace, request),
+                Some(RET_ALLOW),
+                "ptrace request {request}"
+            );
+        }
+        for request in [16u64, 0x4206, 0xffff_ffff_0000_0010] {
+            assert_eq!(
+                evaluate(&filter, arch.audit, arch.ptrace, request),
+                Some(RET_EPERM),
+                "ptrace request {request:#x}"
+            );
+        }
+        // Another architecture's numbering is never trusted.
+        for other in [0x4000_0003, 0xc000_0028, 0] {
+            assert_eq!(
+                evaluate(&filter, other, 0, 0),
+                Some(RET_KILL_PROCESS),
+                "arch {other:#x}"
+            );
+        }
+        if let Some(foreign) = arch.foreign_from {
+            assert_eq!(
+                evaluate(&filter, arch.audit, foreign + 1, 0),
+                Some(RET_KILL_PROCESS)
+            );
+        }
+        // Every call number ends at one of the three returns.
+        for nr in 0..1024 {
+            assert!(evaluate(&filter, arch.audit, nr, 0).is_some(), "call {nr}");
+        }
+    }
+
+    #[test]
+    fn x86_64_program_refuses_the_list_and_allows_the_rest() {
+        // read, write, openat, clone, execve, getpid, wait4, unshare, clone3.
+        check(&X86_64, &[0, 1, 257, 56, 59, 39, 61, 272, 435]);
+    }
+
+    #[test]
+    fn aarch64_program_refuses_the_list_and_allows_the_rest() {
+        // read, write, openat, clone, execve, getpid, wait4, unshare, clone3.
+        check(&AARCH64, &[63, 64, 56, 220, 221, 172, 260, 97, 435]);
+    }
+
+    #[test]
+    fn the_native_filter_is_the_build_architectures() {
+        let native = native().map(|arch| arch.audit);
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(native, Some(X86_64.audit));
+        } else if cfg!(target_arch = "aarch64") {
+            assert_eq!(native, Some(AARCH64.audit));
+        }
+    }
+
+    #[test]
+    fn bytes_are_code_jumps_and_operand_in_native_order() {
+        let ins = Instruction {
+            code: JEQ,
+            jt: 3,
+            jf: 7,
+            k: 0x0102_0304,
+        };
+        let mut expected = JEQ.to_ne_bytes().to_vec();
+        expected.extend_from_slice(&[3, 7]);
+        expected.extend_from_slice(&0x0102_0304_u32.to_ne_bytes());
+        assert_eq!(to_bytes(&[ins, ins]), [expected.clone(), expected].concat());
     }
 }

@@ -7,12 +7,41 @@ use std::time::Duration;
 
 use auto_swe_sandbox::{
     AuthedGit, CloneRequest, ExecRequest, GitOperation, NetworkMode, StraySweep, WorkspaceBackend,
-    WorkspaceHandle, WorkspaceSpec, authed_git_request, authed_git_script, basic_auth_header,
-    clone_script, git_auth_env,
+    WorkspaceHandle, WorkspaceSpec, authed_git_script, basic_auth_header, clone_script,
+    git_auth_env,
 };
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 const TOKEN: &str = "ghs_EscapeSuiteToken0123456789";
+
+/// The spy: reads the values to look for on stdin (so they are in no environment or command
+/// line of its own), then, until it is ended, reads every process's environment and command
+/// line and every regular file any process holds open, and logs each that holds one of them.
+/// `spy.count` says how many environments it could read in its last round (at least its own
+/// and its `sleep`'s).
+const SPY: &str = r#"umask 077
+exec 2>/dev/null
+IFS= read -r a; IFS= read -r b
+printf '%s\n%s\n' "$a" "$b" > /tmp/.needles
+a= b=
+: > /workspace/spy.log
+sleep 600 &
+echo up
+while :; do
+  n=0
+  for d in /proc/[0-9]*; do
+    for f in "$d/environ" "$d/cmdline"; do
+      if tr '\0' '\n' < "$f" 2>/dev/null | grep -a -q -F -f /tmp/.needles; then echo "hit $f" >> /workspace/spy.log; fi
+    done
+    cat "$d/environ" > /dev/null 2>&1 && n=$((n+1))
+    for f in "$d"/fd/*; do
+      [ -f "$f" ] || continue
+      [ "$(readlink "$f")" = /tmp/.needles ] && continue
+      if grep -a -q -F -f /tmp/.needles "$f" 2>/dev/null; then echo "hit $f" >> /workspace/spy.log; fi
+    done
+  done
+  echo "read $n" > /workspace/spy.count
+done"#;
 
 #[derive(Debug, Clone)]
 struct Seen {
@@ -181,11 +210,11 @@ pub(crate) async fn git_escape_suite(backend: &dyn WorkspaceBackend, mut spec: W
 
     // Escape 1: read the credential after the clone. It rests nowhere the agent can read.
     let hunt = sh(backend, &ws, &format!("cat /workspace/repo/.git/config; grep -r -a -l {TOKEN} /workspace /tmp 2>/dev/null; env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'")).await;
-    let encoded = header
+    let encoded_now = header
         .expose()
         .trim_start_matches("Authorization: Basic ")
         .to_owned();
-    for needle in [TOKEN, encoded.as_str()] {
+    for needle in [TOKEN, encoded_now.as_str()] {
         assert!(
             !hunt.stdout_text().contains(needle),
             "{}",
@@ -210,7 +239,6 @@ for h in reference-transaction post-checkout pre-push post-merge fsmonitor-watch
   cp /workspace/hooks/$h .git/hooks/$h
 done
 git config core.fsmonitor /workspace/hooks/fsmonitor-watchman
-nohup sh -c 'while :; do cat /proc/[0-9]*/environ 2>/dev/null | tr "\0" "\n" | grep -a ASW_GIT_AUTH >> /workspace/spy.log; done' >/dev/null 2>&1 &
 echo planted"#
     );
     let planted = sh(backend, &ws, &plant).await;
@@ -229,14 +257,57 @@ echo planted"#
         },
     };
     let fetch = authed_git_script(&fetch_call).unwrap();
-    // In an agent workspace the credential travels on stdin, read after the sweep.
-    let authed_fetch = || authed_git_request(&fetch_call, &header).unwrap();
-    let before = seen.lock().unwrap().len();
-    let out = backend
-        .exec(&ws, &authed_fetch().timeout(Duration::from_secs(60)))
+    let authed_fetch = || backend.authed_git(&ws, &fetch_call, &header, Duration::from_secs(60));
+    let encoded = header
+        .expose()
+        .trim_start_matches("Authorization: Basic ")
+        .to_owned();
+    // A spy of the agent's runs all along the call, looking for the credential's value itself
+    // in every environment, command line and open file it can read.
+    let mut spy = backend
+        .spawn(
+            &ws,
+            &ExecRequest::shell(SPY)
+                .stdin(format!("{TOKEN}\n{encoded}\n"))
+                .timeout(Duration::from_secs(300)),
+        )
         .await
         .unwrap();
+    let up = tokio::time::timeout(Duration::from_secs(60), spy.output.recv())
+        .await
+        .unwrap();
+    assert!(
+        matches!(up, Some(auto_swe_sandbox::OutputChunk::Stdout(ref b)) if b == b"up\n"),
+        "{up:?}"
+    );
+    let before = seen.lock().unwrap().len();
+    let out = authed_fetch().await.unwrap();
     assert_eq!(out.status, 0, "{}", out.stderr_text());
+    // Two more sweeps of the spy's after the call, then it is ended (the workspace stays).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The spy ran all along: nothing swept it away before the credential was in use.
+    assert!(
+        matches!(
+            spy.exit.try_recv(),
+            Err(tokio::sync::oneshot::error::TryRecvError::Empty)
+        ),
+        "the spy was ended during the call"
+    );
+    backend.kill_exec(&ws, &spy.exec_id).await.unwrap();
+    let _ = tokio::time::timeout(Duration::from_secs(30), spy.exit).await;
+    let report = sh(backend, &ws, "cat /workspace/spy.log /workspace/spy.count")
+        .await
+        .stdout_text();
+    assert!(!report.contains("hit "), "{report}");
+    let read: u32 = report
+        .lines()
+        .find_map(|l| l.strip_prefix("read "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(
+        read >= 2,
+        "the spy could read its peers' environments: {report}"
+    );
     assert!(
         seen.lock().unwrap().len() > before,
         "the fetch reached the real remote"
@@ -264,7 +335,7 @@ echo planted"#
     let symlinked = sh(backend, &ws, &format!("cd /workspace/repo && mv .git /workspace/realgit && ln -s /workspace/realgit .git && sh -c {}", auto_swe_sandbox::shell_quote(&fetch))).await;
     // The secret was not delivered to that exec: the script stops before anything else.
     assert_ne!(symlinked.status, 0);
-    let out = backend.exec(&ws, &authed_fetch()).await.unwrap();
+    let out = authed_fetch().await.unwrap();
     assert_eq!(
         out.status,
         auto_swe_sandbox::GIT_REFUSED_STATUS,
@@ -277,7 +348,7 @@ echo planted"#
         "cd /workspace/repo && rm .git && printf 'gitdir: /workspace/realgit\\n' > .git",
     )
     .await;
-    let out = backend.exec(&ws, &authed_fetch()).await.unwrap();
+    let out = authed_fetch().await.unwrap();
     assert_eq!(
         out.status,
         auto_swe_sandbox::GIT_REFUSED_STATUS,

@@ -10,12 +10,14 @@
 mod archive;
 mod docker;
 mod endurance;
+mod exit_codes;
 mod git_escape;
 mod git_scripts;
 mod hardening;
 mod harness;
 mod kubernetes;
 mod kubernetes_api;
+mod lifecycle;
 mod local;
 mod mount_guard;
 mod plans;

@@ -1,77 +1,9 @@
-//! The local seccomp filter: its program run call by call (every denied call refused, ordinary
-//! calls allowed, foreign ABIs killed), and the filter in force inside a real sandbox.
+//! The local seccomp filter in force inside a real sandbox (its program is checked call by call
+//! by the unit tests of `local/seccomp.rs`).
 
-use auto_swe_sandbox::local::seccomp::{
-    AARCH64, Arch, RET_ALLOW, RET_EPERM, RET_KILL_PROCESS, X86_64, evaluate, program, to_bytes,
-};
 use auto_swe_sandbox::{ExecRequest, WorkspaceBackend as _};
 
 use crate::harness;
-
-fn check(arch: &Arch, ordinary: &[u32]) {
-    let filter = program(arch);
-    assert_eq!(to_bytes(&filter).len(), filter.len() * 8);
-    for (name, nr) in arch.denied {
-        assert_eq!(
-            evaluate(&filter, arch.audit, *nr, 0),
-            Some(RET_EPERM),
-            "{name}"
-        );
-    }
-    for nr in ordinary {
-        assert_eq!(
-            evaluate(&filter, arch.audit, *nr, 0),
-            Some(RET_ALLOW),
-            "call {nr}"
-        );
-    }
-    // ptrace: a child that asks to be traced, and a tracer's requests on it, pass; attaching
-    // to a running process does not.
-    for request in [0u64, 2, 7, 24, 0x4200] {
-        assert_eq!(
-            evaluate(&filter, arch.audit, arch.ptrace, request),
-            Some(RET_ALLOW),
-            "ptrace request {request}"
-        );
-    }
-    for request in [16u64, 0x4206, 0xffff_ffff_0000_0010] {
-        assert_eq!(
-            evaluate(&filter, arch.audit, arch.ptrace, request),
-            Some(RET_EPERM),
-            "ptrace request {request:#x}"
-        );
-    }
-    // Another architecture's numbering is never trusted.
-    for other in [0x4000_0003, 0xc000_0028, 0] {
-        assert_eq!(
-            evaluate(&filter, other, 0, 0),
-            Some(RET_KILL_PROCESS),
-            "arch {other:#x}"
-        );
-    }
-    if let Some(foreign) = arch.foreign_from {
-        assert_eq!(
-            evaluate(&filter, arch.audit, foreign + 1, 0),
-            Some(RET_KILL_PROCESS)
-        );
-    }
-    // Every call number ends at one of the three returns.
-    for nr in 0..1024 {
-        assert!(evaluate(&filter, arch.audit, nr, 0).is_some(), "call {nr}");
-    }
-}
-
-#[test]
-fn x86_64_program_refuses_the_list_and_allows_the_rest() {
-    // read, write, openat, clone, execve, getpid, wait4, unshare, clone3.
-    check(&X86_64, &[0, 1, 257, 56, 59, 39, 61, 272, 435]);
-}
-
-#[test]
-fn aarch64_program_refuses_the_list_and_allows_the_rest() {
-    // read, write, openat, clone, execve, getpid, wait4, unshare, clone3.
-    check(&AARCH64, &[63, 64, 56, 220, 221, 172, 260, 97, 435]);
-}
 
 /// Inside a real sandbox: the filter is in force (`Seccomp: 2`), `keyctl` on the inherited
 /// session keyring and `io_uring_setup` fail with EPERM, an ordinary call still works.
