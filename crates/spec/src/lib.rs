@@ -10,6 +10,7 @@ mod catalog;
 mod diff;
 mod duration;
 mod expr;
+mod input;
 mod model;
 mod node_serde;
 mod path;
@@ -26,6 +27,7 @@ pub use catalog::{FieldDescriptor, StepCatalog, StepDescriptor};
 pub use diff::{FieldChange, NodeChange, SpecDiff, diff_specs};
 pub use duration::{DurationError, Timeout, parse_duration};
 pub use expr::{EvalError, Expr, ExprError, MAX_EXPR_BYTES, MAX_EXPR_NESTING, truthy};
+pub use input::InputError;
 pub use model::{
     AgentNode, Command, CondNode, ContainerStepNode, DecisionOption, EvalNode, FanOutNode,
     FieldType, Flow, FormField, HumanApprovalNode, HumanCommon, HumanDecisionNode, HumanInputNode,

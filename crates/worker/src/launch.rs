@@ -26,33 +26,6 @@ fn refused(code: &'static str, message: impl Into<String>) -> WorkerError {
     }
 }
 
-/// Declared defaults applied to `input`; a missing required input is `INPUT_MISSING`.
-fn checked_input(spec: &Value, input: &Value) -> Result<Value, WorkerError> {
-    let Value::Object(given) = input else {
-        return Err(refused(
-            "INPUT_INVALID",
-            "the run's input must be a JSON object",
-        ));
-    };
-    let mut input = given.clone();
-    if let Some(declared) = spec.get("inputs").and_then(Value::as_object) {
-        for (name, declaration) in declared {
-            if input.contains_key(name) {
-                continue;
-            }
-            if let Some(default) = declaration.get("default") {
-                input.insert(name.clone(), default.clone());
-            } else if declaration.get("required").and_then(Value::as_bool) == Some(true) {
-                return Err(refused(
-                    "INPUT_MISSING",
-                    format!("the spec requires input `{name}`"),
-                ));
-            }
-        }
-    }
-    Ok(Value::Object(input))
-}
-
 /// Validates, records and queues a run; returns it.
 #[tracing::instrument(level = "info", skip_all, fields(submitter = %launch.submitter))]
 pub async fn launch(
@@ -74,7 +47,11 @@ pub async fn launch(
             .collect();
         return Err(refused("WORKFLOW_SPEC_INVALID", problems.join("; ")));
     }
-    let input = checked_input(&launch.spec, &launch.input)?;
+    let spec = auto_swe_spec::WorkflowSpec::from_value_tolerant(launch.spec.clone())
+        .map_err(|e| refused("WORKFLOW_SPEC_INVALID", e.to_string()))?;
+    let input = spec
+        .prepare_input(&launch.input)
+        .map_err(|e| refused(e.code(), e.to_string()))?;
     let connection = input
         .get("repository")
         .and_then(Value::as_str)

@@ -198,6 +198,11 @@ pub(crate) fn run(args: &SimulateArgs) -> anyhow::Result<Status> {
             return Ok(Status::Problems);
         }
     };
+    // The input a real run would start with: declared defaults filled in, a missing required
+    // input refused.
+    let input = spec
+        .prepare_input(&input)
+        .map_err(|e| anyhow::anyhow!("--input: {e} ({})", e.code()))?;
     let simulation = simulate(&spec, input, script, RunOptions::default());
     let mut out = to_output(simulation);
     out.warnings = warnings;

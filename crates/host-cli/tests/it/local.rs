@@ -269,20 +269,24 @@ fn live_models_need_their_key(h: &Path) {
     git(&["init", "-q", "-b", "main"]);
     git(&["add", "-A"]);
     git(&["commit", "-qm", "one"]);
-    let keyless = local(
-        h,
-        &[
-            "run",
-            "ticket-to-merge",
-            "--repo",
-            repo.to_str().unwrap(),
-            "--ticket",
-            "-",
-            "--model",
-            "anthropic/claude-sonnet-5-5",
-        ],
-        Some("- a ticket whose text starts with a dash\nbody"),
-    );
+    let repo_path = repo.to_str().unwrap();
+    let run_with_ticket_on_stdin = |ticket: &str| {
+        local(
+            h,
+            &[
+                "run",
+                "ticket-to-merge",
+                "--repo",
+                repo_path,
+                "--ticket",
+                "-",
+                "--model",
+                "anthropic/claude-sonnet-5-5",
+            ],
+            Some(ticket),
+        )
+    };
+    let keyless = run_with_ticket_on_stdin("- a ticket whose text starts with a dash\nbody");
     assert_eq!(keyless.code, 2);
     assert!(
         keyless.stderr.contains("ANTHROPIC_API_KEY"),
@@ -291,20 +295,7 @@ fn live_models_need_their_key(h: &Path) {
     );
     let runs = json(&local(h, &["runs", "list", "--format", "json"], None));
     assert!(runs["runs"].as_array().unwrap().is_empty());
-    let empty = local(
-        h,
-        &[
-            "run",
-            "ticket-to-merge",
-            "--repo",
-            repo.to_str().unwrap(),
-            "--ticket",
-            "-",
-            "--model",
-            "anthropic/claude-sonnet-5-5",
-        ],
-        Some("  \n"),
-    );
+    let empty = run_with_ticket_on_stdin("  \n");
     assert_eq!(empty.code, 2);
     assert!(
         empty.stderr.contains("the ticket is empty"),

@@ -70,7 +70,11 @@ fn fan_out_records_branches_by_item_key() {
 
 #[test]
 fn a_failed_or_cancelled_run_still_exits_zero() {
-    let (code, out) = json_run("review-loop.yaml", "cancel.script.json", &[]);
+    let (code, out) = json_run(
+        "review-loop.yaml",
+        "cancel.script.json",
+        &["--input", r#"{"ticket": "T-1"}"#],
+    );
     assert_eq!(code, 0);
     assert_eq!(out["status"], "CANCELLED");
     assert_eq!(out["error"]["code"], "CANCELLED");
@@ -168,6 +172,7 @@ fn every_bundled_spec_simulates_to_a_run_status() {
     }
     assert!(specs.len() >= 4, "{specs:?}");
     for path in specs {
+        let input = required_inputs(&path).to_string();
         let path = path.display().to_string();
         let output = auto_swe(&[
             "spec",
@@ -175,6 +180,8 @@ fn every_bundled_spec_simulates_to_a_run_status() {
             &path,
             "--script",
             "tests/fixtures/simulate/generic.script.json",
+            "--input",
+            &input,
             "--format",
             "json",
         ]);
@@ -383,4 +390,67 @@ fn a_bad_group_or_title_is_dropped_with_a_warning_unless_strict() {
     let out: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(out["valid"], false);
     assert_eq!(out["errors"][0]["code"], "INVALID_PRESENTATION_FIELD");
+}
+
+#[test]
+fn declared_input_defaults_apply_and_a_missing_required_input_is_refused() {
+    // `files` defaults to [] in ci-gate.yaml: a run given only the branch fans out over nothing.
+    let output = auto_swe(&[
+        "spec",
+        "simulate",
+        "../../examples/specs/ci-gate.yaml",
+        "--script",
+        "tests/fixtures/simulate/ci-gate.script.yaml",
+        "--input",
+        r#"{"branch": "feat/x"}"#,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let out: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(out["status"], "SUCCESS", "{out}");
+    let missing = auto_swe(&[
+        "spec",
+        "simulate",
+        "../../examples/specs/ci-gate.yaml",
+        "--script",
+        "tests/fixtures/simulate/ci-gate.script.yaml",
+        "--input",
+        r#"{"files": []}"#,
+    ]);
+    assert_eq!(missing.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains("INPUT_MISSING") && stderr.contains("branch"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
+
+/// A value of the declared type for every required input of the spec at `path` (a run must
+/// supply them).
+fn required_inputs(path: &std::path::Path) -> serde_json::Value {
+    use auto_swe_spec::{InputType, ReadMode, SourceFormat, read_spec};
+    let text = std::fs::read_to_string(path).unwrap();
+    let format = SourceFormat::from_path(path).unwrap_or(SourceFormat::Json);
+    let Ok(spec) = read_spec(&text, format, ReadMode::Tolerant) else {
+        return serde_json::json!({});
+    };
+    let mut input = serde_json::Map::new();
+    for (name, declared) in spec.inputs.iter().filter(|(_, d)| d.required) {
+        let value = match declared.kind {
+            InputType::String | InputType::Connection => serde_json::json!("x"),
+            InputType::Number | InputType::Integer => serde_json::json!(1),
+            InputType::Boolean => serde_json::json!(true),
+            InputType::Array => serde_json::json!([]),
+            _ => serde_json::json!({}),
+        };
+        input.insert(name.clone(), value);
+    }
+    serde_json::Value::Object(input)
 }
