@@ -303,3 +303,56 @@ fn live_models_need_their_key(h: &Path) {
         empty.stderr
     );
 }
+
+#[test]
+fn processes_starting_at_once_agree_on_one_store_key() {
+    use std::os::unix::fs::PermissionsExt as _;
+    for _ in 0..5 {
+        let home = tempfile::tempdir().unwrap();
+        // The store exists (its first migration is not what this races); the key does not.
+        assert_eq!(local(home.path(), &["runs", "list"], None).code, 0);
+        std::fs::remove_file(home.path().join("keyring.key")).unwrap();
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                #[expect(
+                    clippy::disallowed_methods,
+                    reason = "the tests run the real built binary, as users do"
+                )]
+                let child = Command::new(env!("CARGO_BIN_EXE_auto-swe"))
+                    .args(["runs", "list", "--format", "json"])
+                    .env("AUTO_SWE_HOME", home.path())
+                    .env_remove("AUTO_SWE_STORE_URL")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                child
+            })
+            .collect();
+        for child in children {
+            let output = child.wait_with_output().unwrap();
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let key = home.path().join("keyring.key");
+        assert_eq!(std::fs::read(&key).unwrap().len(), 32);
+        assert_eq!(
+            std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let leftovers = std::fs::read_dir(home.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("keyring.key.")
+            })
+            .count();
+        assert_eq!(leftovers, 0);
+    }
+}

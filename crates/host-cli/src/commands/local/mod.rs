@@ -62,29 +62,39 @@ pub(crate) fn home() -> anyhow::Result<PathBuf> {
 }
 
 /// The key that seals the store's secrets: 32 random bytes in `keyring.key`, made on first use
-/// and readable by the owner only.
+/// and readable by the owner only. The key is written whole to a file of this process's own and
+/// then linked into place, so two processes starting at once agree on one key and neither reads
+/// a half-written one.
 fn keyring(home: &Path) -> anyhow::Result<Keyring> {
     let path = home.join("keyring.key");
-    let key = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let mut bytes = vec![0_u8; 32];
-            std::fs::File::open("/dev/urandom")
-                .and_then(|mut f| f.read_exact(&mut bytes))
-                .context("reading /dev/urandom for the store key")?;
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            std::io::Write::write_all(&mut options.open(&path)?, &bytes)
-                .with_context(|| format!("writing {}", path.display()))?;
-            bytes
-        }
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    let read = |path: &Path| -> anyhow::Result<Keyring> {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let key: [u8; 32] = bytes
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("{} is not a 32-byte key", path.display()))?;
+        Ok(Keyring::single(1, key))
     };
-    let key: [u8; 32] = key
-        .try_into()
-        .map_err(|_| anyhow::anyhow!("{} is not a 32-byte key", path.display()))?;
-    Ok(Keyring::single(1, key))
+    if path.exists() {
+        return read(&path);
+    }
+    let mut bytes = [0_u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("reading /dev/urandom for the store key")?;
+    let staged = home.join(format!("keyring.key.{}", std::process::id()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    std::io::Write::write_all(&mut options.open(&staged)?, &bytes)
+        .with_context(|| format!("writing {}", staged.display()))?;
+    let linked = std::fs::hard_link(&staged, &path);
+    let _ = std::fs::remove_file(&staged);
+    match linked {
+        Ok(()) => Ok(Keyring::single(1, bytes)),
+        // Another process made the key first: use its key.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read(&path),
+        Err(e) => Err(e).with_context(|| format!("writing {}", path.display())),
+    }
 }
 
 /// Opens the local store (creating the home and the `SQLite` file on first use).
