@@ -91,24 +91,13 @@ pub(crate) fn native_loop(
 
 /// A model error as a step failure with the seeds' code.
 pub(crate) fn model_failure(error: &ModelError) -> DispatchError {
-    let code = error.code();
-    if error.is_retryable() {
-        DispatchError::failure(code, error.to_string())
-    } else {
-        DispatchError::non_retryable(code, error.to_string())
-    }
+    super::step_failure(error.code(), error.to_string(), error.is_retryable())
 }
 
 /// A failed turn as a step failure.
 pub(crate) fn turn_failure(error: &TurnError) -> DispatchError {
     match error {
         TurnError::Cancelled { .. } => DispatchError::cancelled("the agent's turn was cancelled"),
-        other => {
-            if other.is_retryable() {
-                DispatchError::failure(other.code(), other.to_string())
-            } else {
-                DispatchError::non_retryable(other.code(), other.to_string())
-            }
-        }
+        other => super::step_failure(other.code(), other.to_string(), other.is_retryable()),
     }
 }

@@ -220,11 +220,7 @@ impl StepExecutor for Implement {
         let services = context.services;
         let git = &services.git;
         let git_error = |e: crate::local_git::LocalGitError| {
-            if e.is_retryable() {
-                DispatchError::failure(e.code(), e.to_string())
-            } else {
-                DispatchError::non_retryable(e.code(), e.to_string())
-            }
+            super::step_failure(e.code(), e.to_string(), e.is_retryable())
         };
         let repo = repository(context).await?;
         let branch = context.run.branch();

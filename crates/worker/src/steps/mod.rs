@@ -238,13 +238,19 @@ fn wall_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// A step failure with `code` and `message` that may be retried when `retryable`: how every
+/// typed error of the crates below (store, sandbox, git, SCM, models) becomes a step's error.
+pub(crate) fn step_failure(code: &str, message: String, retryable: bool) -> DispatchError {
+    if retryable {
+        DispatchError::failure(code, message)
+    } else {
+        DispatchError::non_retryable(code, message)
+    }
+}
+
 /// A store error as a dispatch error, keeping its code.
 pub(crate) fn store_failure(error: &StoreError) -> DispatchError {
-    if error.is_retryable() {
-        DispatchError::failure(error.code(), error.to_string())
-    } else {
-        DispatchError::non_retryable(error.code(), error.to_string())
-    }
+    step_failure(error.code(), error.to_string(), error.is_retryable())
 }
 
 /// Writes trace rows to the store, attributed to the run.

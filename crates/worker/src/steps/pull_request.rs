@@ -15,11 +15,7 @@ use crate::scm::ScmError;
 const CI_LOG_CHARS: usize = 12_000;
 
 fn scm_failure(error: &ScmError) -> DispatchError {
-    if error.is_retryable() {
-        DispatchError::failure(error.code(), error.to_string())
-    } else {
-        DispatchError::non_retryable(error.code(), error.to_string())
-    }
+    super::step_failure(error.code(), error.to_string(), error.is_retryable())
 }
 
 fn field(kind: InputType, description: &str) -> FieldDescriptor {

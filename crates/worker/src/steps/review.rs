@@ -108,13 +108,7 @@ impl StepExecutor for ReviewNetwork {
                 return Err(DispatchError::cancelled("the review was cancelled"));
             }
         }
-        .map_err(|e| {
-            if e.is_retryable() {
-                DispatchError::failure(e.code(), e.to_string())
-            } else {
-                DispatchError::non_retryable(e.code(), e.to_string())
-            }
-        })?;
+        .map_err(|e| super::step_failure(e.code(), e.to_string(), e.is_retryable()))?;
         context.tracer.record(TraceEntry::event(
             "review.verdicts",
             json!({

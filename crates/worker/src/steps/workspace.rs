@@ -268,12 +268,7 @@ pub(crate) fn tail(text: &str, limit: usize) -> String {
 }
 
 pub(crate) fn sandbox_failure(code: &str, error: &SandboxError) -> DispatchError {
-    let message = error.to_string();
-    if error.is_retryable() {
-        DispatchError::failure(code, message)
-    } else {
-        DispatchError::non_retryable(code, message)
-    }
+    super::step_failure(code, error.to_string(), error.is_retryable())
 }
 
 /// Runs a `shell` node: its command in a fresh workspace with no network and nothing of the

@@ -13,15 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::progress::Progress;
 use super::run::report_end;
-use super::{LocalHost, SandboxChoice, open_store, run_model, scm, text_argument};
+use super::{LocalHost, SandboxChoice, open_store, run_model, runtime, scm, text_argument};
 use crate::output::{self, Format, Status};
-
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?)
-}
 
 /// A store error as a one-line error with its code and a hint.
 fn store_error(error: &StoreError, what: &str) -> anyhow::Error {

@@ -48,6 +48,14 @@ pub(crate) enum SandboxChoice {
     Local,
 }
 
+/// The runtime local-mode commands run on.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
 /// The auto-swe home: `$AUTO_SWE_HOME`, else `~/.auto-swe`.
 pub(crate) fn home() -> anyhow::Result<PathBuf> {
     std::env::var_os(HOME_ENV)

@@ -11,7 +11,7 @@ use auto_swe_worker::{CI_SIGNAL, DriveEnd, Launch, MERGE_SIGNAL, StepRegistry, l
 use serde_json::{Value, json};
 
 use super::progress::Progress;
-use super::{DEMO_MODEL, LocalHost, SandboxChoice, open_store, scm, text_argument};
+use super::{DEMO_MODEL, LocalHost, SandboxChoice, open_store, runtime, scm, text_argument};
 use crate::output::{self, Format, Status};
 
 /// Budget tiers.
@@ -97,13 +97,6 @@ pub(crate) struct DemoArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
-}
-
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?)
 }
 
 /// The ticket as a run input: first line the title, the rest the body.
