@@ -38,7 +38,7 @@ pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use error::{StoreError, StoreResult};
 pub use limits::{MAX_ARTIFACT_BYTES, MAX_JSON_BYTES, MAX_LONG_TEXT_BYTES, MAX_SHORT_TEXT_BYTES};
 pub use records::admin::{
-    AuditEntry, AuditLog, NewAuditEntry, OutcomeClaim, OutcomeLedger, OutcomeState,
+    AuditEntry, AuditLog, NewAuditEntry, OutcomeClaim, OutcomeLedger, OutcomeRecord, OutcomeState,
     PatternCategory, ProviderCredential, ProviderCredentialStore, ScannerPattern,
     ScannerPatternStore, SecretRotation,
 };

@@ -154,6 +154,19 @@ pub struct RunWake {
     pub deadline: Option<std::time::Duration>,
 }
 
+/// Where a run's execution stands, as its engine knows it: what the run reaper asks about a
+/// run that has not ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExecutionState {
+    /// Running, waiting, parked or queued: its own worker will end it.
+    Live,
+    /// The execution finished with this outcome without ending the run.
+    Finished(auto_swe_spec::TerminalStatus),
+    /// The engine no longer has it, or gave up on it (dead-lettered): the run ends `FAILED`.
+    Gone,
+}
+
 /// The durable engine the worker drives runs through.
 ///
 /// Implementor's contract: `acquire` hands each runnable run to at most one live lease; a lease
@@ -176,6 +189,16 @@ pub trait DurableEngine: Send + Sync {
     /// Gives a held run back until `wake`: it holds no lease, no task and no memory until its
     /// signal is delivered or its deadline passes, when it is acquirable again (and replays).
     async fn park(&self, lease: &RunLease, wake: RunWake) -> Result<(), WorkerError>;
+    /// Where `run_id`'s execution stands (see [`ExecutionState`]).
+    async fn execution_state(&self, run_id: &str) -> Result<ExecutionState, WorkerError>;
+    /// Ends a run whose execution finished or vanished without ending it, through the same
+    /// fenced, bill-once finalize as a worker's own end: `true` when this call ended it, `false`
+    /// when the run had already ended or a live lease holds it (it was not stranded after all).
+    async fn end_stranded(
+        &self,
+        run_id: &str,
+        status: auto_swe_spec::TerminalStatus,
+    ) -> Result<bool, WorkerError>;
     /// Waits at most `max` for new work to become acquirable (returns early when it may have).
     /// The default just sleeps.
     async fn wait_for_work(&self, max: std::time::Duration) {

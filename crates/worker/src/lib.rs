@@ -18,6 +18,7 @@ mod journaling;
 mod launch;
 pub mod local_git;
 mod parking;
+mod reaper;
 mod scm;
 mod steps;
 pub mod templates;
@@ -26,20 +27,21 @@ mod worker;
 pub use ci::{CiVerdict, LocalCi};
 pub use embedded::EmbeddedEngine;
 pub use engine::{
-    DurableEngine, EffectHistory, EffectKey, EffectKind, RecordedEffect, RunEnd, RunLease, RunTask,
-    RunWake,
+    DurableEngine, EffectHistory, EffectKey, EffectKind, ExecutionState, RecordedEffect, RunEnd,
+    RunLease, RunTask, RunWake,
 };
 pub use error::WorkerError;
 pub use journaling::{JournalStats, JournalingDispatcher};
 pub use launch::{Launch, launch};
 pub use parking::{Parking, Working};
+pub use reaper::{ReapReport, Reaper, ReaperConfig};
 pub use scm::{
     CI_SIGNAL, LOCAL_HOST, LOCAL_ORG_SLUG, LocalRepository, LocalScm, MERGE_SIGNAL,
     PullRequestOpened, PullRequestText, ScmError,
 };
 pub use steps::{
-    GATE_FILE, GateConfig, GateOutcome, GateResult, GateScope, ModelRouter, RunDispatcher,
-    RunScope, SingleModel, StepContext, StepEffects, StepExecutor, StepRegistry, WorkerServices,
-    WorkspaceTemplate, hashed_embedding, run_branch, run_gates, usd_to_micros,
+    GATE_FILE, GateConfig, GateOutcome, GateResult, GateScope, ModelRouter, OUTCOME_AMBIGUOUS,
+    RunDispatcher, RunScope, SingleModel, StepContext, StepEffects, StepExecutor, StepRegistry,
+    WorkerServices, WorkspaceTemplate, hashed_embedding, run_branch, run_gates, usd_to_micros,
 };
 pub use worker::{DriveEnd, DriveReport, EffectsFactory, Worker, WorkerConfig};

@@ -181,17 +181,16 @@ fn finished(shown: &Value, node: &str) -> usize {
         .count()
 }
 
+/// Past the second CI wait (CI is green at the head the fix made) and waiting: on the merge.
 fn parked_for_merge(shown: &Value) -> bool {
-    shown["status"] == "WAITING" && shown["pullRequests"][0]["ciStatus"] == "SUCCESS"
+    shown["status"] == "WAITING"
+        && shown["pullRequests"][0]["ciStatus"] == "SUCCESS"
+        && finished(shown, "ciWait") == 2
 }
 
 /// The run's branch in its local repository (the home holds one).
 fn branch_tip(home: &Path, run: &str) -> String {
-    let repo = std::fs::read_dir(home.join("repos"))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .find(|path| path.extension().is_some_and(|e| e == "git"))
-        .unwrap();
+    let repo = repository(home);
     #[expect(
         clippy::disallowed_methods,
         reason = "reads the repository the test's run wrote"
@@ -295,8 +294,9 @@ fn paused_past_the_lease(env: &Env) {
     // Past the lease, a second worker takes the run and drives it to the merge wait.
     std::thread::sleep(Duration::from_secs(4));
     let taker = worker(env, &[]);
-    let before = wait_for(env, &run, "the merge wait", parked_for_merge);
+    wait_for(env, &run, "the merge wait", parked_for_merge);
     stop(taker);
+    let before = show(env, &run);
     // The paused worker wakes with its old lease: every write it tries is refused.
     signal(&paused, "CONT");
     std::thread::sleep(Duration::from_secs(5));
@@ -313,4 +313,75 @@ fn paused_past_the_lease(env: &Env) {
     );
     assert_eq!(after["status"], "WAITING");
     assert_ran_once(&after);
+}
+
+/// The local repository of a test's home (it holds one).
+fn repository(home: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(home.join("repos"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|e| e == "git"))
+        .unwrap()
+}
+
+fn pending_claims(shown: &Value) -> Vec<String> {
+    shown["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["state"] == "PENDING")
+        .map(|o| o["key"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_worker_killed_between_claiming_the_pull_request_and_recording_it_stops_the_run_ambiguous() {
+    if !sandbox_available() {
+        return;
+    }
+    let env = Env::sqlite();
+    let run = start_demo(&env);
+    // The pull request's text is written beside the repository after the claim and before the
+    // record. Made a FIFO no one reads, it holds the worker in between.
+    let pulls = repository(env.path()).join("auto-swe-pulls");
+    std::fs::create_dir_all(&pulls).unwrap();
+    let fifo = pulls.join("1.json");
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "mkfifo(1) makes the trap the worker is caught in"
+    )]
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let first = worker(&env, &["--no-ci"]);
+    wait_for(&env, &run, "the pull request's claim", |s| {
+        !pending_claims(s).is_empty()
+    });
+    // Caught between the claim and its record: kill -9, and take the trap away.
+    std::thread::sleep(Duration::from_millis(300));
+    stop(first);
+    std::fs::remove_file(&fifo).unwrap();
+    let second = worker(&env, &[]);
+    let shown = wait_for(&env, &run, "the run's end", |s| s["status"] == "FAILED");
+    stop(second);
+    // The second worker did not open the pull request again on a claim that may have been
+    // sent: the run stopped, the claim is left for a person, and no pull request exists.
+    let failed: Vec<&Value> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["node"] == "openPr")
+        .collect();
+    assert_eq!(failed.len(), 1, "{shown}");
+    assert_eq!(failed[0]["status"], "FAILED", "{shown}");
+    assert_eq!(failed[0]["error"]["code"], "OUTCOME_AMBIGUOUS", "{shown}");
+    assert_eq!(pending_claims(&shown).len(), 1, "{shown}");
+    assert_eq!(shown["pullRequests"], serde_json::json!([]), "{shown}");
+    assert_eq!(finished(&shown, "implement"), 1, "{shown}");
+    assert!(!fifo.exists(), "nothing wrote the pull request's text");
+    // The text view names the claim for the person who must check it.
+    let mut command = bin();
+    command.args(["runs", "show", &run]);
+    env.apply(&mut command);
+    let text = String::from_utf8(command.output().unwrap().stdout).unwrap();
+    assert!(text.contains("was claimed and never recorded"), "{text}");
 }

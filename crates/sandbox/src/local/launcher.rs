@@ -485,7 +485,7 @@ impl Launcher {
                 forget(&self.waiters, &id);
                 self.ended.store(true, std::sync::atomic::Ordering::SeqCst);
                 return Err(start_failed(
-                    format!("the workspace launcher took no request: {e}"),
+                    format!("the workspace launcher ended before it took the request: {e}"),
                     true,
                 ));
             }

@@ -623,6 +623,54 @@ macro_rules! impl_library_stores {
                 }
             }
 
+            async fn release_outcome(&self, token: &LeaseToken, effect_key: &str) -> StoreResult<()> {
+                limits::short_text("effect key", effect_key)?;
+                let mut tx = self.fenced(token).await?;
+                let released = sqlx::query(
+                    "DELETE FROM outcome_ledger \
+                     WHERE run_id = $1 AND effect_key = $2 AND state = 'PENDING'",
+                )
+                .bind(&token.run_id)
+                .bind(effect_key)
+                .execute(&mut *tx)
+                .await?;
+                if released.rows_affected() != 1 {
+                    tx.rollback().await?;
+                    return Err(StoreError::Conflict {
+                        entity: "outcome",
+                        detail: format!("{effect_key} is not pending"),
+                    });
+                }
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn outcomes_of(&self, run_id: &str) -> StoreResult<Vec<OutcomeRecord>> {
+                limits::short_text("run id", run_id)?;
+                let rows = sqlx::query(
+                    "SELECT effect_key, state, result, created_at, done_at FROM outcome_ledger \
+                     WHERE run_id = $1 ORDER BY created_at, effect_key",
+                )
+                .bind(run_id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|row| {
+                        let result: Option<String> = row.try_get("result")?;
+                        let done_at: Option<i64> = row.try_get("done_at")?;
+                        Ok(OutcomeRecord {
+                            effect_key: row.try_get("effect_key")?,
+                            state: parse_stored("outcome_ledger", &row.try_get::<String, _>("state")?)?,
+                            result: result
+                                .map(|text| from_json_text("outcome_ledger", &text))
+                                .transpose()?,
+                            claimed_at: Timestamp::from_millis(row.try_get("created_at")?),
+                            done_at: done_at.map(Timestamp::from_millis),
+                        })
+                    })
+                    .collect()
+            }
+
             async fn complete_outcome(
                 &self,
                 token: &LeaseToken,

@@ -39,8 +39,8 @@ pub(crate) mod prelude {
     pub(crate) use crate::error::{StoreError, StoreResult, map_write};
     pub(crate) use crate::limits;
     pub(crate) use crate::records::admin::{
-        AuditEntry, AuditLog, NewAuditEntry, OutcomeClaim, OutcomeLedger, OutcomeState,
-        PatternCategory, ProviderCredential, ProviderCredentialStore, ScannerPattern,
+        AuditEntry, AuditLog, NewAuditEntry, OutcomeClaim, OutcomeLedger, OutcomeRecord,
+        OutcomeState, PatternCategory, ProviderCredential, ProviderCredentialStore, ScannerPattern,
         ScannerPatternStore, SecretRotation,
     };
     pub(crate) use crate::records::connections::{

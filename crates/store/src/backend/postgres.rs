@@ -9,6 +9,10 @@ use std::sync::Arc;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions, PgRow};
 
+/// How long the server lets a session sit idle inside a transaction before ending it (see
+/// `PgStore::open`). Every store transaction is a few statements with no waiting between them.
+const IDLE_IN_TRANSACTION_TIMEOUT: &str = "5s";
+
 use super::prelude::*;
 use crate::records::memory::SearchMode;
 use crate::records::queue::WORK_CHANNEL;
@@ -54,7 +58,17 @@ impl PgStore {
         clock: Arc<dyn Clock>,
         max_connections: u32,
     ) -> StoreResult<Self> {
-        let options = PgConnectOptions::from_str(url).map_err(|_| StoreError::UnsupportedUrl)?;
+        // A transaction left open by a client that stopped (paused, swapped out, partitioned)
+        // would hold its run's queue row, and every fenced write keeps the row locked until it
+        // commits: the run could not be taken over however long ago its lease ended. The
+        // server ends such a session, rolling the write back, so a takeover waits at most this
+        // long past the lease.
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|_| StoreError::UnsupportedUrl)?
+            .options([(
+                "idle_in_transaction_session_timeout",
+                IDLE_IN_TRANSACTION_TIMEOUT,
+            )]);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(2))
             .acquire_timeout(Duration::from_secs(60))

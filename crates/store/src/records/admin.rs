@@ -118,6 +118,22 @@ pub enum OutcomeClaim {
     Done(serde_json::Value),
 }
 
+/// One row of a run's outcome ledger.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct OutcomeRecord {
+    /// The effect's key.
+    pub effect_key: String,
+    /// Claimed only, or sent and recorded.
+    pub state: OutcomeState,
+    /// What the send returned, once recorded.
+    pub result: Option<serde_json::Value>,
+    /// When it was claimed.
+    pub claimed_at: Timestamp,
+    /// When it was recorded.
+    pub done_at: Option<Timestamp>,
+}
+
 /// The outcome ledger for effects that must not repeat.
 ///
 /// Implementors guarantee: claim and complete are fenced by the run's lease (a worker that lost
@@ -131,6 +147,16 @@ pub trait OutcomeLedger: Send + Sync {
         token: &crate::records::queue::LeaseToken,
         effect_key: &str,
     ) -> StoreResult<OutcomeClaim>;
+    /// Gives back a claim whose effect is known not to have been sent (the attempt failed
+    /// before reaching the provider), so a retry may claim it again. A completed effect cannot
+    /// be given back: that is a conflict.
+    async fn release_outcome(
+        &self,
+        token: &crate::records::queue::LeaseToken,
+        effect_key: &str,
+    ) -> StoreResult<()>;
+    /// The run's ledger, oldest claim first: what a person reads to resolve an ambiguous one.
+    async fn outcomes_of(&self, run_id: &str) -> StoreResult<Vec<OutcomeRecord>>;
     /// Records that a claimed effect was sent.
     async fn complete_outcome(
         &self,

@@ -137,6 +137,11 @@ async fn zombie_worker_writes_nothing(db: &TestDb) {
             .await,
         "outcome complete",
     );
+    // Nor can it give the holder's claim back, which would let the effect be sent twice.
+    lost(
+        db.store.release_outcome(&za, "open-pr").await,
+        "outcome release",
+    );
     db.store
         .complete_outcome(&tb, "open-pr", &json!({"pr": 1}))
         .await

@@ -225,6 +225,12 @@ async fn patterns_ledger_and_audit(db: &TestDb) {
         }
     }
     assert_eq!(claimed, 1);
+    // A claim given back (the attempt never reached the provider) can be claimed again.
+    db.store.release_outcome(&token, "open-pr").await.unwrap();
+    assert_eq!(
+        db.store.claim_outcome(&token, "open-pr").await.unwrap(),
+        OutcomeClaim::Claimed
+    );
     db.store
         .complete_outcome(&token, "open-pr", &json!({"pr": 42}))
         .await
@@ -238,6 +244,39 @@ async fn patterns_ledger_and_audit(db: &TestDb) {
         .complete_outcome(&token, "open-pr", &json!({}))
         .await;
     assert_eq!(twice.unwrap_err().code(), "STORE_CONFLICT");
+    // A sent effect is never given back.
+    let released = db.store.release_outcome(&token, "open-pr").await;
+    assert_eq!(released.unwrap_err().code(), "STORE_CONFLICT");
+    // The ledger as a person reads it: the sent effect with its result, a pending claim
+    // without one.
+    assert_eq!(
+        db.store.claim_outcome(&token, "comment").await.unwrap(),
+        OutcomeClaim::Claimed
+    );
+    let ledger = db.store.outcomes_of(&token.run_id).await.unwrap();
+    let mut summary: Vec<_> = ledger
+        .iter()
+        .map(|o| {
+            (
+                o.effect_key.as_str(),
+                o.state,
+                o.result.clone(),
+                o.done_at.is_some(),
+            )
+        })
+        .collect();
+    summary.sort_by_key(|row| row.0);
+    assert_eq!(
+        summary,
+        [
+            ("comment", OutcomeState::Pending, None, false),
+            ("open-pr", OutcomeState::Done, Some(json!({"pr": 42})), true),
+        ]
+    );
+    assert_eq!(
+        db.store.claim_outcome(&token, "open-pr").await.unwrap(),
+        OutcomeClaim::Done(json!({"pr": 42}))
+    );
     assert_eq!(
         db.store
             .claim_outcome(

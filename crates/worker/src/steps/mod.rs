@@ -7,6 +7,7 @@ mod agents;
 mod gates;
 mod implement;
 mod memory;
+mod outcome;
 mod pull_request;
 mod review;
 mod ticket;
@@ -34,6 +35,7 @@ use tracing::Instrument;
 pub use agents::{ModelRouter, SingleModel};
 pub use gates::{GATE_FILE, GateConfig, GateOutcome, GateResult, GateScope, run_gates};
 pub use memory::hashed_embedding;
+pub use outcome::OUTCOME_AMBIGUOUS;
 pub use workspace::WorkspaceTemplate;
 
 use crate::local_git::LocalGit;

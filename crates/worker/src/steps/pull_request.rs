@@ -7,6 +7,7 @@ use auto_swe_spec::{FieldDescriptor, InputType, StepDescriptor};
 use serde_json::{Value, json};
 
 use super::implement::{repository, ticket_text};
+use super::outcome::SendFailure;
 use super::workspace::tail;
 use super::{StepContext, StepExecutor};
 use crate::scm::ScmError;
@@ -69,24 +70,37 @@ impl StepExecutor for CreateOrUpdatePullRequest {
                 .collect();
         }
         let body = context.input_str("body");
+        // The pull request is an external write: claimed in the run's outcome ledger first.
+        // The local SCM's write is an upsert keyed on the run (a repeat cannot open a second
+        // pull request), so an error it returns left nothing half-sent; only a crash between
+        // the claim and its record leaves the claim pending.
         let opened = context
-            .services
-            .scm
-            .create_or_update_pull_request(
-                &repo,
-                &context.run.run_id,
-                &context.run.branch(),
-                &title,
-                &body,
-            )
-            .await
-            .map_err(|e| scm_failure(&e))?;
+            .send_once("pull-request", || async {
+                let opened = context
+                    .services
+                    .scm
+                    .create_or_update_pull_request(
+                        &repo,
+                        &context.run.run_id,
+                        &context.run.branch(),
+                        &title,
+                        &body,
+                    )
+                    .await
+                    .map_err(|e| SendFailure::NotSent(scm_failure(&e)))?;
+                serde_json::to_value(&opened).map_err(|e| {
+                    SendFailure::MaybeSent(DispatchError::non_retryable(
+                        "SCM_FAILED",
+                        e.to_string(),
+                    ))
+                })
+            })
+            .await?;
         context.tracer.record(auto_swe_runtime::TraceEntry::event(
             "pull_request.updated",
-            json!({ "number": opened.number, "headSha": opened.head_sha, "created": opened.created }),
+            json!({ "number": opened.get("number"), "headSha": opened.get("headSha"), "created": opened.get("created") }),
         ));
-        serde_json::to_value(&opened)
-            .map_err(|e| DispatchError::non_retryable("SCM_FAILED", e.to_string()))
+        Ok(opened)
     }
 }
 

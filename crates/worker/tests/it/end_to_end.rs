@@ -103,12 +103,22 @@ pub(crate) async fn launch_demo(
     (repo, run.id)
 }
 
-/// Drives runs and local CI until nothing moves; returns where the run was last left.
-pub(crate) async fn drive_until_quiet(worker: &Worker, ci: &LocalCi) -> Option<DriveEnd> {
+/// Drives runs and local CI with every worker at once until nothing moves; returns where the
+/// run was last left.
+pub(crate) async fn drive_until_quiet(workers: &[Worker; 2], ci: &LocalCi) -> Option<DriveEnd> {
     let mut last = None;
-    for _ in 0..40 {
-        if let Some(report) = worker.run_once().await.unwrap() {
-            last = Some(report.end);
+    for round in 0..40 {
+        // Each round the other worker asks first.
+        let (first, second) = (&workers[round % 2], &workers[(round + 1) % 2]);
+        let (first, second) = tokio::join!(first.run_once(), second.run_once());
+        let mut moved = false;
+        for report in [first, second] {
+            if let Some(report) = report.unwrap() {
+                last = Some(report.end);
+                moved = true;
+            }
+        }
+        if moved {
             continue;
         }
         if ci.run_pending().await.unwrap().is_empty() {
@@ -125,21 +135,26 @@ async fn ticket_to_merge_takes_the_demo_ticket_to_a_merged_pull_request(db: &Tes
     };
     let services = demo_services(db.store.clone(), backend, root, &dir.path().join("repos"));
     let (repo, run_id) = launch_demo(&services, dir.path()).await;
-    let engine = Arc::new(EmbeddedEngine::new(
-        db.store.clone(),
-        Duration::from_secs(30),
-    ));
-    let worker = Worker::with_effects(
-        engine,
-        Arc::new(StepEffects::new(Arc::clone(&services))),
-        WorkerConfig::new("worker-1", Duration::from_secs(5)),
-    );
+    // Two workers, each with its own connections to the database (two processes, as far as
+    // the store can tell), polling at once: whichever takes the run drives it, and a run parked
+    // by one is woken and replayed by either.
+    let worker = |name: &str, store: Store| {
+        Worker::with_effects(
+            Arc::new(EmbeddedEngine::new(store, Duration::from_secs(30))),
+            Arc::new(StepEffects::new(Arc::clone(&services))),
+            WorkerConfig::new(name, Duration::from_secs(5)),
+        )
+    };
+    let workers = [
+        worker("worker-1", db.store.clone()),
+        worker("worker-2", db.reopen().await),
+    ];
     let ci = LocalCi::new(Arc::clone(&services));
 
     // Implementation, review (one rejection and a fix), gates, the pull request, a red CI
     // (the changelog check), the CI fix back through review, green CI: then the run parks
     // on the merge.
-    let end = drive_until_quiet(&worker, &ci).await;
+    let end = drive_until_quiet(&workers, &ci).await;
     match end {
         Some(DriveEnd::Parked(wake)) => assert_eq!(wake.signal, MERGE_SIGNAL),
         other => panic!("the run did not park on the merge: {other:?}"),
@@ -182,7 +197,7 @@ async fn ticket_to_merge_takes_the_demo_ticket_to_a_merged_pull_request(db: &Tes
         )
         .await
         .unwrap();
-    match drive_until_quiet(&worker, &ci).await {
+    match drive_until_quiet(&workers, &ci).await {
         Some(DriveEnd::Ended { status, .. }) => assert_eq!(status, TerminalStatus::Success),
         other => panic!("the run did not end: {other:?}"),
     }

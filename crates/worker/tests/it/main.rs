@@ -6,6 +6,7 @@
 )]
 
 mod end_to_end;
+mod reaper;
 mod resume;
 mod support;
 mod templates;

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use auto_swe_store::{HumanStepStatus, PullRequestQuery, RunListQuery, Store, StoreError};
+use auto_swe_store::{
+    HumanStepStatus, OutcomeState, PullRequestQuery, RunListQuery, Store, StoreError,
+};
 use auto_swe_worker::templates::{TEMPLATES, template};
 use auto_swe_worker::{MERGE_SIGNAL, WorkerError};
 use serde_json::{Value, json};
@@ -125,6 +127,7 @@ async fn show_run(
         .list_pull_requests(&PullRequestQuery::default().of_run(run_id))
         .await?;
     let humans = store.list_human_steps(run_id).await?;
+    let outcomes = store.outcomes_of(run_id).await?;
     let traces = if with_traces {
         store.list_traces(run_id, 2_000).await?
     } else {
@@ -136,7 +139,8 @@ async fn show_run(
             "status": run.status.as_str(),
             "template": run.spec_snapshot.get("name"),
             "usage": { "costMicros": run.usage.cost_micros, "inputTokens": run.usage.input_tokens, "outputTokens": run.usage.output_tokens },
-            "steps": steps.iter().map(|s| json!({ "node": s.node_id, "recordingId": s.recording_id, "attempt": s.attempt, "status": s.status.as_str() })).collect::<Vec<_>>(),
+            "steps": steps.iter().map(|s| json!({ "node": s.node_id, "recordingId": s.recording_id, "attempt": s.attempt, "status": s.status.as_str(), "error": s.output.get("error") })).collect::<Vec<_>>(),
+            "outcomes": outcomes.iter().map(|o| json!({ "key": o.effect_key, "state": o.state.as_str() })).collect::<Vec<_>>(),
             "pullRequests": prs.iter().map(|p| json!({ "number": p.number, "url": p.url, "headSha": p.head_sha, "state": p.state.as_str(), "ciStatus": p.ci_status.as_str() })).collect::<Vec<_>>(),
             "humanSteps": humans.iter().map(|h| json!({ "node": h.node_id, "status": h.status.as_str(), "kind": h.kind.as_str() })).collect::<Vec<_>>(),
             "traces": traces.iter().map(|t| json!({ "node": t.node_id, "kind": t.kind, "activity": t.activity, "payload": t.payload })).collect::<Vec<_>>(),
@@ -170,6 +174,13 @@ async fn show_run(
             pr.url,
             pr.state.as_str(),
             pr.ci_status.as_str()
+        );
+    }
+    for outcome in outcomes.iter().filter(|o| o.state == OutcomeState::Pending) {
+        let _ = writeln!(
+            text,
+            "external write {} was claimed and never recorded: check whether it happened",
+            outcome.effect_key
         );
     }
     for human in humans
@@ -634,9 +645,13 @@ pub(crate) fn worker(args: &WorkerArgs) -> anyhow::Result<Status> {
                 ci.serve(ci_stop).await;
             }
         });
+        let reaper = host.reaper.clone();
+        let reaper_stop = shutdown.clone();
+        let reaper_task = tokio::spawn(async move { reaper.serve(reaper_stop).await });
         let served = host.worker.serve(shutdown.clone()).await;
         shutdown.cancel();
         let _ = ci_task.await;
+        let _ = reaper_task.await;
         served.map_err(|e: WorkerError| anyhow::anyhow!("{e} ({})", e.code()))?;
         Ok(Status::Success)
     })

@@ -21,8 +21,8 @@ use auto_swe_scanners::{CompiledPatterns, builtin_patterns};
 use auto_swe_store::{Keyring, Store, StoreConfig};
 use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::{
-    DriveEnd, EmbeddedEngine, LocalCi, LocalScm, SingleModel, StepEffects, Worker, WorkerConfig,
-    WorkerServices, WorkspaceTemplate,
+    DriveEnd, DurableEngine, EmbeddedEngine, LocalCi, LocalScm, Reaper, ReaperConfig, SingleModel,
+    StepEffects, Worker, WorkerConfig, WorkerServices, WorkspaceTemplate,
 };
 
 use crate::config::HOME_ENV;
@@ -189,6 +189,8 @@ pub(crate) struct LocalHost {
     pub(crate) store: Store,
     pub(crate) worker: Worker,
     pub(crate) ci: LocalCi,
+    /// Ends this store's stranded runs (`auto-swe worker` sweeps with it).
+    pub(crate) reaper: Reaper,
 }
 
 impl LocalHost {
@@ -230,13 +232,23 @@ impl LocalHost {
         });
         let engine = Arc::new(EmbeddedEngine::new(store.clone(), lease));
         let worker_id = format!("cli-{}", std::process::id());
+        let reaper = Reaper::new(
+            store.clone(),
+            Arc::clone(&engine) as Arc<dyn DurableEngine>,
+            ReaperConfig::default(),
+        );
         let worker = Worker::with_effects(
             engine,
             Arc::new(StepEffects::new(Arc::clone(&services))),
             WorkerConfig::new(worker_id, lease / 3),
         );
         let ci = LocalCi::new(Arc::clone(&services));
-        Ok(Self { store, worker, ci })
+        Ok(Self {
+            store,
+            worker,
+            ci,
+            reaper,
+        })
     }
 
     /// Drives runnable runs and local CI until nothing moves; returns where `run_id` was left
