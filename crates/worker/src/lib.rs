@@ -38,8 +38,9 @@ pub use scm::{
     PullRequestOpened, PullRequestText, ScmError,
 };
 pub use steps::{
-    GATE_FILE, GateConfig, GateOutcome, GateResult, GateScope, ModelRouter, RunDispatcher,
-    RunScope, SingleModel, StepContext, StepEffects, StepExecutor, StepRegistry, WorkerServices,
+    ANSWERED_BY, CONTAINER_OUTPUT_BYTES, CONTAINER_TIMEOUT_CAP, GATE_FILE, GateConfig, GateOutcome,
+    GateResult, GateScope, MCP_OUTPUT_CHARS, McpNodeStep, ModelRouter, RunDispatcher, RunScope,
+    SingleModel, StepContext, StepEffects, StepExecutor, StepRegistry, WorkerServices,
     WorkspaceTemplate, hashed_embedding, run_branch, run_gates, usd_to_micros,
 };
 pub use worker::{DriveEnd, DriveReport, EffectsFactory, Worker, WorkerConfig};

@@ -6,6 +6,8 @@
 )]
 
 mod end_to_end;
+mod node_executors;
 mod resume;
+mod sign_off;
 mod support;
 mod templates;
