@@ -295,3 +295,25 @@ impl StepExecutor for McpNodeStep {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use auto_swe_runtime::mcp::MCP_FENCE_BEGIN;
+
+    use super::*;
+
+    #[test]
+    fn a_long_answer_is_cut_and_its_fence_closed_again() {
+        let short = format!("{MCP_FENCE_BEGIN}\nhello\n{MCP_FENCE_END}");
+        assert_eq!(capped(&short), short);
+        let long = format!(
+            "{MCP_FENCE_BEGIN}\n{}\n{MCP_FENCE_END}",
+            "é".repeat(MCP_OUTPUT_CHARS)
+        );
+        let cut = capped(&long);
+        assert!(cut.starts_with(MCP_FENCE_BEGIN));
+        assert!(cut.ends_with(MCP_FENCE_END));
+        assert!(cut.contains("[cut at 64000 characters]"));
+        assert!(cut.chars().count() < MCP_OUTPUT_CHARS + 100);
+    }
+}

@@ -17,8 +17,8 @@ use auto_swe_store::{
 use auto_swe_worker::demo::DEMO_CASSETTE;
 use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::{
-    DriveEnd, EmbeddedEngine, LocalScm, McpNodeStep, SingleModel, StepEffects, StepRegistry,
-    Worker, WorkerConfig, WorkerServices, WorkspaceTemplate,
+    DriveEnd, EmbeddedEngine, LocalScm, MCP_OUTPUT_CHARS, McpNodeStep, SingleModel, StepEffects,
+    StepRegistry, Worker, WorkerConfig, WorkerServices, WorkspaceTemplate,
 };
 use serde_json::{Value, json};
 
@@ -359,6 +359,49 @@ async fn a_tool_the_server_does_not_offer_is_a_typed_failure() {
         error_code(&recorded(&db.store, &run, "call").await),
         "MCP_TOOL_NOT_FOUND"
     );
+
+    // Arguments the tool refuses: the server's error is the node's failure.
+    let run = start(
+        &db,
+        NewRun::new(mcp_spec(&connection, "echo", json!({ "message": 42 }))).with_team(&team),
+    )
+    .await;
+    match drive(&db, &services, mcp_registry(&url)).await {
+        DriveEnd::Ended { error_code, .. } => {
+            assert_eq!(error_code.as_deref(), Some("MCP_TOOL_FAILED"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let output = recorded(&db.store, &run, "call").await;
+    assert_eq!(error_code(&output), "MCP_TOOL_FAILED", "{output}");
+    db.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_answer_is_cut() {
+    let Some(url) = everything_url() else { return };
+    let db = TestStore::new(Kind::Sqlite).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = local_backend(&dir.path().join("state")) else {
+        return;
+    };
+    let services = services(db.store.clone(), backend, LOCAL_IMAGE, root, dir.path());
+    let (connection, team, _) = mcp_fixture(&db.store, &url, json!({})).await;
+    let long = "word ".repeat(MCP_OUTPUT_CHARS / 4);
+    let run = start(
+        &db,
+        NewRun::new(mcp_spec(&connection, "echo", json!({ "message": long }))).with_team(&team),
+    )
+    .await;
+    match drive(&db, &services, mcp_registry(&url)).await {
+        DriveEnd::Ended { status, .. } => assert_eq!(status, TerminalStatus::Success),
+        other => panic!("{other:?}"),
+    }
+    let output = recorded(&db.store, &run, "call").await;
+    let text = output["outputs"]["text"].as_str().unwrap();
+    assert_eq!(output["outputs"]["truncated"], json!(true));
+    // The step record cuts long strings itself; the cut the node made is unit-tested.
+    assert!(text.starts_with("BEGIN UNTRUSTED MCP OUTPUT"), "{text}");
     db.finish().await;
 }
 
@@ -383,7 +426,8 @@ fn container_spec(image: &str, other_image: &str, port: u16) -> Value {
             node("stream", "chatty", json!({ "transport": "ndjson", "command": "echo '{\"type\":\"log\"}'; echo '{\"type\":\"result\",\"output\":{\"ok\":true}}'" })),
             node("chatty", "exits", json!({ "command": "echo hello" })),
             node("exits", "slow", json!({ "command": "echo oops >&2; exit 3" })),
-            node("slow", "elsewhere", json!({ "command": "sleep 30", "timeoutMs": 1500 })),
+            node("slow", "flood", json!({ "command": "sleep 30", "timeoutMs": 1500 })),
+            node("flood", "elsewhere", json!({ "command": "head -c 400000 /dev/zero | tr '\\0' a" })),
             node("elsewhere", "end", json!({ "image": other_image, "command": "true" })),
             { "id": "end", "type": "terminate", "status": "SUCCESS" }
         ]),
@@ -419,6 +463,7 @@ async fn container_chain(
         ("chatty", "CONTAINER_OUTPUT_INVALID"),
         ("exits", "CONTAINER_EXIT_NONZERO"),
         ("slow", "CONTAINER_TIMEOUT"),
+        ("flood", "CONTAINER_OUTPUT_TOO_LARGE"),
         ("elsewhere", "CONTAINER_IMAGE_MISSING"),
     ] {
         let output = recorded(store, &run, node).await;
