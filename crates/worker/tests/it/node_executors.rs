@@ -12,7 +12,8 @@ use auto_swe_models::{Cassette, PriceCatalog, ReplayClient, Tier};
 use auto_swe_sandbox::{LocalRoot, ResourceLimits, WorkspaceBackend};
 use auto_swe_scanners::{CompiledPatterns, UrlPolicy, builtin_patterns};
 use auto_swe_store::{
-    ConnectionType, HumanStepStatus, NewConnection, NewRun, RunPins, SecretString, Store,
+    ConnectionType, HumanStepStatus, NewConnection, NewRun, NewTemplate, NewTemplateVersion,
+    RunPins, SecretString, Store,
 };
 use auto_swe_worker::demo::DEMO_CASSETTE;
 use auto_swe_worker::local_git::LocalGit;
@@ -159,6 +160,28 @@ async fn mcp_fixture(store: &Store, url: &str, config: Value) -> (String, String
     (connection.id, ours.id, theirs.id)
 }
 
+/// A version of a new template of `team` (global when `None`) holding `spec`.
+async fn template_version(store: &Store, team: Option<&str>, spec: &Value) -> String {
+    let template = store
+        .create_template(NewTemplate {
+            team_id: team.map(str::to_owned),
+            name: format!("t-{}", uuid::Uuid::now_v7()),
+            description: String::new(),
+        })
+        .await
+        .unwrap();
+    store
+        .add_template_version(NewTemplateVersion {
+            template_id: template.id,
+            spec: spec.clone(),
+            input_schema: json!({}),
+            created_by: None,
+        })
+        .await
+        .unwrap()
+        .id
+}
+
 fn mcp_spec(connection: &str, tool: &str, arguments: Value) -> Value {
     let mut nodes = json!([
         { "id": "call", "type": "mcp", "connectionRef": connection, "tool": tool, "next": "end" },
@@ -216,6 +239,26 @@ async fn an_mcp_node_calls_its_connections_tool_and_the_answer_is_screened() {
             .all(|t| !t.payload.to_string().contains("tok-node-test-0001"))
     );
 
+    // A global template may use any connection, with no team on the run.
+    let spec = mcp_spec(
+        &connection,
+        "echo",
+        json!({ "message": "from a global template" }),
+    );
+    let global = template_version(&db.store, None, &spec).await;
+    let run = start(&db, NewRun::new(spec).with_template_version(&global)).await;
+    match drive(&db, &services, mcp_registry(&url)).await {
+        DriveEnd::Ended { status, .. } => assert_eq!(status, TerminalStatus::Success),
+        other => panic!("{other:?}"),
+    }
+    let output = recorded(&db.store, &run, "call").await;
+    assert!(
+        output["outputs"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("from a global template")
+    );
+
     // The server's answer is hostile: injected text is withheld before the run sees it.
     let run = start(
         &db,
@@ -254,7 +297,7 @@ async fn a_connection_the_run_may_not_use_is_refused_before_any_server_is_contac
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let (connection, _, theirs) =
+    let (connection, ours, theirs) =
         mcp_fixture(&db.store, &url, json!({ "allowedTools": ["echo"] })).await;
     let repo = db
         .store
@@ -268,7 +311,16 @@ async fn a_connection_the_run_may_not_use_is_refused_before_any_server_is_contac
         .await
         .unwrap();
 
+    let spec = mcp_spec(&connection, "echo", json!({}));
+    let theirs_template = template_version(&db.store, Some(&theirs), &spec).await;
     let cases = [
+        // Another team's template names our connection: refused whoever runs it.
+        (
+            NewRun::new(spec.clone())
+                .with_template_version(&theirs_template)
+                .with_team(&ours),
+            "MCP_CONNECTION_FORBIDDEN",
+        ),
         // Another team's run names our connection.
         (
             NewRun::new(mcp_spec(&connection, "echo", json!({}))).with_team(&theirs),
