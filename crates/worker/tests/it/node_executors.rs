@@ -24,7 +24,7 @@ use auto_swe_worker::{
 use serde_json::{Value, json};
 
 use crate::end_to_end::local_backend;
-use crate::support::{Kind, TestStore};
+use crate::support::{Kind, TestStore, on_both_backends};
 
 /// The image name the local root filesystem stands for in these tests.
 const LOCAL_IMAGE: &str = "auto-swe-test-root";
@@ -285,9 +285,11 @@ async fn an_mcp_node_calls_its_connections_tool_and_the_answer_is_screened() {
     db.finish().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_connection_the_run_may_not_use_is_refused_before_any_server_is_contacted() {
-    let db = TestStore::new(Kind::Sqlite).await.unwrap();
+on_both_backends!(a_connection_the_run_may_not_use_is_refused_before_any_server_is_contacted);
+
+async fn a_connection_the_run_may_not_use_is_refused_before_any_server_is_contacted(
+    db: &TestStore,
+) {
     let dir = tempfile::tempdir().unwrap();
     let Some((backend, root)) = local_backend(&dir.path().join("state")) else {
         return;
@@ -347,8 +349,8 @@ async fn a_connection_the_run_may_not_use_is_refused_before_any_server_is_contac
         ),
     ];
     for (run, code) in cases {
-        let run_id = start(&db, run.with_pins(RunPins::default())).await;
-        match drive(&db, &services, mcp_registry(&url)).await {
+        let run_id = start(db, run.with_pins(RunPins::default())).await;
+        match drive(db, &services, mcp_registry(&url)).await {
             DriveEnd::Ended { status, error_code } => {
                 assert_eq!(status, TerminalStatus::Failed);
                 assert_eq!(error_code.as_deref(), Some(code));
@@ -372,7 +374,7 @@ async fn a_connection_the_run_may_not_use_is_refused_before_any_server_is_contac
             .with_connections(vec![connection.clone()]),
     )
     .await;
-    match drive(&db, &services, StepRegistry::builtin()).await {
+    match drive(db, &services, StepRegistry::builtin()).await {
         DriveEnd::Ended { error_code, .. } => {
             assert_eq!(error_code.as_deref(), Some("MCP_URL_REFUSED"));
         }
@@ -383,7 +385,6 @@ async fn a_connection_the_run_may_not_use_is_refused_before_any_server_is_contac
         "MCP_URL_REFUSED"
     );
     assert!(listener.accept().is_err());
-    db.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -632,9 +633,11 @@ async fn two_sign_offs(
     (status, second["outputs"]["answeredBy"].clone())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_human_nodes_answerer_is_the_one_the_store_recorded_not_the_payloads_claim() {
-    let db = TestStore::new(Kind::Sqlite).await.unwrap();
+on_both_backends!(a_human_nodes_answerer_is_the_one_the_store_recorded_not_the_payloads_claim);
+
+async fn a_human_nodes_answerer_is_the_one_the_store_recorded_not_the_payloads_claim(
+    db: &TestStore,
+) {
     let dir = tempfile::tempdir().unwrap();
     let Some((backend, root)) = local_backend(&dir.path().join("state")) else {
         return;
@@ -642,18 +645,17 @@ async fn a_human_nodes_answerer_is_the_one_the_store_recorded_not_the_payloads_c
     let services = services(db.store.clone(), backend, LOCAL_IMAGE, root, dir.path());
     // Two people: the run goes on.
     assert_eq!(
-        two_sign_offs(&db, &services, [("alice", "alice"), ("bob", "bob")]).await,
+        two_sign_offs(db, &services, [("alice", "alice"), ("bob", "bob")]).await,
         (TerminalStatus::Success, json!("bob"))
     );
     // Alice answers both and claims to be Bob the second time: one person.
     assert_eq!(
-        two_sign_offs(&db, &services, [("alice", "alice"), ("alice", "bob")]).await,
+        two_sign_offs(db, &services, [("alice", "alice"), ("alice", "bob")]).await,
         (TerminalStatus::Failed, json!("alice"))
     );
     // A bare signal claiming Bob, with no stored answer behind it, names nobody.
     assert_eq!(
-        two_sign_offs(&db, &services, [("alice", "alice"), ("", "bob")]).await,
+        two_sign_offs(db, &services, [("alice", "alice"), ("", "bob")]).await,
         (TerminalStatus::Failed, Value::Null)
     );
-    db.finish().await;
 }
