@@ -369,7 +369,7 @@ async fn a_connection_the_run_may_not_use_is_refused_before_any_server_is_contac
 
     // The default policy refuses a loopback server even for a run that may use it.
     let run_id = start(
-        &db,
+        db,
         NewRun::new(mcp_spec(&connection, "echo", json!({})))
             .with_connections(vec![connection.clone()]),
     )
