@@ -114,14 +114,21 @@ fn strings(value: Option<&Value>) -> Option<Vec<String>> {
     })
 }
 
+/// What a target is made from: a connection's id, name and settings.
+struct Settings<'a> {
+    id: &'a str,
+    name: &'a str,
+    config: &'a Value,
+}
+
 /// The connection's settings as a target, checked: URL and headers refused here with their
 /// codes, and the tool refused when the connection's allowlist leaves it out.
 fn target(
-    connection: &Connection,
+    connection: &Settings<'_>,
     tool: &str,
     policy: &UrlPolicy,
 ) -> Result<(McpTarget, UrlPolicy), DispatchError> {
-    let config = &connection.config;
+    let config = connection.config;
     let url = config
         .get("url")
         .and_then(Value::as_str)
@@ -141,15 +148,25 @@ fn target(
         let _ = policy.allow_private_origin(&format!("{host}:{port}"));
     }
     check_with_policy(&policy, url).map_err(|e| refused(e.code(), e.to_string()))?;
-    let headers: Vec<(String, String)> = config
-        .get("headers")
-        .and_then(Value::as_object)
-        .map(|map| {
-            map.iter()
-                .map(|(name, value)| (name.clone(), value.as_str().unwrap_or_default().to_owned()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let headers: Vec<(String, String)> = match config.get("headers") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Object(map)) => map
+            .iter()
+            .map(|(name, value)| value.as_str().map(|v| (name.clone(), v.to_owned())))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                refused(
+                    "MCP_HEADERS_INVALID",
+                    "every header value is a string".to_owned(),
+                )
+            })?,
+        Some(_) => {
+            return Err(refused(
+                "MCP_HEADERS_INVALID",
+                "`headers` maps header names to values".to_owned(),
+            ));
+        }
+    };
     validate_headers(&headers).map_err(|e| refused(e.code(), e.to_string()))?;
     let allowed = strings(config.get("allowedTools"));
     if allowed
@@ -164,7 +181,7 @@ fn target(
             ),
         ));
     }
-    let mut target = McpTarget::new(&connection.name, url);
+    let mut target = McpTarget::new(connection.name, url);
     target.headers = headers;
     target.allowed_tools = Some(vec![tool.to_owned()]);
     target.scan_results = true;
@@ -223,7 +240,12 @@ impl StepExecutor for McpNodeStep {
                 format!("this run may not use connection `{}`", connection.id),
             ));
         }
-        let (mut target, policy) = target(&connection, tool, &self.policy)?;
+        let settings = Settings {
+            id: &connection.id,
+            name: &connection.name,
+            config: &connection.config,
+        };
+        let (mut target, policy) = target(&settings, tool, &self.policy)?;
         target.bearer = store
             .connection_token(&connection.id)
             .await
@@ -301,6 +323,73 @@ mod tests {
     use auto_swe_runtime::mcp::MCP_FENCE_BEGIN;
 
     use super::*;
+
+    #[test]
+    fn a_connections_settings_are_checked_before_any_connect() {
+        let policy = UrlPolicy::new();
+        for (config, code) in [
+            (json!({}), "MCP_CONNECTION_INVALID"),
+            (
+                json!({ "url": "ftp://mcp.example.com/" }),
+                "MCP_URL_REFUSED",
+            ),
+            (
+                json!({ "url": "http://127.0.0.1:9/mcp" }),
+                "MCP_URL_REFUSED",
+            ),
+            (
+                json!({ "url": "http://169.254.169.254/mcp", "allowPrivateNetwork": true }),
+                "MCP_URL_REFUSED",
+            ),
+            (
+                json!({ "url": "http://10.0.0.5:8080/mcp" }),
+                "MCP_URL_REFUSED",
+            ),
+            (
+                json!({ "url": "https://mcp.example.com/", "headers": { "Authorization": "x" } }),
+                "MCP_HEADERS_INVALID",
+            ),
+            (
+                json!({ "url": "https://mcp.example.com/", "headers": { "X-Team": 7 } }),
+                "MCP_HEADERS_INVALID",
+            ),
+            (
+                json!({ "url": "https://mcp.example.com/", "allowedTools": ["add"] }),
+                "MCP_TOOL_NOT_ALLOWED",
+            ),
+        ] {
+            let settings = Settings {
+                id: "conn-1",
+                name: "server",
+                config: &config,
+            };
+            let error = target(&settings, "echo", &policy).unwrap_err();
+            assert_eq!(error.code, code, "{config}");
+            assert!(error.non_retryable);
+        }
+        let config = json!({
+            "url": "https://mcp.example.com/",
+            "headers": { "X-Team": "a" },
+            "allowedTools": ["echo"],
+            "callTimeoutMs": 86_400_000,
+        });
+        let settings = Settings {
+            id: "conn-1",
+            name: "server",
+            config: &config,
+        };
+        let (target, _) = target(&settings, "echo", &policy).unwrap();
+        let private = json!({ "url": "http://10.0.0.5:8080/mcp", "allowPrivateNetwork": true });
+        let opted_in = Settings {
+            id: "conn-2",
+            name: "private",
+            config: &private,
+        };
+        assert!(super::target(&opted_in, "echo", &policy).is_ok());
+        assert_eq!(target.allowed_tools, Some(vec!["echo".to_owned()]));
+        assert!(target.scan_results);
+        assert_eq!(target.call_timeout, MAX_CALL_TIMEOUT);
+    }
 
     #[test]
     fn a_long_answer_is_cut_and_its_fence_closed_again() {
