@@ -4,8 +4,11 @@
 
 mod agent_node;
 mod agents;
+mod container;
 mod gates;
+mod human;
 mod implement;
+mod mcp;
 mod memory;
 mod outcome;
 mod pull_request;
@@ -33,7 +36,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use agents::{ModelRouter, SingleModel};
+pub use container::{CONTAINER_OUTPUT_BYTES, CONTAINER_TIMEOUT_CAP};
 pub use gates::{GATE_FILE, GateConfig, GateOutcome, GateResult, GateScope, run_gates};
+pub use human::ANSWERED_BY;
+pub use mcp::{MCP_OUTPUT_CHARS, McpNodeStep};
 pub use memory::hashed_embedding;
 pub use outcome::OUTCOME_AMBIGUOUS;
 pub use workspace::WorkspaceTemplate;
@@ -202,6 +208,11 @@ impl StepRegistry {
         steps.insert("fetchCiLogs", Arc::new(pull_request::FetchCiLogs));
         steps.insert("commitToMemory", Arc::new(memory::CommitToMemory));
         steps.insert(AGENT_NODE_STEP, Arc::new(agent_node::AgentNode));
+        steps.insert(mcp::MCP_NODE_STEP, Arc::new(mcp::McpNodeStep::default()));
+        steps.insert(
+            container::CONTAINER_NODE_STEP,
+            Arc::new(container::ContainerStep),
+        );
         Self { steps }
     }
 
@@ -223,7 +234,14 @@ impl StepRegistry {
     pub fn catalog(&self) -> StepCatalog {
         self.steps
             .iter()
-            .filter(|(name, _)| **name != AGENT_NODE_STEP)
+            .filter(|(name, _)| {
+                ![
+                    AGENT_NODE_STEP,
+                    mcp::MCP_NODE_STEP,
+                    container::CONTAINER_NODE_STEP,
+                ]
+                .contains(*name)
+            })
             .fold(StepCatalog::new(), |catalog, (name, step)| {
                 catalog.with_step(*name, step.descriptor())
             })
@@ -522,9 +540,14 @@ impl Dispatcher for RunDispatcher {
                 .await
                 .map_err(|e| store_failure(&e))?
             {
-                return Ok(SignalWake::Delivered {
-                    payload: signal.payload,
-                });
+                let payload = human::stamp_answerer(
+                    &self.services.store,
+                    &self.run.run_id,
+                    wait,
+                    signal.payload,
+                )
+                .await?;
+                return Ok(SignalWake::Delivered { payload });
             }
             let waited = started.elapsed();
             if limit.is_some_and(|limit| waited >= limit) {

@@ -1,5 +1,5 @@
-//! `runReviewNetwork`: three reviewer personas judge the run's branch against its base, in
-//! parallel; the network approves only when all three do.
+//! `runReviewNetwork`: three reviewer personas (or the ones `config.reviewers` names) judge the
+//! run's branch against its base, in parallel; the network approves only when all of them do.
 
 use async_trait::async_trait;
 use auto_swe_agents::ReviewPersona;
@@ -25,6 +25,30 @@ const PERSONAS: [ReviewPersona; 3] = [
     ReviewPersona::DomainLogic,
     ReviewPersona::Performance,
 ];
+
+/// The reviewers a node asks for (`config.reviewers`, persona agent keys; default all three).
+/// An unknown key or an empty list is refused rather than silently reviewed by nobody.
+fn personas(config: Option<&Value>) -> Result<Vec<ReviewPersona>, DispatchError> {
+    let invalid = |message: String| DispatchError::non_retryable("REVIEW_CONFIG_INVALID", message);
+    let Some(config) = config else {
+        return Ok(PERSONAS.to_vec());
+    };
+    let keys = config
+        .as_array()
+        .filter(|keys| !keys.is_empty())
+        .ok_or_else(|| invalid("`reviewers` must be a non-empty list of reviewer keys".into()))?;
+    let mut chosen = Vec::new();
+    for key in keys {
+        let persona = PERSONAS
+            .into_iter()
+            .find(|p| key.as_str() == Some(p.key()))
+            .ok_or_else(|| invalid(format!("{key} is not a reviewer")))?;
+        if !chosen.contains(&persona) {
+            chosen.push(persona);
+        }
+    }
+    Ok(chosen)
+}
 
 #[async_trait]
 impl StepExecutor for ReviewNetwork {
@@ -94,7 +118,7 @@ impl StepExecutor for ReviewNetwork {
             fence_untrusted("diff", &tail(&diff, REVIEW_DIFF_CHARS)),
         );
         let mut reviewers = Vec::new();
-        for persona in PERSONAS {
+        for persona in personas(context.config("reviewers"))? {
             reviewers.push(ReviewerCall {
                 persona,
                 client: services.models.client(persona.key())?,
@@ -122,5 +146,33 @@ impl StepExecutor for ReviewNetwork {
         ));
         serde_json::to_value(&outcome)
             .map_err(|e| DispatchError::non_retryable("REVIEW_FAILED", e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_node_picks_its_reviewers_and_an_unknown_one_is_refused() {
+        assert_eq!(personas(None).unwrap(), PERSONAS.to_vec());
+        assert_eq!(
+            personas(Some(&json!(["securityReviewer", "securityReviewer"]))).unwrap(),
+            vec![ReviewPersona::Security]
+        );
+        for bad in [
+            json!([]),
+            json!("securityReviewer"),
+            json!(["nobody"]),
+            json!([1]),
+        ] {
+            assert_eq!(
+                personas(Some(&bad)).unwrap_err().code,
+                "REVIEW_CONFIG_INVALID",
+                "{bad}"
+            );
+        }
     }
 }

@@ -65,7 +65,14 @@ impl WorkspaceTemplate {
         &self.backend
     }
 
-    fn spec(&self, label: &str) -> WorkspaceSpec {
+    /// The image (docker) or the name the local root filesystem stands for.
+    #[must_use]
+    pub fn image(&self) -> &str {
+        &self.image
+    }
+
+    /// A locked-down workspace's spec: the template's image, root, caps and no network.
+    pub(crate) fn spec(&self, label: &str) -> WorkspaceSpec {
         let mut spec = WorkspaceSpec::new(self.image.clone(), self.local_root.clone());
         label.clone_into(&mut spec.label);
         spec.limits = self.limits;

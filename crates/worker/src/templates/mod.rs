@@ -6,6 +6,7 @@
 //! connection id) and may take `tier`.
 
 mod authoring;
+mod sign_off;
 
 use serde_json::{Value, json};
 
@@ -33,7 +34,7 @@ impl Template {
 }
 
 /// Every built-in template.
-pub const TEMPLATES: [Template; 4] = [
+pub const TEMPLATES: [Template; 6] = [
     Template {
         name: "ticket-to-merge",
         description: "Validate the ticket, implement it, review it (three rounds), run the gates, open a pull request, fix CI twice at most (back through review), wait for a person to merge, remember the lesson.",
@@ -53,6 +54,16 @@ pub const TEMPLATES: [Template; 4] = [
         name: "approve-before-pr",
         description: "Implement and pass the gates, then a person approves before the pull request is opened; CI is observed, not fixed.",
         build: approve_before_pr,
+    },
+    Template {
+        name: "four-eyes",
+        description: "Implement, review (three rounds), open a pull request and fix CI; then two different people sign off on the green head. A change request goes back through CI and both sign-offs; a rejection stops the run; a third change request fails it.",
+        build: sign_off::four_eyes,
+    },
+    Template {
+        name: "consensus-review",
+        description: "Implement, open a pull request and fix CI; then two reviewers (domain logic, security) must both approve the green head. A rejection goes to a fix and back through CI; three consensus rounds in all.",
+        build: sign_off::consensus_review,
     },
 ];
 

@@ -6,7 +6,9 @@
 )]
 
 mod end_to_end;
+mod node_executors;
 mod reaper;
 mod resume;
+mod sign_off;
 mod support;
 mod templates;

@@ -1,0 +1,55 @@
+//! Who answered a human node. The wake-up of a human node is a signal anyone may send; the
+//! person who answered is what the store recorded when the human step was answered. A human
+//! node's output therefore carries `answeredBy` from the store (the signal's own claim is
+//! overwritten), and `null` when no stored answer backs the signal, so a template that needs
+//! different people (`four-eyes`) cannot be satisfied by a forged payload.
+
+use auto_swe_interpreter::{DispatchError, SignalWait, WaitKind};
+use auto_swe_store::{HumanStepStatus, Store};
+use serde_json::Value;
+
+use super::store_failure;
+
+/// The field a human node's output names its answerer in.
+pub const ANSWERED_BY: &str = "answeredBy";
+
+/// `payload` of the wake-up of `wait` with the answerer the store recorded. Signal waits pass
+/// through unchanged; an answer that is not an object is left for the interpreter to refuse.
+pub(crate) async fn stamp_answerer(
+    store: &Store,
+    run_id: &str,
+    wait: &SignalWait,
+    payload: Value,
+) -> Result<Value, DispatchError> {
+    if wait.kind != WaitKind::Human {
+        return Ok(payload);
+    }
+    let Value::Object(mut answer) = payload else {
+        return Ok(payload);
+    };
+    let steps = store
+        .list_human_steps(run_id)
+        .await
+        .map_err(|e| store_failure(&e))?;
+    let answered_by = steps
+        .iter()
+        .rev()
+        .find(|step| {
+            step.node_id == wait.spec_node_id
+                && step.status == HumanStepStatus::ANSWERED
+                && step.prompt.get("recordingId").and_then(Value::as_str)
+                    == Some(wait.recording_id.as_str())
+        })
+        .and_then(|step| step.answered_by.clone());
+    tracing::info!(
+        node = %wait.spec_node_id,
+        recording_id = %wait.recording_id,
+        answered_by = answered_by.as_deref().unwrap_or("<no stored answer>"),
+        "human answer delivered"
+    );
+    answer.insert(
+        ANSWERED_BY.to_owned(),
+        answered_by.map_or(Value::Null, Value::String),
+    );
+    Ok(Value::Object(answer))
+}
