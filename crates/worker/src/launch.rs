@@ -5,6 +5,7 @@ use auto_swe_spec::{ValidateOptions, validate_value};
 use auto_swe_store::{NewRun, NewRunInput, Run, Store};
 use serde_json::Value;
 
+use crate::budget::{billing_org, org_budget};
 use crate::error::WorkerError;
 use crate::steps::StepRegistry;
 
@@ -56,13 +57,41 @@ pub async fn launch(
         .get("repository")
         .and_then(Value::as_str)
         .map(str::to_owned);
+    let billing = billing_org(store, connection.as_deref())
+        .await
+        .map_err(|e| match e.code() {
+            "STORE_NOT_FOUND" => refused(
+                "REPOSITORY_NOT_FOUND",
+                format!(
+                    "no repository connection {}",
+                    connection.as_deref().unwrap_or("")
+                ),
+            ),
+            _ => WorkerError::from_store("", e),
+        })?;
+    if let Some(billing) = &billing {
+        let budget = org_budget(store, &billing.org_id)
+            .await
+            .map_err(|e| WorkerError::from_store("", e))?;
+        if budget.exhausted() {
+            return Err(refused(
+                "ORG_BUDGET_EXCEEDED",
+                "the organization's monthly budget is spent: raise the cap or wait for the \
+                 month to turn",
+            ));
+        }
+    }
     let mut request = NewRunInput::new(launch.submitter, input);
     request.connection_id = connection.clone();
+    request.billing_org_id = billing.as_ref().map(|b| b.org_id.clone());
     let (recorded, _) = store
         .submit_run_input(request)
         .await
         .map_err(|e| WorkerError::from_store("", e))?;
     let mut run = NewRun::new(launch.spec).with_run_input(&recorded.id);
+    if let Some(billing) = billing {
+        run = run.with_org(billing.org_id).with_team(billing.team_id);
+    }
     if let Some(connection) = connection {
         run = run.with_connections(vec![connection]);
     }

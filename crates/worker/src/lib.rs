@@ -9,6 +9,7 @@
 //! models and the local SCM ([`LocalScm`], judged by [`LocalCi`]); [`templates`] holds the
 //! built-in workflow templates.
 
+mod budget;
 mod ci;
 pub mod demo;
 mod embedded;
@@ -24,6 +25,7 @@ mod steps;
 pub mod templates;
 mod worker;
 
+pub use budget::{BillingOrg, ORG_BUDGET_WINDOW};
 pub use ci::{CiVerdict, LocalCi};
 pub use embedded::EmbeddedEngine;
 pub use engine::{

@@ -334,6 +334,7 @@ pub struct RunDispatcher {
     registry: Arc<StepRegistry>,
     run: RunScope,
     parking: Arc<Parking>,
+    org_budget: crate::budget::OrgBudgetCache,
 }
 
 impl std::fmt::Debug for RunDispatcher {
@@ -358,6 +359,7 @@ impl RunDispatcher {
             registry,
             run,
             parking,
+            org_budget: crate::budget::OrgBudgetCache::default(),
         }
     }
 
@@ -389,13 +391,39 @@ impl RunDispatcher {
                 ),
             ));
         }
+        // The org's monthly cap: refused outright once met, else what is left of it caps this
+        // step's spend in dollars.
+        let usd_cap = match &run.org_id {
+            Some(org_id) => {
+                let budget = self
+                    .org_budget
+                    .read(&self.services.store, org_id)
+                    .await
+                    .map_err(|e| store_failure(&e))?;
+                if budget.exhausted() {
+                    return Err(DispatchError::non_retryable(
+                        "BUDGET_EXCEEDED",
+                        "the organization's monthly budget is spent; a model call waits until \
+                         the cap is raised or the month turns",
+                    ));
+                }
+                #[expect(
+                    clippy::cast_precision_loss,
+                    reason = "a dollar amount well inside f64's exact range"
+                )]
+                budget
+                    .remaining_micros()
+                    .map(|micros| micros as f64 / 1_000_000.0)
+            }
+            None => None,
+        };
         let config = MeterConfig {
             tier,
             caps: TokenCaps {
                 input: caps.input - spent_in,
                 output: caps.output - spent_out,
             },
-            usd_cap: None,
+            usd_cap,
         };
         Ok(Arc::new(Meter::new(config, self.services.prices.clone())))
     }

@@ -5,6 +5,7 @@
     reason = "a test fails loudly on any unexpected error"
 )]
 
+mod budget;
 mod end_to_end;
 mod node_executors;
 mod reaper;
