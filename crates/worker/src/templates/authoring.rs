@@ -285,6 +285,41 @@ pub(crate) fn ci_loop(
     exhausted: &str,
     timed_out: &str,
 ) -> Vec<Value> {
+    let mut nodes = ci_verdict(fixes, green, exhausted, timed_out);
+    nodes.extend([
+        set(
+            "ciFixCount",
+            json!({
+                "context.ciFixes": { "expr": "($.context.ciFixes ?? 0) + 1" },
+                "context.reviewRounds": { "expr": "0" },
+            }),
+            "ciLogs",
+        )
+        .group("CI")
+        .done(),
+        step("ciLogs", "fetchCiLogs", json!({}))
+            .next("ciFix")
+            .group("CI")
+            .title("Fetch CI logs")
+            .done(),
+        step(
+            "ciFix",
+            "implementerSession",
+            json!({ "feedback": "$.nodes.ciLogs.output.logs" }),
+        )
+        .with("config", json!({ "agent": "ciFixer" }))
+        .next(after_fix)
+        .group("CI")
+        .title("Fix CI")
+        .done(),
+    ]);
+    nodes
+}
+
+/// The verdict half of a CI loop: wait for CI on the pull request's current head (a verdict
+/// about an older head is ignored), go on at `green`; on red, `exhausted` once `fixes` fixes
+/// were spent, else `ciFixCount`.
+pub(crate) fn ci_verdict(fixes: u32, green: &str, exhausted: &str, timed_out: &str) -> Vec<Value> {
     vec![
         signal(
             "ciWait",
@@ -320,31 +355,6 @@ pub(crate) fn ci_loop(
             "ciFixCount",
         )
         .group("CI")
-        .done(),
-        set(
-            "ciFixCount",
-            json!({
-                "context.ciFixes": { "expr": "($.context.ciFixes ?? 0) + 1" },
-                "context.reviewRounds": { "expr": "0" },
-            }),
-            "ciLogs",
-        )
-        .group("CI")
-        .done(),
-        step("ciLogs", "fetchCiLogs", json!({}))
-            .next("ciFix")
-            .group("CI")
-            .title("Fetch CI logs")
-            .done(),
-        step(
-            "ciFix",
-            "implementerSession",
-            json!({ "feedback": "$.nodes.ciLogs.output.logs" }),
-        )
-        .with("config", json!({ "agent": "ciFixer" }))
-        .next(after_fix)
-        .group("CI")
-        .title("Fix CI")
         .done(),
     ]
 }

@@ -7,8 +7,8 @@
 use serde_json::{Value, json};
 
 use super::authoring::{
-    approval, cond, count, implement, lesson, open_pull_request, review_loop, set, signal, step,
-    terminate, validate_phase,
+    approval, ci_verdict, cond, count, implement, lesson, open_pull_request, review_loop, set,
+    step, terminate, validate_phase,
 };
 use super::{ci_timed_out, failed, spec};
 
@@ -24,42 +24,8 @@ const CI_FIXES: u32 = 2;
 /// `openPr`; one that changed nothing counts as spent and goes round again, since no verdict
 /// can follow for a head CI already judged.
 fn guarded_ci_loop(green: &str, exhausted: &str, timed_out: &str) -> Vec<Value> {
-    vec![
-        signal(
-            "ciWait",
-            "ciPipelineSignal",
-            "4h",
-            "context.ci",
-            "ciCurrent",
-            timed_out,
-        )
-        .group("CI")
-        .title("Wait for CI")
-        .done(),
-        cond(
-            "ciCurrent",
-            "$.context.ci.headSha == $.nodes.openPr.output.headSha",
-            "ciGreen",
-            "ciWait",
-        )
-        .group("CI")
-        .done(),
-        cond(
-            "ciGreen",
-            "$.context.ci.status == 'SUCCESS'",
-            green,
-            "ciBudget",
-        )
-        .group("CI")
-        .done(),
-        cond(
-            "ciBudget",
-            &format!("($.context.ciFixes ?? 0) >= {CI_FIXES}"),
-            exhausted,
-            "ciFixCount",
-        )
-        .group("CI")
-        .done(),
+    let mut nodes = ci_verdict(CI_FIXES, green, exhausted, timed_out);
+    nodes.extend([
         count("ciFixCount", "ciFixes", "ciLogs").group("CI").done(),
         step("ciLogs", "fetchCiLogs", json!({}))
             .next("ciFix")
@@ -84,7 +50,8 @@ fn guarded_ci_loop(green: &str, exhausted: &str, timed_out: &str) -> Vec<Value> 
         )
         .group("CI")
         .done(),
-    ]
+    ]);
+    nodes
 }
 
 /// After a judged fix: a fix that made a commit goes back through CI with a fresh budget; one

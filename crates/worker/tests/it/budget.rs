@@ -2,15 +2,11 @@
 //! whose org runs out while it works stops with `BUDGET_EXCEEDED`, its spend kept and billed.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use auto_swe_store::{PullRequestQuery, RunListQuery, RunStatus, Store, TerminalStatus};
 use auto_swe_worker::demo::{demo_ticket, write_demo_repository};
 use auto_swe_worker::templates::template;
-use auto_swe_worker::{
-    DriveEnd, EmbeddedEngine, LOCAL_ORG_SLUG, Launch, LocalCi, StepEffects, StepRegistry, Worker,
-    WorkerConfig, launch,
-};
+use auto_swe_worker::{DriveEnd, LOCAL_ORG_SLUG, Launch, LocalCi, StepRegistry, launch};
 use serde_json::json;
 
 use crate::end_to_end::{demo_services, drive_until_quiet, local_backend};
@@ -85,17 +81,7 @@ async fn a_run_whose_org_runs_out_stops_with_budget_exceeded(db: &TestStore) {
     // One cent for the month: less than the implementation's model calls cost.
     let org = local_org(&db.store).await;
     db.store.set_org_budget(&org, Some(1)).await.unwrap();
-    let worker = |name: &str, store: Store| {
-        Worker::with_effects(
-            Arc::new(EmbeddedEngine::new(store, Duration::from_secs(30))),
-            Arc::new(StepEffects::new(Arc::clone(&services))),
-            WorkerConfig::new(name, Duration::from_secs(5)),
-        )
-    };
-    let workers = [
-        worker("worker-1", db.store.clone()),
-        worker("worker-2", db.reopen().await),
-    ];
+    let workers = crate::end_to_end::two_workers(db, &services).await;
     let ci = LocalCi::new(Arc::clone(&services));
     match drive_until_quiet(&workers, &ci).await {
         Some(DriveEnd::Ended { status, error_code }) => {

@@ -128,6 +128,23 @@ pub(crate) async fn drive_until_quiet(workers: &[Worker; 2], ci: &LocalCi) -> Op
     panic!("the run kept moving after 40 rounds");
 }
 
+/// Two workers, each with its own connections to the database (two processes, as far as the
+/// store can tell), polled at once by [`drive_until_quiet`]: whichever takes the run drives it,
+/// and a run parked by one is woken and replayed by either.
+pub(crate) async fn two_workers(db: &TestStore, services: &Arc<WorkerServices>) -> [Worker; 2] {
+    let worker = |name: &str, store: Store| {
+        Worker::with_effects(
+            Arc::new(EmbeddedEngine::new(store, Duration::from_secs(30))),
+            Arc::new(StepEffects::new(Arc::clone(services))),
+            WorkerConfig::new(name, Duration::from_secs(5)),
+        )
+    };
+    [
+        worker("worker-1", db.store.clone()),
+        worker("worker-2", db.reopen().await),
+    ]
+}
+
 async fn ticket_to_merge_takes_the_demo_ticket_to_a_merged_pull_request(db: &TestStore) {
     let dir = tempfile::tempdir().unwrap();
     let Some((backend, root)) = local_backend(&dir.path().join("state")) else {
@@ -135,20 +152,7 @@ async fn ticket_to_merge_takes_the_demo_ticket_to_a_merged_pull_request(db: &Tes
     };
     let services = demo_services(db.store.clone(), backend, root, &dir.path().join("repos"));
     let (repo, run_id) = launch_demo(&services, dir.path()).await;
-    // Two workers, each with its own connections to the database (two processes, as far as
-    // the store can tell), polling at once: whichever takes the run drives it, and a run parked
-    // by one is woken and replayed by either.
-    let worker = |name: &str, store: Store| {
-        Worker::with_effects(
-            Arc::new(EmbeddedEngine::new(store, Duration::from_secs(30))),
-            Arc::new(StepEffects::new(Arc::clone(&services))),
-            WorkerConfig::new(name, Duration::from_secs(5)),
-        )
-    };
-    let workers = [
-        worker("worker-1", db.store.clone()),
-        worker("worker-2", db.reopen().await),
-    ];
+    let workers = two_workers(db, &services).await;
     let ci = LocalCi::new(Arc::clone(&services));
 
     // Implementation, review (one rejection and a fix), gates, the pull request, a red CI
