@@ -37,6 +37,17 @@ impl PgStore {
          WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' \
          AND lease_until > (EXTRACT(EPOCH FROM now()) * 1000)::BIGINT FOR SHARE";
 
+    /// A journal entry written in one statement under the fence: the queue row is held (`FOR
+    /// SHARE`) from the check to the commit, so a re-claim waits for the write or, if it came
+    /// first, the write finds the epoch moved on and inserts nothing. No row back: the fence
+    /// refused, or the entry exists.
+    const JOURNAL_INSERT_SQL: &'static str = "WITH fence AS (SELECT run_id FROM run_queue \
+         WHERE run_id = $1 AND claim_count = $7 AND state = 'LEASED' \
+         AND lease_until > (EXTRACT(EPOCH FROM now()) * 1000)::BIGINT FOR SHARE) \
+         INSERT INTO run_journal (run_id, recording_id, attempt, kind, result, recorded_at) \
+         SELECT $1, $2, $3, $4, $5, $6 FROM fence \
+         ON CONFLICT (run_id, recording_id, attempt, kind) DO NOTHING RETURNING *";
+
     /// Appended to a row-picking subquery so concurrent pickers take different rows.
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
 

@@ -387,6 +387,24 @@ macro_rules! impl_run_stores {
             ) -> StoreResult<(JournalEntry, AppendOutcome)> {
                 let result = crate::records::journal::validate_append(&entry)?;
                 crate::records::queue::same_run(token, &entry.run_id)?;
+                // The common case in one statement (one round trip, one commit): a new entry
+                // under a held lease.
+                let inserted = sqlx::query(Self::JOURNAL_INSERT_SQL)
+                    .bind(&entry.run_id)
+                    .bind(&entry.recording_id)
+                    .bind(entry.attempt)
+                    .bind(&entry.kind)
+                    .bind(&result)
+                    .bind(self.clock.now().as_millis())
+                    .bind(token.epoch)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(|e| map_write("journal entry", &entry.recording_id, e))?;
+                if let Some(row) = inserted {
+                    return Ok((Self::journal_from_row(&row)?, AppendOutcome::Inserted));
+                }
+                // Nothing written: say why under the fence (the lease is gone, or the entry was
+                // recorded first — by this holder's retry or another writer).
                 let mut tx = self.fenced(token).await?;
                 let inserted = sqlx::query(
                     "INSERT INTO run_journal (run_id, recording_id, attempt, kind, result, \

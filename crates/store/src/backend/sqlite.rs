@@ -35,6 +35,15 @@ impl SqliteStore {
          WHERE run_id = $1 AND claim_count = $2 AND state = 'LEASED' \
          AND lease_until > CAST(unixepoch('subsec') * 1000 AS INTEGER) RETURNING run_id";
 
+    /// A journal entry written in one statement under the fence (a statement holds the
+    /// database's write lock throughout). No row back: the fence refused, or the entry exists.
+    const JOURNAL_INSERT_SQL: &'static str = "INSERT INTO run_journal \
+         (run_id, recording_id, attempt, kind, result, recorded_at) \
+         SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM run_queue \
+         WHERE run_id = $1 AND claim_count = $7 AND state = 'LEASED' \
+         AND lease_until > CAST(unixepoch('subsec') * 1000 AS INTEGER)) \
+         ON CONFLICT (run_id, recording_id, attempt, kind) DO NOTHING RETURNING *";
+
     /// Appended to a row-picking subquery so concurrent pickers take different rows.
     const SKIP_LOCKED: &'static str = "";
 

@@ -12,6 +12,7 @@ conformance!(
     zombie_worker_writes_nothing,
     zombie_racing_a_reclaim_never_lands_after_it,
     no_reclaim_while_a_fenced_write_is_in_flight,
+    a_journal_write_held_before_its_fence_loses_to_a_reclaim,
     lapsed_leases_take_no_writes_until_revived,
     ended_runs_are_closed,
     tokens_for_another_run_are_refused,
@@ -365,15 +366,73 @@ async fn zombie_racing_a_reclaim_never_lands_after_it(db: &TestDb) {
     assert_eq!(after[..before], seen[..]);
 }
 
-/// The fence holds the run for the whole write: while a holder's write is in flight (here
-/// stalled on a table lock after it passed the fence), nobody can re-claim the run, even with
-/// the lease past its end, so the write can never land after a re-claim. `SQLite` serialises the
-/// fence, the write and every claim under its one writer lock; this attack needs `PostgreSQL`.
+/// A write that passed the fence (a step record, written in a transaction that holds the run's
+/// queue row) lands before any re-claim: the re-claim waits for it.
 async fn no_reclaim_while_a_fenced_write_is_in_flight(db: &TestDb) {
-    use sqlx::Connection;
     if db.kind == crate::support::Kind::Sqlite {
         return;
     }
+    let (run, a) = claimed_for_a_second(db).await;
+    let blocked = block_table(db, "workflow_steps").await;
+    let zombie = {
+        let store = db.store.clone();
+        let token = a.token();
+        tokio::spawn(async move { store.start_step(&token, "in-flight", "n", 1).await })
+    };
+    wait_on_lock(db, "INSERT INTO workflow_steps%").await;
+    lapse(db, &a).await;
+    assert!(
+        db.store.claim(&reclaim()).await.unwrap().is_empty(),
+        "the run was re-claimed while a fenced write was in flight"
+    );
+    blocked.release().await;
+    let step = zombie.await.unwrap().unwrap();
+    // The write landed before any re-claim; from here on the old holder is refused.
+    let b = db.store.claim(&reclaim()).await.unwrap().remove(0);
+    assert_eq!(b.epoch, 2);
+    assert_eq!(db.store.list_steps(&run.id).await.unwrap(), vec![step]);
+    let late = db
+        .store
+        .append_journal(&a.token(), append(&run.id, "late", json!("a")))
+        .await;
+    assert_eq!(late.unwrap_err().code(), "LEASE_LOST");
+}
+
+/// A journal write is one statement that checks the fence when it runs: held up before it ran
+/// (here by a table lock), it loses to a re-claim made meanwhile and writes nothing.
+async fn a_journal_write_held_before_its_fence_loses_to_a_reclaim(db: &TestDb) {
+    if db.kind == crate::support::Kind::Sqlite {
+        return;
+    }
+    let (run, a) = claimed_for_a_second(db).await;
+    let blocked = block_table(db, "run_journal").await;
+    let zombie = {
+        let store = db.store.clone();
+        let token = a.token();
+        let run_id = run.id.clone();
+        tokio::spawn(async move {
+            store
+                .append_journal(&token, append(&run_id, "in-flight", json!("a")))
+                .await
+        })
+    };
+    wait_on_lock(db, "WITH fence AS%").await;
+    lapse(db, &a).await;
+    let b = db.store.claim(&reclaim()).await.unwrap().remove(0);
+    assert_eq!(b.epoch, 2);
+    blocked.release().await;
+    let refused = zombie.await.unwrap();
+    assert_eq!(refused.unwrap_err().code(), "LEASE_LOST");
+    assert!(db.store.read_journal(&run.id).await.unwrap().is_empty());
+    // The new holder writes as usual.
+    db.store
+        .append_journal(&b.token(), append(&run.id, "in-flight", json!("b")))
+        .await
+        .unwrap();
+}
+
+/// A queued run claimed by worker A for one second.
+async fn claimed_for_a_second(db: &TestDb) -> (Run, Claim) {
     let run = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
     db.store.enqueue(&run.id).await.unwrap();
     let a = db
@@ -386,30 +445,62 @@ async fn no_reclaim_while_a_fenced_write_is_in_flight(db: &TestDb) {
         .await
         .unwrap()
         .remove(0);
-    let mut blocker = sqlx::PgConnection::connect(&db.url).await.unwrap();
-    let mut lock = blocker.begin().await.unwrap();
-    sqlx::query("LOCK TABLE run_journal IN EXCLUSIVE MODE")
-        .execute(&mut *lock)
+    (run, a)
+}
+
+fn reclaim() -> ClaimRequest {
+    ClaimRequest {
+        worker: "worker-b".to_owned(),
+        limit: 1,
+        lease: Duration::from_secs(60),
+    }
+}
+
+/// Waits until A's lease has run out on the database's clock.
+async fn lapse(db: &TestDb, a: &Claim) {
+    while db.store.database_time().await.unwrap() <= a.lease_until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A table held in exclusive mode by a connection of the test's own, until released.
+struct BlockedTable {
+    connection: sqlx::PgConnection,
+}
+
+impl BlockedTable {
+    async fn release(mut self) {
+        use sqlx::Connection;
+        sqlx::query("ROLLBACK")
+            .execute(&mut self.connection)
+            .await
+            .unwrap();
+        self.connection.close().await.unwrap();
+    }
+}
+
+async fn block_table(db: &TestDb, table: &str) -> BlockedTable {
+    use sqlx::Connection;
+    let mut connection = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut connection).await.unwrap();
+    sqlx::query(&format!("LOCK TABLE {table} IN EXCLUSIVE MODE"))
+        .execute(&mut connection)
         .await
         .unwrap();
-    let zombie = {
-        let store = db.store.clone();
-        let token = a.token();
-        let run_id = run.id.clone();
-        tokio::spawn(async move {
-            store
-                .append_journal(&token, append(&run_id, "in-flight", json!("a")))
-                .await
-        })
-    };
-    // Wait until the write has passed the fence and waits on the table lock.
+    BlockedTable { connection }
+}
+
+/// Waits until one statement matching `query` waits on a lock.
+async fn wait_on_lock(db: &TestDb, query: &str) {
+    use sqlx::Connection;
     let mut watcher = sqlx::PgConnection::connect(&db.url).await.unwrap();
     let mut waiting = 0_i64;
     for _ in 0..1_000 {
         waiting = sqlx::query_scalar(
             "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
-             AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO run_journal%'",
+             AND wait_event_type = 'Lock' AND query LIKE $1",
         )
+        .bind(query)
         .fetch_one(&mut watcher)
         .await
         .unwrap();
@@ -418,33 +509,8 @@ async fn no_reclaim_while_a_fenced_write_is_in_flight(db: &TestDb) {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(waiting, 1, "the write never reached the journal insert");
-    // Let the 1 s lease run out on the database's clock.
-    while db.store.database_time().await.unwrap() <= a.lease_until {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let request = ClaimRequest {
-        worker: "worker-b".to_owned(),
-        limit: 1,
-        lease: Duration::from_secs(60),
-    };
-    assert!(
-        db.store.claim(&request).await.unwrap().is_empty(),
-        "the run was re-claimed while a fenced write was in flight"
-    );
-    lock.rollback().await.unwrap();
-    let (entry, _) = zombie.await.unwrap().unwrap();
-    // The write landed before any re-claim; from here on the old holder is refused.
-    let b = db.store.claim(&request).await.unwrap().remove(0);
-    assert_eq!(b.epoch, 2);
-    assert_eq!(db.store.read_journal(&run.id).await.unwrap(), vec![entry]);
-    let late = db
-        .store
-        .append_journal(&a.token(), append(&run.id, "late", json!("a")))
-        .await;
-    assert_eq!(late.unwrap_err().code(), "LEASE_LOST");
+    assert_eq!(waiting, 1, "the write never reached its insert");
     watcher.close().await.unwrap();
-    blocker.close().await.unwrap();
 }
 
 /// A lease past its end takes no writes, even before anyone re-claims the run; a heartbeat
