@@ -29,7 +29,7 @@ pub(crate) struct SimulateArgs {
     script: PathBuf,
     /// The run input: JSON text, `@FILE` to read it from a file, or `-` for standard input
     /// (default `{}`).
-    #[arg(long, value_name = "JSON|@FILE|-")]
+    #[arg(long, value_name = "JSON|@FILE|-", allow_hyphen_values = true)]
     input: Option<String>,
     /// Refuse a bad `group` or `title` as the save path does, instead of dropping it with a
     /// warning as runs of stored specs do.

@@ -5,6 +5,7 @@ mod agents;
 mod crash;
 mod local;
 mod models_check;
+mod progress;
 mod sandbox;
 mod scan;
 mod simulate;

@@ -207,7 +207,7 @@ pub(crate) struct SignalArgs {
     /// The signal name.
     name: String,
     /// The payload: JSON text, `@FILE` or `-` (default `{}`).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     payload: Option<String>,
 }
 
@@ -262,7 +262,7 @@ pub(crate) struct HumanArgs {
     /// The human node's id.
     node: String,
     /// A note (`request-changes` needs one), or for `answer` the JSON answer; `@FILE` or `-`.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     note: Option<String>,
     /// Who answers.
     #[arg(long, default_value = "local")]
@@ -451,7 +451,7 @@ pub(crate) fn pr(args: &PrArgs) -> anyhow::Result<Status> {
                     .send_signal(run, MERGE_SIGNAL, &json!({ "merged": true, "sha": merged, "by": by }))
                     .await
                     .map_err(|e| store_error(&e, "run"))?;
-                let progress = Progress::new(*format == Format::Json);
+                let progress = Progress::for_format(*format);
                 progress.skip_finished(&store, run).await?;
                 progress.say(&format!("merged pull request #{} into {} at {}", pr.number, repo.default_branch, &merged[..merged.len().min(12)]));
                 if *detach {

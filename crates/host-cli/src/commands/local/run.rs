@@ -208,7 +208,7 @@ async fn start_and_follow(
     // Refuse a model without a key before anything is recorded.
     super::model_client(&model)?;
     let (home, store) = open_store().await?;
-    let progress = Progress::new(follow.format == Format::Json);
+    let progress = Progress::for_format(follow.format);
     if let Some(label) = label {
         progress.say(label);
     }
