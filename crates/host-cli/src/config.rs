@@ -120,6 +120,25 @@ pub(crate) fn mask_url(text: &str) -> String {
     url.to_string()
 }
 
+/// A TOML error as one line: where it is (line and column) and what is wrong, without the
+/// multi-line source excerpt the parser draws.
+fn one_line_toml_error(text: &str, error: &toml::de::Error) -> String {
+    let message = error
+        .message()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    match error.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message,
+    }
+}
+
 /// Loads the configuration for this process.
 pub(crate) fn load() -> Result<Config, ConfigError> {
     match locate() {
@@ -154,7 +173,7 @@ fn read(path: &Path, required: bool) -> Result<Config, ConfigError> {
 }
 
 fn parse(text: &str) -> Result<Config, String> {
-    let config: Config = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())?;
+    let config: Config = toml::from_str(text).map_err(|e| one_line_toml_error(text, &e))?;
     if let Some(unknown) = config
         .models
         .api_bases
@@ -227,6 +246,16 @@ mod tests {
         let error = parse("[models.apiBases]\nollama = \"http://127.0.0.1:1/v1\"\n").unwrap_err();
         assert!(
             error.contains("`ollama`") && error.contains("openai-compatible"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn errors_are_one_line_with_their_place() {
+        let error = parse("[models]\n\nprivateNetworkHost = []\n").unwrap_err();
+        assert!(!error.contains('\n'), "{error}");
+        assert!(
+            error.starts_with("line 3, column 1: unknown field `privateNetworkHost`"),
             "{error}"
         );
     }

@@ -34,7 +34,7 @@ enum ConfigCommand {
 struct Setting {
     key: String,
     value: String,
-    /// `default`, `environment (NAME)` or `configuration file`.
+    /// `default`, `env NAME` or `config file`.
     source: String,
 }
 
@@ -54,7 +54,7 @@ fn setting(key: &str, value: impl Into<String>, source: impl Into<String>) -> Se
 /// raw variable), from the variable when it is set, else the default.
 fn env_or(key: &str, variable: &str, value: impl Into<String>) -> Setting {
     let source = if from_env(variable).is_some() {
-        format!("environment ({variable})")
+        format!("env {variable}")
     } else {
         "default".to_owned()
     };
@@ -93,11 +93,7 @@ fn effective() -> anyhow::Result<Vec<Setting>> {
             .map_or_else(|| "unset".to_owned(), |h| h.display().to_string()),
     ));
     rows.push(match from_env(STORE_URL_ENV) {
-        Some(url) => setting(
-            "store.url",
-            mask_url(&url),
-            format!("environment ({STORE_URL_ENV})"),
-        ),
+        Some(url) => setting("store.url", mask_url(&url), format!("env {STORE_URL_ENV}")),
         None => setting(
             "store.url",
             home.as_ref().map_or_else(
@@ -114,7 +110,7 @@ fn effective() -> anyhow::Result<Vec<Setting>> {
         DEFAULT_LEASE.as_secs().to_string(),
         "default",
     ));
-    let from_file = |set: bool| if set { "configuration file" } else { "default" };
+    let from_file = |set: bool| if set { "config file" } else { "default" };
     let hosts = &loaded.models.private_network_hosts;
     rows.push(setting(
         "models.privateNetworkHosts",
@@ -133,7 +129,7 @@ fn effective() -> anyhow::Result<Vec<Setting>> {
         rows.push(setting(
             &format!("models.apiBases.{provider}"),
             mask_url(url),
-            "configuration file",
+            "config file",
         ));
     }
     for provider in PROVIDERS {
@@ -146,7 +142,7 @@ fn effective() -> anyhow::Result<Vec<Setting>> {
             rows.push(setting(
                 &format!("models.keys.{provider}"),
                 value,
-                format!("environment ({variable})"),
+                format!("env {variable}"),
             ));
         }
     }

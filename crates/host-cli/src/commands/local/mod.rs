@@ -157,7 +157,21 @@ pub(crate) fn model_client(model: &str) -> anyhow::Result<Arc<dyn ModelClient>> 
         let cassette: Cassette = serde_json::from_str(auto_swe_worker::demo::DEMO_CASSETTE)?;
         return Ok(Arc::new(ReplayClient::new(cassette)?));
     }
-    let failed = |e: ModelError| anyhow::anyhow!("{model}: {e} ({})", e.code());
+    let failed = |e: ModelError| {
+        let hint = match &e {
+            ModelError::RefusedByPolicy { .. } => {
+                "; a private model endpoint is allowed by its exact HOST:PORT in \
+                 `[models] privateNetworkHosts` of the configuration file"
+            }
+            _ => "",
+        };
+        // The code names the kind; the message alone says what is wrong.
+        let what = match &e {
+            ModelError::Configuration { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        anyhow::anyhow!("{model}: {what}{hint} ({})", e.code())
+    };
     let config = client_config(&ClientRequest {
         model,
         api_base: None,
