@@ -223,10 +223,19 @@ fn check(args: &CheckArgs) -> anyhow::Result<Status> {
             };
             match args.format {
                 Format::Json => crate::output::print_json(&report)?,
-                Format::Text => crate::output::print_text(&format!(
-                    "{} failed: {} ({})\n",
-                    args.model, report.error.message, report.error.code
-                ))?,
+                Format::Text => {
+                    let hint = if report.error.code == "MODEL_REFUSED_BY_POLICY" {
+                        "\nhint: a private or loopback endpoint is allowed by its exact HOST:PORT \
+                         with --allow-private-host, or for good with [models] \
+                         privateNetworkHosts in the configuration file"
+                    } else {
+                        ""
+                    };
+                    crate::output::print_text(&format!(
+                        "{} failed: {} ({}){hint}\n",
+                        args.model, report.error.message, report.error.code
+                    ))?;
+                }
             }
             Ok(Status::Problems)
         }

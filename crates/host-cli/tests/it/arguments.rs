@@ -281,6 +281,19 @@ fn bad_arguments_exit_two_with_one_error_line_and_no_internals() {
         (vec!["runs", "show"], None, "required"),
         (vec!["pr", "merge"], None, "required"),
         (vec!["no-such-command"], None, "unrecognized subcommand"),
+        (vec!["agents", "show", "nope"], None, "auto-swe agents list"),
+        (vec!["skills", "show", "nope"], None, "auto-swe skills list"),
+        (
+            vec![
+                "models",
+                "check",
+                "openai-compatible/x",
+                "--api-base",
+                "http://127.0.0.1:9/v1",
+            ],
+            None,
+            "--allow-private-host",
+        ),
     ];
     for (args, stdin, expected) in cases {
         let run = with_env(h, &args, &[], stdin);

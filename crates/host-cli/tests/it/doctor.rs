@@ -89,12 +89,7 @@ fn doctor_runs_every_check_and_a_failing_one_names_its_fix() {
     // No key is a warning (the demo needs none), not a failure.
     assert_eq!(check(&report, "model keys")["verdict"], "warn");
     let sandbox_ok = check(&report, "sandbox")["verdict"] == "ok";
-    assert_eq!(
-        healthy.code,
-        i32::from(!sandbox_ok),
-        "{}",
-        healthy.stdout
-    );
+    assert_eq!(healthy.code, i32::from(!sandbox_ok), "{}", healthy.stdout);
     assert_eq!(report["ok"], sandbox_ok);
 
     // A store that cannot be opened fails its check, with the fix, and the exit code says so.
