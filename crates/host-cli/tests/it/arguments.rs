@@ -296,35 +296,40 @@ fn bad_arguments_exit_two_with_one_error_line_and_no_internals() {
         ),
     ];
     for (args, stdin, expected) in cases {
-        let run = with_env(h, &args, &[], stdin);
-        let models_check = args.first() == Some(&"models");
-        // `models check` reports a classified failure on stdout (exit 1); everything else is 2.
-        if models_check {
-            assert_eq!(run.code, 1, "{args:?}: {}", run.stdout);
-            assert!(run.stdout.contains(expected), "{args:?}: {}", run.stdout);
-            continue;
-        }
-        assert_eq!(run.code, 2, "{args:?}: {}{}", run.stdout, run.stderr);
-        assert!(run.stderr.contains(expected), "{args:?}: {}", run.stderr);
-        assert_eq!(
-            run.stderr.matches("error:").count(),
-            1,
-            "{args:?}: {}",
-            run.stderr
-        );
-        for internal in [
-            "untagged enum",
-            "did not match any variant",
-            "invalid type: map",
-        ] {
-            assert!(!run.stderr.contains(internal), "{args:?}: {}", run.stderr);
-        }
-        let first = run.stderr.lines().next().unwrap_or_default();
-        let code = first.rsplit_once('(').map(|(_, c)| c.trim_end_matches(')'));
-        if let Some(code) =
-            code.filter(|c| c.chars().all(|c| c.is_ascii_uppercase() || c == '_') && !c.is_empty())
-        {
-            assert_eq!(first.matches(code).count(), 1, "code twice: {first}");
-        }
+        assert_refused(&with_env(h, &args, &[], stdin), &args, expected);
+    }
+}
+
+/// `run` of `args` was refused as bad input: exit 2, one `error:` line naming `expected`, no
+/// deserializer internals, a code at most once (`models check` reports on stdout, exit 1).
+fn assert_refused(run: &crate::Run, args: &[&str], expected: &str) {
+    let models_check = args.first() == Some(&"models");
+    // `models check` reports a classified failure on stdout (exit 1); everything else is 2.
+    if models_check {
+        assert_eq!(run.code, 1, "{args:?}: {}", run.stdout);
+        assert!(run.stdout.contains(expected), "{args:?}: {}", run.stdout);
+        return;
+    }
+    assert_eq!(run.code, 2, "{args:?}: {}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains(expected), "{args:?}: {}", run.stderr);
+    assert_eq!(
+        run.stderr.matches("error:").count(),
+        1,
+        "{args:?}: {}",
+        run.stderr
+    );
+    for internal in [
+        "untagged enum",
+        "did not match any variant",
+        "invalid type: map",
+    ] {
+        assert!(!run.stderr.contains(internal), "{args:?}: {}", run.stderr);
+    }
+    let first = run.stderr.lines().next().unwrap_or_default();
+    let code = first.rsplit_once('(').map(|(_, c)| c.trim_end_matches(')'));
+    if let Some(code) =
+        code.filter(|c| c.chars().all(|c| c.is_ascii_uppercase() || c == '_') && !c.is_empty())
+    {
+        assert_eq!(first.matches(code).count(), 1, "code twice: {first}");
     }
 }
