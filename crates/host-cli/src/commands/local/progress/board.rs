@@ -68,6 +68,15 @@ pub(super) struct Board {
     pub(super) input_tokens: i64,
     pub(super) output_tokens: i64,
     pub(super) cost_micros: i64,
+    /// The newest failed step's error, as `node: CODE: message`.
+    pub(super) error: Option<String>,
+}
+
+/// A frame's size on the terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Area {
+    pub(super) columns: usize,
+    pub(super) rows: usize,
 }
 
 /// Node types that only move data or choose a branch: not worth a line.
@@ -118,6 +127,34 @@ fn tool_line(trace: &AgentTrace) -> Option<String> {
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
     Some(format!("{name} {}", argument.trim()).trim_end().to_owned())
+}
+
+/// The newest failure a node has not got past (by a retry or a later visit), as
+/// `node: CODE: message`.
+fn last_failure(steps: &[WorkflowStep]) -> Option<String> {
+    let (_, step) = steps.iter().enumerate().rev().find(|(at, s)| {
+        s.ended_at.is_some()
+            && s.status == StepStatus::FAILED
+            && !steps[at + 1..]
+                .iter()
+                .any(|later| later.node_id == s.node_id)
+    })?;
+    let error = step.output.get("error");
+    let field = |name: &str| {
+        error
+            .and_then(|e| e.get(name))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    Some(format!(
+        "{}: {}: {}",
+        step.node_id,
+        field("code"),
+        field("message")
+    ))
 }
 
 impl Board {
@@ -205,17 +242,42 @@ impl Board {
             input_tokens: run.usage.input_tokens,
             output_tokens: run.usage.output_tokens,
             cost_micros: run.usage.cost_micros,
+            error: last_failure(steps),
         }
     }
 
-    /// The frame, every line cut to `width` columns.
-    pub(super) fn render(&self, width: usize) -> String {
+    /// The frame, every line cut to the area's columns; when the nodes do not fit its rows,
+    /// the nodes not reached yet give way first, then the tool calls.
+    pub(super) fn render(&self, area: Area) -> String {
         let mut lines = vec![format!(
             "run {}  {}  {}",
             self.run_id, self.template, self.status
         )];
         let id_width = self.nodes.iter().map(|n| n.id.len()).max().unwrap_or(0);
+        // Header, spend and failure lines always show; the nodes not reached give way first,
+        // then the tool calls.
+        let fixed = 2 + usize::from(self.error.is_some());
+        let tools = if self.current.is_some() {
+            self.tools.len() + 1
+        } else {
+            0
+        };
+        let pending = self
+            .nodes
+            .iter()
+            .filter(|n| n.state == NodeState::Pending)
+            .count();
+        let hide_pending = fixed + self.nodes.len() + tools > area.rows;
+        let node_lines = if hide_pending {
+            self.nodes.len() - pending + usize::from(pending > 0)
+        } else {
+            self.nodes.len()
+        };
+        let show_tools = fixed + node_lines + tools <= area.rows;
         for node in &self.nodes {
+            if hide_pending && node.state == NodeState::Pending {
+                continue;
+            }
             let mut detail = Vec::new();
             if node.visits > 1 {
                 detail.push(format!("x{}", node.visits));
@@ -237,7 +299,13 @@ impl Board {
             );
             lines.push(line);
         }
-        if let Some(current) = &self.current {
+        if hide_pending && pending > 0 {
+            lines.push(format!("  ... {pending} more not reached yet"));
+        }
+        if let Some(error) = &self.error {
+            lines.push(format!("  last failure: {error}"));
+        }
+        if let Some(current) = self.current.as_ref().filter(|_| show_tools) {
             lines.push(format!("  {current}: latest tool calls"));
             for tool in &self.tools {
                 lines.push(format!("    - {tool}"));
@@ -251,7 +319,7 @@ impl Board {
         ));
         let mut frame = String::new();
         for line in lines {
-            let cut: String = line.trim_end().chars().take(width.max(20)).collect();
+            let cut: String = line.trim_end().chars().take(area.columns.max(20)).collect();
             frame.push_str(&cut);
             frame.push('\n');
         }
@@ -308,9 +376,13 @@ mod tests {
             input_tokens: 1200,
             output_tokens: 30,
             cost_micros: 125_912,
+            error: None,
         };
         assert_eq!(
-            board.render(80),
+            board.render(Area {
+                columns: 80,
+                rows: 40
+            }),
             "run r1  ticket-to-merge  RUNNING\n\
              \x20  ok  gather     step\n\
              \x20  >>  implement  agent    x2 7 tool calls\n\
@@ -334,10 +406,48 @@ mod tests {
             input_tokens: 0,
             output_tokens: 0,
             cost_micros: 0,
+            error: None,
         };
-        for line in board.render(30).lines() {
+        let area = Area {
+            columns: 30,
+            rows: 40,
+        };
+        for line in board.render(area).lines() {
             assert!(line.chars().count() <= 30, "{line}");
         }
+    }
+
+    #[test]
+    fn a_short_terminal_hides_nodes_not_reached_and_keeps_the_failure() {
+        let mut nodes: Vec<NodeLine> = (0..30)
+            .map(|i| node(&format!("n{i}"), "step", NodeState::Pending, 0, 0))
+            .collect();
+        nodes[0].state = NodeState::Done;
+        nodes[1].state = NodeState::Failed;
+        let board = Board {
+            run_id: "r".into(),
+            template: "t".into(),
+            status: "FAILED".into(),
+            nodes,
+            current: Some("n1".into()),
+            tools: vec!["bash make".into()],
+            input_tokens: 1,
+            output_tokens: 1,
+            cost_micros: 1,
+            error: Some("n1: STEP_FAILED: it broke".into()),
+        };
+        let frame = board.render(Area {
+            columns: 80,
+            rows: 12,
+        });
+        assert!(frame.lines().count() <= 12, "{frame}");
+        assert!(frame.contains("28 more not reached yet"), "{frame}");
+        assert!(frame.contains("FAIL n1"), "{frame}");
+        assert!(
+            frame.contains("last failure: n1: STEP_FAILED: it broke"),
+            "{frame}"
+        );
+        assert!(frame.contains("- bash make"), "{frame}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use auto_swe_store::{Store, StoreError};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::board::Board;
+use super::board::{Area, Board};
 
 /// How many trace rows a frame reads (the newest; enough for every node's tool-call count on
 /// any run a terminal can show).
@@ -42,7 +42,7 @@ impl Live {
         let steps = store.list_steps(run_id).await?;
         let traces = store.list_traces(run_id, TRACE_WINDOW).await?;
         let board = Board::build(&run, &steps, &traces, parked_on);
-        self.bar.set_message(board.render(width()));
+        self.bar.set_message(board.render(area()));
         Ok(())
     }
 
@@ -52,8 +52,12 @@ impl Live {
     }
 }
 
-/// The terminal's width in columns, less one so a full line never wraps.
-fn width() -> usize {
-    let (_, columns) = console::Term::stdout().size();
-    usize::from(columns).saturating_sub(1).max(20)
+/// The terminal's size: its columns less one, so a full line never wraps, and its rows less
+/// the lines printed above the board that should stay in view.
+fn area() -> Area {
+    let (rows, columns) = console::Term::stdout().size();
+    Area {
+        columns: usize::from(columns).saturating_sub(1).max(20),
+        rows: usize::from(rows).saturating_sub(2).max(6),
+    }
 }
