@@ -82,6 +82,14 @@ pub(crate) fn finish(result: anyhow::Result<Status>) -> ExitCode {
         Ok(Status::Problems) => ExitCode::from(1),
         Ok(Status::Unreadable) => ExitCode::from(EXIT_UNREADABLE),
         Ok(Status::Exit(code)) => ExitCode::from(code),
+        // A reader that stopped reading (`auto-swe completions bash | head`) is not an error.
+        Err(error)
+            if error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             let mut err = std::io::stderr().lock();
             let _ = writeln!(err, "error: {}", one_line(&error));
