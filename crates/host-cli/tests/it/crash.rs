@@ -182,7 +182,12 @@ fn finished(shown: &Value, node: &str) -> usize {
 }
 
 fn parked_for_merge(shown: &Value) -> bool {
-    shown["status"] == "WAITING" && shown["pullRequests"][0]["ciStatus"] == "SUCCESS"
+    // A green verdict is recorded before the run parked on CI is woken: the run is at the merge
+    // wait only once its last step is that CI wait, completed.
+    let last = shown["steps"].as_array().and_then(|steps| steps.last());
+    shown["status"] == "WAITING"
+        && shown["pullRequests"][0]["ciStatus"] == "SUCCESS"
+        && last.is_some_and(|step| step["node"] == "ciWait" && step["status"] == "SUCCESS")
 }
 
 /// The run's branch in its local repository (the home holds one).
