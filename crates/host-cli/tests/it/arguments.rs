@@ -294,6 +294,21 @@ fn bad_arguments_exit_two_with_one_error_line_and_no_internals() {
             None,
             "--allow-private-host",
         ),
+        (
+            vec![
+                "models",
+                "check",
+                "openai-compatible/x",
+                "--api-base",
+                "http://127.0.0.1:9/v1",
+                "--allow-private-host",
+                "127.0.0.1:9",
+                "--prompt",
+                "@/nonexistent/prompt.txt",
+            ],
+            None,
+            "--prompt: reading /nonexistent/prompt.txt",
+        ),
     ];
     for (args, stdin, expected) in cases {
         assert_refused(&with_env(h, &args, &[], stdin), &args, expected);
