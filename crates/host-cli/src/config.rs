@@ -3,6 +3,7 @@
 //! configuration; a file named by `AUTO_SWE_CONFIG` must exist. Unknown keys are refused so a
 //! misspelt policy never silently does nothing.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -31,7 +32,13 @@ pub(crate) struct ModelsConfig {
     /// A price file laid over the built-in catalogue (`auto-swe models prices` shows the
     /// result). A relative path is read from the configuration file's directory.
     pub(crate) prices_file: Option<PathBuf>,
+    /// The endpoint of each provider named here (`openai-compatible = "http://…/v1"`), used
+    /// by runs and `models check` when no `--api-base` is given.
+    pub(crate) api_bases: BTreeMap<String, String>,
 }
+
+/// The provider names `models.apiBases` may use.
+pub(crate) const PROVIDERS: [&str; 4] = ["anthropic", "openai", "google", "openai-compatible"];
 
 /// Why the configuration could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -60,15 +67,76 @@ fn locate() -> Option<(PathBuf, bool)> {
     if let Some(path) = std::env::var_os(CONFIG_ENV).filter(|p| !p.is_empty()) {
         return Some((PathBuf::from(path), true));
     }
-    let home = std::env::var_os(HOME_ENV)
+    Some((home()?.join("config.toml"), false))
+}
+
+/// The configuration file this process reads, when there is one.
+pub(crate) fn source() -> Option<PathBuf> {
+    locate().map(|(path, _)| path).filter(|path| path.is_file())
+}
+
+/// The auto-swe home: `$AUTO_SWE_HOME`, else `~/.auto-swe` (`None` when neither is set).
+pub(crate) fn home() -> Option<PathBuf> {
+    std::env::var_os(HOME_ENV)
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
         .or_else(|| {
             std::env::var_os("HOME")
                 .filter(|p| !p.is_empty())
                 .map(|h| PathBuf::from(h).join(".auto-swe"))
-        })?;
-    Some((home.join("config.toml"), false))
+        })
+}
+
+/// `url` with its secrets replaced by `***`: the password, and the value of any query
+/// parameter whose name says it holds a secret. Text that is not a URL is hidden whole when it
+/// could hold credentials.
+pub(crate) fn mask_url(text: &str) -> String {
+    const SECRET_WORDS: [&str; 5] = ["pass", "secret", "token", "key", "auth"];
+    let Ok(mut url) = url::Url::parse(text) else {
+        return if text.contains('@') || text.contains('?') {
+            "*** (not a URL; hidden)".to_owned()
+        } else {
+            text.to_owned()
+        };
+    };
+    if url.password().is_some() {
+        let _ = url.set_password(Some("***"));
+    }
+    if url.query().is_some() {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(name, value)| {
+                let lower = name.to_ascii_lowercase();
+                let value = if SECRET_WORDS.iter().any(|w| lower.contains(w)) {
+                    "***".to_owned()
+                } else {
+                    value.into_owned()
+                };
+                (name.into_owned(), value)
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    url.to_string()
+}
+
+/// A TOML error as one line: where it is (line and column) and what is wrong, without the
+/// multi-line source excerpt the parser draws.
+fn one_line_toml_error(text: &str, error: &toml::de::Error) -> String {
+    let message = error
+        .message()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    match error.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message,
+    }
 }
 
 /// Loads the configuration for this process.
@@ -105,7 +173,19 @@ fn read(path: &Path, required: bool) -> Result<Config, ConfigError> {
 }
 
 fn parse(text: &str) -> Result<Config, String> {
-    toml::from_str(text).map_err(|e| e.to_string().trim_end().to_owned())
+    let config: Config = toml::from_str(text).map_err(|e| one_line_toml_error(text, &e))?;
+    if let Some(unknown) = config
+        .models
+        .api_bases
+        .keys()
+        .find(|name| !PROVIDERS.contains(&name.as_str()))
+    {
+        return Err(format!(
+            "models.apiBases names the unknown provider `{unknown}` (the providers are {})",
+            PROVIDERS.join(", ")
+        ));
+    }
+    Ok(config)
 }
 
 #[cfg(test)]
@@ -119,6 +199,31 @@ mod tests {
     }
 
     #[test]
+    fn secrets_in_urls_are_masked() {
+        for (url, secret) in [
+            ("postgres://app:hunter2@db.internal:5432/auto", "hunter2"),
+            (
+                "postgres://db/auto?sslmode=require&password=hunter2",
+                "hunter2",
+            ),
+            ("http://127.0.0.1:1/v1?api_key=hunter2", "hunter2"),
+            ("postgres://app:hun%40ter2@db/auto", "hun"),
+            ("not a url with hunter2@host", "hunter2"),
+        ] {
+            let masked = mask_url(url);
+            assert!(!masked.contains(secret), "{url} -> {masked}");
+        }
+        assert_eq!(
+            mask_url("postgres://app:hunter2@db:5432/auto?sslmode=require"),
+            "postgres://app:***@db:5432/auto?sslmode=require"
+        );
+        assert_eq!(
+            mask_url("sqlite:///home/a/store.db"),
+            "sqlite:///home/a/store.db"
+        );
+    }
+
+    #[test]
     fn empty_file_is_the_default() {
         assert_eq!(parse("").unwrap(), Config::default());
     }
@@ -128,6 +233,31 @@ mod tests {
         let error = parse("[models]\nprivateNetworkHost = [\"127.0.0.1:1\"]\n").unwrap_err();
         assert!(error.contains("privateNetworkHost"), "{error}");
         assert!(parse("[model]\n").is_err());
+    }
+
+    #[test]
+    fn api_bases_name_known_providers_only() {
+        let config =
+            parse("[models.apiBases]\nopenai-compatible = \"http://127.0.0.1:1/v1\"\n").unwrap();
+        assert_eq!(
+            config.models.api_bases["openai-compatible"],
+            "http://127.0.0.1:1/v1"
+        );
+        let error = parse("[models.apiBases]\nollama = \"http://127.0.0.1:1/v1\"\n").unwrap_err();
+        assert!(
+            error.contains("`ollama`") && error.contains("openai-compatible"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn errors_are_one_line_with_their_place() {
+        let error = parse("[models]\n\nprivateNetworkHost = []\n").unwrap_err();
+        assert!(!error.contains('\n'), "{error}");
+        assert!(
+            error.starts_with("line 3, column 1: unknown field `privateNetworkHost`"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ mod output;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 use commands::local::inspect::Verdict;
 
 /// auto-swe: versioned, durable, auditable workflows for coding agents.
@@ -58,6 +58,15 @@ enum Command {
     Templates(commands::local::inspect::TemplatesArgs),
     /// Drive runs and local CI until stopped.
     Worker(commands::local::inspect::WorkerArgs),
+    /// Check the configuration, store, sandbox and model keys together, each with its fix.
+    Doctor(commands::doctor::DoctorArgs),
+    /// Show the effective configuration, secrets masked.
+    Config(commands::config_show::ConfigArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> ExitCode {
@@ -84,6 +93,17 @@ fn main() -> ExitCode {
         Command::Pr(args) => commands::local::inspect::pr(&args),
         Command::Templates(args) => commands::local::inspect::templates(&args),
         Command::Worker(args) => commands::local::inspect::worker(&args),
+        Command::Doctor(args) => commands::doctor::run(&args),
+        Command::Config(args) => commands::config_show::run(&args),
+        Command::Completions { shell } => completions(shell),
     };
     output::finish(result)
+}
+
+/// Writes the completion script of `shell` to stdout.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<output::Status> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "auto-swe", &mut script);
+    output::write_stdout(&script)?;
+    Ok(output::Status::Success)
 }

@@ -82,10 +82,59 @@ pub(crate) fn finish(result: anyhow::Result<Status>) -> ExitCode {
         Ok(Status::Problems) => ExitCode::from(1),
         Ok(Status::Unreadable) => ExitCode::from(EXIT_UNREADABLE),
         Ok(Status::Exit(code)) => ExitCode::from(code),
+        // A reader that stopped reading (`auto-swe completions bash | head`) is not an error.
+        Err(error)
+            if error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "error: {error:#}");
+            let _ = writeln!(err, "error: {}", one_line(&error));
             ExitCode::from(EXIT_UNREADABLE)
         }
+    }
+}
+
+/// An error and its causes as one line, each cause once: a cause whose text the line already
+/// holds (a wrapper that prints its source) is not repeated, and no cause repeats the
+/// `error:` prefix.
+fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        let text = text.trim().trim_start_matches("error: ");
+        if text.is_empty() || line.contains(text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(text);
+    }
+    line.replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("invalid script: {0}")]
+    struct Wrapper(#[source] std::io::Error);
+
+    #[test]
+    fn a_cause_its_wrapper_already_prints_is_said_once() {
+        let error = anyhow::Error::new(Wrapper(std::io::Error::other("bad entry")))
+            .context("script x.json");
+        assert_eq!(one_line(&error), "script x.json: invalid script: bad entry");
+    }
+
+    #[test]
+    fn distinct_causes_are_chained_on_one_line() {
+        let error = anyhow::anyhow!("inner\ndetail").context("outer");
+        assert_eq!(one_line(&error), "outer: inner detail");
     }
 }

@@ -145,7 +145,8 @@ pub(crate) fn run_agents(args: &AgentsArgs) -> anyhow::Result<Status> {
             }
         }
         AgentsCommand::Show { key, format } => {
-            let agent = builtin_agent(key).ok_or_else(|| anyhow::anyhow!("no agent `{key}`"))?;
+            let agent = builtin_agent(key)
+                .ok_or_else(|| anyhow::anyhow!("no agent `{key}` (see `auto-swe agents list`)"))?;
             let out = agent_output(agent, true);
             match format {
                 Format::Json => crate::output::print_json(&out)?,
@@ -225,7 +226,8 @@ pub(crate) fn run_skills(args: &SkillsArgs) -> anyhow::Result<Status> {
             }
         }
         SkillsCommand::Show { name, format } => {
-            let skill = builtin_skill(name).ok_or_else(|| anyhow::anyhow!("no skill `{name}`"))?;
+            let skill = builtin_skill(name)
+                .ok_or_else(|| anyhow::anyhow!("no skill `{name}` (see `auto-swe skills list`)"))?;
             let out = skill_output(skill, true);
             match format {
                 Format::Json => crate::output::print_json(&out)?,

@@ -2,6 +2,8 @@
 //! returns the process exit status or an error that `output::finish` turns into exit code 2.
 
 pub(crate) mod agents;
+pub(crate) mod config_show;
+pub(crate) mod doctor;
 pub(crate) mod local;
 pub(crate) mod models;
 pub(crate) mod sandbox;

@@ -53,8 +53,12 @@ struct CheckArgs {
     /// accepted only for such a host.
     #[arg(long, value_name = "HOST:PORT")]
     allow_private_host: Vec<String>,
-    /// The prompt to send.
-    #[arg(long, default_value = "Reply with the single word: ready")]
+    /// The prompt to send: its text, `@FILE`, or `-` for standard input.
+    #[arg(
+        long,
+        default_value = "Reply with the single word: ready",
+        allow_hyphen_values = true
+    )]
     prompt: String,
     /// A price file (the shipped catalogue's format) whose entries replace the shipped ones
     /// when the call's cost is reported.
@@ -219,25 +223,54 @@ fn check(args: &CheckArgs) -> anyhow::Result<Status> {
             };
             match args.format {
                 Format::Json => crate::output::print_json(&report)?,
-                Format::Text => crate::output::print_text(&format!(
-                    "{} failed: {} ({})\n",
-                    args.model, report.error.message, report.error.code
-                ))?,
+                Format::Text => {
+                    let hint = if report.error.code == "MODEL_REFUSED_BY_POLICY" {
+                        "\nhint: a private or loopback endpoint is allowed by its exact HOST:PORT \
+                         with --allow-private-host, or for good with [models] \
+                         privateNetworkHosts in the configuration file"
+                    } else {
+                        ""
+                    };
+                    crate::output::print_text(&format!(
+                        "{} failed: {} ({}){hint}\n",
+                        args.model, report.error.message, report.error.code
+                    ))?;
+                }
             }
             Ok(Status::Problems)
         }
     }
 }
 
-fn client_config(args: &CheckArgs) -> Result<ClientConfig, ModelError> {
-    let spec = ModelSpec::parse(&args.model)?;
+/// What a model client is built from: the model, this call's endpoint and private hosts. The
+/// configuration file adds its `models.apiBases` (when no endpoint is given) and
+/// `models.privateNetworkHosts`; keys come from the environment only.
+pub(crate) struct ClientRequest<'a> {
+    /// `provider/model`.
+    pub(crate) model: &'a str,
+    /// An endpoint for this call (`--api-base`), over the configured one.
+    pub(crate) api_base: Option<&'a str>,
+    /// Private origins allowed for this call (`--allow-private-host`), with the configured ones.
+    pub(crate) private_hosts: &'a [String],
+}
+
+/// The one builder of provider client configurations, for `models check` and for local-mode
+/// runs alike.
+pub(crate) fn client_config(request: &ClientRequest<'_>) -> Result<ClientConfig, ModelError> {
+    let spec = ModelSpec::parse(request.model).map_err(|e| ModelError::Configuration {
+        message: format!(
+            "{}; the providers are anthropic, openai, google and openai-compatible \
+             (for example anthropic/claude-sonnet-4-5)",
+            e.to_string().trim_start_matches("configuration error: ")
+        ),
+    })?;
     let provider = spec.provider();
     // Keys come from the environment only, never from the command line.
     let key = std::env::var(provider.key_variable()).unwrap_or_default();
     if key.is_empty() && provider != Provider::OpenaiCompatible {
         return Err(ModelError::Configuration {
             message: format!(
-                "set {} to check {}",
+                "set {} in the environment to use {}",
                 provider.key_variable(),
                 provider.as_str()
             ),
@@ -255,7 +288,8 @@ fn client_config(args: &CheckArgs) -> Result<ClientConfig, ModelError> {
         .iter()
         .map(|origin| ("models.privateNetworkHosts", origin))
         .chain(
-            args.allow_private_host
+            request
+                .private_hosts
                 .iter()
                 .map(|origin| ("--allow-private-host", origin)),
         );
@@ -266,16 +300,29 @@ fn client_config(args: &CheckArgs) -> Result<ClientConfig, ModelError> {
                 message: format!("{source} {origin}: {refusal}"),
             })?;
     }
-    let endpoint = match (&args.api_base, provider) {
-        (None, Provider::OpenaiCompatible) => {
+    let (source, api_base) = match request.api_base {
+        Some(text) => ("--api-base", Some(text)),
+        None => (
+            "models.apiBases",
+            configured
+                .models
+                .api_bases
+                .get(provider.as_str())
+                .map(String::as_str),
+        ),
+    };
+    let endpoint = match api_base {
+        None if provider == Provider::OpenaiCompatible => {
             return Err(ModelError::Configuration {
-                message: "openai-compatible needs --api-base".into(),
+                message: "openai-compatible needs --api-base (or models.apiBases in the \
+                          configuration file)"
+                    .into(),
             });
         }
-        (None, _) => Endpoint::Default,
-        (Some(text), _) => {
+        None => Endpoint::Default,
+        Some(text) => {
             let url = url::Url::parse(text).map_err(|_| ModelError::Configuration {
-                message: "--api-base is not a URL".into(),
+                message: format!("{source} is not a URL"),
             })?;
             match provider {
                 Provider::Openai | Provider::OpenaiCompatible => Endpoint::ApiBase(url),
@@ -313,11 +360,21 @@ async fn call(args: &CheckArgs) -> Result<CheckReport, ModelError> {
         .models
         .prices_file;
     let overrides = price_file(args.prices.as_deref().or(configured.as_deref()))?;
-    let config = client_config(args)?;
+    let config = client_config(&ClientRequest {
+        model: &args.model,
+        api_base: args.api_base.as_deref(),
+        private_hosts: &args.allow_private_host,
+    })?;
     let spec = config.spec.clone();
     let client = ProviderClient::new(config)?;
     let request = ModelRequest {
-        messages: vec![Message::user(args.prompt.clone())],
+        messages: vec![Message::user(
+            crate::commands::local::text_argument(&args.prompt).map_err(|e| {
+                ModelError::Configuration {
+                    message: format!("--prompt: {e:#}"),
+                }
+            })?,
+        )],
         max_tokens: Some(256),
         ..ModelRequest::default()
     };

@@ -107,7 +107,7 @@ pub(crate) fn run(args: &SandboxArgs) -> anyhow::Result<Status> {
 }
 
 /// The host's sandbox settings: the one resolver, over this process's environment.
-fn settings() -> auto_swe_sandbox::Result<SandboxSettings> {
+pub(crate) fn settings() -> auto_swe_sandbox::Result<SandboxSettings> {
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     SandboxSettings::resolve(&|name| std::env::var(name).ok(), cpus)
 }
@@ -116,19 +116,16 @@ fn state_dir() -> PathBuf {
     std::env::temp_dir().join(format!("auto-swe-workspaces-{}", std::process::id()))
 }
 
-async fn probe(format: Format, create_account: bool) -> anyhow::Result<Status> {
-    let settings = match settings() {
-        Ok(settings) => settings,
-        Err(e) => {
-            output::print_diagnostic(&format!("auto-swe: {} ({})", e, e.code()))?;
-            return Ok(Status::Exit(EXIT_SANDBOX_FAILED));
-        }
-    };
+/// Probes every workspace backend of this host (`sandbox probe`, and `doctor`'s sandbox check).
+pub(crate) async fn probe_report(
+    create_account: bool,
+) -> auto_swe_sandbox::Result<auto_swe_sandbox::ProbeReport> {
+    let settings = settings()?;
     if create_account
         && nix_is_root()
         && let Err(e) = auto_swe_sandbox::create_account(&settings.account).await
     {
-        output::print_diagnostic(&format!("auto-swe: {} ({})", e, e.code()))?;
+        let _ = output::print_diagnostic(&format!("auto-swe: {} ({})", e, e.code()));
     }
     let state = state_dir();
     let config = ProbeConfig {
@@ -142,6 +139,17 @@ async fn probe(format: Format, create_account: bool) -> anyhow::Result<Status> {
     };
     let report = auto_swe_sandbox::probe(&config).await;
     let _ = std::fs::remove_dir_all(&state);
+    Ok(report)
+}
+
+async fn probe(format: Format, create_account: bool) -> anyhow::Result<Status> {
+    let report = match probe_report(create_account).await {
+        Ok(report) => report,
+        Err(e) => {
+            output::print_diagnostic(&format!("auto-swe: {} ({})", e, e.code()))?;
+            return Ok(Status::Exit(EXIT_SANDBOX_FAILED));
+        }
+    };
     match format {
         Format::Json => output::print_json(&report)?,
         Format::Text => output::print_text(&render(&report.backends))?,
@@ -154,7 +162,7 @@ fn nix_is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
 }
 
-fn render(backends: &[BackendProbe]) -> String {
+pub(crate) fn render(backends: &[BackendProbe]) -> String {
     let mut text = String::new();
     for b in backends {
         let verdict = if b.available {

@@ -42,8 +42,12 @@ pub(crate) struct ScanArgs {
     /// Which scanner to run.
     #[arg(value_enum)]
     kind: ScanKind,
-    /// The text to scan.
-    #[arg(conflicts_with = "file", required_unless_present = "file")]
+    /// The text to scan (`-` reads standard input, `@FILE` a file).
+    #[arg(
+        conflicts_with = "file",
+        required_unless_present = "file",
+        allow_hyphen_values = true
+    )]
     text: Option<String>,
     /// Read the text from a file (`-` for standard input).
     #[arg(long, value_name = "F")]
@@ -120,7 +124,7 @@ fn wire(result: &ScanResult) -> anyhow::Result<ScanOutput> {
 
 fn read_input(args: &ScanArgs) -> anyhow::Result<String> {
     match (&args.text, &args.file) {
-        (Some(text), None) => Ok(text.clone()),
+        (Some(text), None) => crate::commands::local::text_argument(text),
         (None, Some(path)) if path.as_os_str() == "-" => {
             let mut bytes = Vec::new();
             std::io::stdin().lock().read_to_end(&mut bytes)?;

@@ -29,7 +29,7 @@ pub(crate) struct SimulateArgs {
     script: PathBuf,
     /// The run input: JSON text, `@FILE` to read it from a file, or `-` for standard input
     /// (default `{}`).
-    #[arg(long, value_name = "JSON|@FILE|-")]
+    #[arg(long, value_name = "JSON|@FILE|-", allow_hyphen_values = true)]
     input: Option<String>,
     /// Refuse a bad `group` or `title` as the save path does, instead of dropping it with a
     /// warning as runs of stored specs do.
@@ -156,6 +156,77 @@ fn read_input(input: Option<&str>, script_on_stdin: bool) -> anyhow::Result<Valu
     serde_json::from_str(&text).with_context(|| format!("--input from {from} is not JSON"))
 }
 
+/// The script at `path`; a malformed one is refused naming the entry and the shapes it may
+/// take, never the deserializer's internals.
+fn read_script(path: &Path) -> anyhow::Result<Script> {
+    let value = read_document(path, "script")?;
+    let shape = script_shape(&value);
+    Script::from_value(value).map_err(|e| {
+        let why = shape.unwrap_or_else(|| {
+            let text = e.to_string();
+            text.trim_start_matches("invalid script: ").to_owned()
+        });
+        anyhow::anyhow!("script {}: {why} ({})", path.display(), e.code())
+    })
+}
+
+/// What is wrong with the first malformed answer of a script, if one is.
+fn script_shape(value: &Value) -> Option<String> {
+    const STEP: &str = r#"{"output": …}, {"error": {"message": …}} or {"cancel": true}"#;
+    const SIGNAL: &str = r#""timeout", "empty", "pending", {"payload": …} or {"slotEmpty": true}"#;
+    let one_of = |answer: &Value, keys: &[&str]| {
+        answer
+            .as_object()
+            .is_some_and(|o| o.len() == 1 && keys.iter().any(|k| o.contains_key(*k)))
+    };
+    let step_ok = |answer: &Value| one_of(answer, &["output", "error", "cancel"]);
+    let signal_ok = |answer: &Value| {
+        matches!(answer.as_str(), Some("timeout" | "empty" | "pending"))
+            || answer
+                .as_object()
+                .is_some_and(|o| o.contains_key("payload") || o.contains_key("slotEmpty"))
+    };
+    let object = value.as_object()?;
+    if let Some(answer) = object.get("default").filter(|a| !step_ok(a)) {
+        return Some(format!("`default` is {}; it must be {STEP}", kind(answer)));
+    }
+    for (section, ok, shapes) in [
+        ("steps", &step_ok as &dyn Fn(&Value) -> bool, STEP),
+        ("signals", &signal_ok, SIGNAL),
+    ] {
+        let Some(entries) = object.get(section).and_then(Value::as_object) else {
+            continue;
+        };
+        for (key, answers) in entries {
+            let Some(list) = answers.as_array() else {
+                return Some(format!("`{section}.{key}` must be a list of answers"));
+            };
+            if let Some((at, answer)) = list.iter().enumerate().find(|(_, a)| !ok(a)) {
+                return Some(format!(
+                    "`{section}.{key}[{at}]` is {}; each answer must be {shapes}",
+                    kind(answer)
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// A JSON value's shape, for messages.
+fn kind(value: &Value) -> String {
+    match value {
+        Value::Object(o) => {
+            let keys: Vec<&str> = o.keys().map(String::as_str).collect();
+            format!("an object with {{{}}}", keys.join(", "))
+        }
+        Value::Array(_) => "a list".to_owned(),
+        Value::String(_) => "a string".to_owned(),
+        Value::Number(_) => "a number".to_owned(),
+        Value::Bool(_) => "a boolean".to_owned(),
+        Value::Null => "null".to_owned(),
+    }
+}
+
 /// Runs `auto-swe spec simulate`.
 pub(crate) fn run(args: &SimulateArgs) -> anyhow::Result<Status> {
     if args.file.as_os_str() == "-" {
@@ -163,8 +234,7 @@ pub(crate) fn run(args: &SimulateArgs) -> anyhow::Result<Status> {
     }
     let document = read_document(&args.file, "spec")?;
     let script_on_stdin = args.script.as_os_str() == "-";
-    let script = Script::from_value(read_document(&args.script, "script")?)
-        .with_context(|| format!("script {}", args.script.display()))?;
+    let script = read_script(&args.script)?;
     let input = read_input(args.input.as_deref(), script_on_stdin)?;
     let mut report = validate_value(&document, &ValidateOptions::default());
     // A run of a stored spec drops a bad `group` or `title` (the tolerant reader does) and goes

@@ -25,7 +25,8 @@ enum SpecCommand {
     /// Validate spec files (JSON or YAML). Exit 0 when none has errors, 1 when any has, 2 when
     /// a file cannot be read or parsed.
     Validate {
-        /// Spec files; `.json` is JSON, `.yaml`/`.yml` YAML, anything else is sniffed.
+        /// Spec files; `.json` is JSON, `.yaml`/`.yml` YAML, anything else is sniffed; `-`
+        /// reads one from standard input.
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
         /// Output format.
@@ -113,8 +114,20 @@ fn read_catalog(path: &Path) -> anyhow::Result<StepCatalog> {
         .with_context(|| format!("step catalog {} is not a catalog", path.display()))
 }
 
+/// Whether `path` is `-`, standard input.
+fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
 fn read_report(path: &Path, options: ValidateOptions<'_>) -> anyhow::Result<Report> {
-    let text = std::fs::read_to_string(path).context("cannot read file")?;
+    let text = if is_stdin(path) {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut text)
+            .context("cannot read standard input")?;
+        text
+    } else {
+        std::fs::read_to_string(path).context("cannot read file")?
+    };
     let value = parse_document(&text, format_of(path, &text))?;
     Ok(validate_value(&value, &options))
 }
@@ -138,6 +151,9 @@ fn validate(
     catalog: Option<&Path>,
     connections: Option<&Path>,
 ) -> anyhow::Result<Status> {
+    if files.iter().filter(|path| is_stdin(path)).count() > 1 {
+        anyhow::bail!("`-` (standard input) can be given once");
+    }
     let catalog = catalog.map(read_catalog).transpose()?;
     let connections = connections.map(read_connections).transpose()?;
     let options = match &catalog {

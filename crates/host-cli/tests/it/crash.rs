@@ -385,3 +385,47 @@ fn a_worker_killed_between_claiming_the_pull_request_and_recording_it_stops_the_
     let text = String::from_utf8(command.output().unwrap().stdout).unwrap();
     assert!(text.contains("was claimed and never recorded"), "{text}");
 }
+
+/// `runs show --follow` follows a run another process drives, in plain lines on a pipe, until
+/// it parks; then it says how to continue.
+#[test]
+fn runs_show_follow_tracks_a_run_a_worker_drives_until_it_parks() {
+    if !sandbox_available() {
+        return;
+    }
+    let env = Env::sqlite();
+    let run = start_demo(&env);
+    let driver = worker(&env, &[]);
+    let mut command = bin();
+    env.apply(&mut command);
+    let output = command
+        .args(["runs", "show", &run, "--follow"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    stop(driver);
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!stdout.contains('\x1b'), "{stdout:?}");
+    for expected in [
+        "ok   implement",
+        "ok   ciFix",
+        &format!("run {run}: WAITING"),
+        &format!("auto-swe pr merge {run}"),
+    ] {
+        assert!(stdout.contains(expected), "{expected}: {stdout}");
+    }
+    // An unknown run is refused at once.
+    let mut command = bin();
+    env.apply(&mut command);
+    let unknown = command
+        .args(["runs", "show", "no-such-run", "--follow"])
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+}

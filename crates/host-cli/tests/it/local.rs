@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::Run;
 
 /// Runs `auto-swe ARGS` with `home` as its home (and `stdin`, when given).
-fn local(home: &Path, args: &[&str], stdin: Option<&str>) -> Run {
+pub(crate) fn local(home: &Path, args: &[&str], stdin: Option<&str>) -> Run {
     #[expect(
         clippy::disallowed_methods,
         reason = "the tests run the real built binary, as users do"
@@ -54,7 +54,7 @@ fn json(run: &Run) -> Value {
 
 /// Whether a workspace backend can run here; `false` skips (and fails under
 /// `AUTO_SWE_REQUIRE_BWRAP=1`).
-fn sandbox_available() -> bool {
+pub(crate) fn sandbox_available() -> bool {
     let usable = Path::new("/usr/bin/bwrap").exists();
     assert!(
         usable || std::env::var("AUTO_SWE_REQUIRE_BWRAP").as_deref() != Ok("1"),

@@ -2,9 +2,12 @@
 #![expect(clippy::unwrap_used, reason = "test helpers fail loudly")]
 
 mod agents;
+mod arguments;
 mod crash;
+mod doctor;
 mod local;
 mod models_check;
+mod progress;
 mod sandbox;
 mod scan;
 mod simulate;

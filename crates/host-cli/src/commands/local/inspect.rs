@@ -9,12 +9,12 @@ use auto_swe_store::{
     HumanStepStatus, OutcomeState, PullRequestQuery, RunListQuery, Store, StoreError,
 };
 use auto_swe_worker::templates::{TEMPLATES, template};
-use auto_swe_worker::{MERGE_SIGNAL, WorkerError};
+use auto_swe_worker::{CI_SIGNAL, MERGE_SIGNAL, WorkerError};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::progress::Progress;
-use super::run::report_end;
+use super::run::{report_end, waiting_on};
 use super::{LocalHost, SandboxChoice, open_store, run_model, runtime, scm, text_argument};
 use crate::output::{self, Format, Status};
 
@@ -54,6 +54,10 @@ enum RunsCommand {
         /// Include the trace rows.
         #[arg(long)]
         traces: bool,
+        /// Follow the run, driven by another process (`auto-swe worker`), with the progress
+        /// view until it ends or waits; then print where it was left.
+        #[arg(long, conflicts_with = "traces")]
+        follow: bool,
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         format: Format,
@@ -67,8 +71,15 @@ pub(crate) fn runs(args: &RunsArgs) -> anyhow::Result<Status> {
             RunsCommand::List { limit, format } => list_runs(&store, *limit, *format).await,
             RunsCommand::Show {
                 run,
+                follow: true,
+                format,
+                ..
+            } => follow_run(&store, run, *format).await,
+            RunsCommand::Show {
+                run,
                 traces,
                 format,
+                ..
             } => show_run(&store, run, *traces, *format).await,
         }
     })
@@ -110,6 +121,46 @@ async fn list_runs(store: &Store, limit: u32, format: Format) -> anyhow::Result<
         output::print_text(&text)?;
     }
     Ok(Status::Success)
+}
+
+/// How often `runs show --follow` looks at the run's status.
+const FOLLOW_POLL: Duration = Duration::from_millis(500);
+
+/// Shows a run's progress until no worker moves it any more (it ended, or waits for a person
+/// or a signal), then where it was left.
+async fn follow_run(store: &Store, run_id: &str, format: Format) -> anyhow::Result<Status> {
+    store
+        .get_run(run_id)
+        .await
+        .map_err(|e| store_error(&e, &format!("run {run_id}")))?;
+    let progress = Progress::for_format(format);
+    // Waits that workers resolve (local CI's verdict) are followed through; the run is left
+    // when it ends or waits for a person or a signal.
+    let settled = async {
+        loop {
+            let run = store.get_run(run_id).await?;
+            let moving = match run.status {
+                auto_swe_store::RunStatus::Pending | auto_swe_store::RunStatus::Running => true,
+                auto_swe_store::RunStatus::Waiting => {
+                    let prs = store
+                        .list_pull_requests(&PullRequestQuery::default().of_run(run_id))
+                        .await?;
+                    waiting_on(store, &run, &prs).await?.as_deref() == Some(CI_SIGNAL)
+                }
+                _ => false,
+            };
+            if !moving {
+                return Ok::<_, anyhow::Error>(());
+            }
+            tokio::time::sleep(FOLLOW_POLL).await;
+        }
+    };
+    progress
+        .follow(store, run_id, settled)
+        .await
+        .map_err(|e| store_error(&e, "run"))??;
+    progress.settle(store, run_id, None).await?;
+    report_end(store, run_id, None, format).await
 }
 
 async fn show_run(
@@ -218,7 +269,7 @@ pub(crate) struct SignalArgs {
     /// The signal name.
     name: String,
     /// The payload: JSON text, `@FILE` or `-` (default `{}`).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     payload: Option<String>,
 }
 
@@ -273,7 +324,7 @@ pub(crate) struct HumanArgs {
     /// The human node's id.
     node: String,
     /// A note (`request-changes` needs one), or for `answer` the JSON answer; `@FILE` or `-`.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     note: Option<String>,
     /// Who answers.
     #[arg(long, default_value = "local")]
@@ -462,7 +513,7 @@ pub(crate) fn pr(args: &PrArgs) -> anyhow::Result<Status> {
                     .send_signal(run, MERGE_SIGNAL, &json!({ "merged": true, "sha": merged, "by": by }))
                     .await
                     .map_err(|e| store_error(&e, "run"))?;
-                let progress = Progress::new(*format == Format::Json);
+                let progress = Progress::for_format(*format);
                 progress.skip_finished(&store, run).await?;
                 progress.say(&format!("merged pull request #{} into {} at {}", pr.number, repo.default_branch, &merged[..merged.len().min(12)]));
                 if *detach {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use auto_swe_models::{
-    Cassette, ModelClient, ModelSpec, PriceCatalog, ProviderClient, ReplayClient, Tier,
+    Cassette, ModelClient, ModelError, PriceCatalog, ProviderClient, ReplayClient, Tier,
 };
 use auto_swe_sandbox::{DockerBackend, LocalBackend, SandboxSettings, WorkspaceBackend};
 use auto_swe_scanners::{CompiledPatterns, builtin_patterns};
@@ -25,7 +25,7 @@ use auto_swe_worker::{
     StepEffects, Worker, WorkerConfig, WorkerServices, WorkspaceTemplate,
 };
 
-use crate::config::HOME_ENV;
+use crate::commands::models::{ClientRequest, client_config};
 
 /// The store URL override.
 pub(crate) const STORE_URL_ENV: &str = "AUTO_SWE_STORE_URL";
@@ -58,14 +58,7 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// The auto-swe home: `$AUTO_SWE_HOME`, else `~/.auto-swe`.
 pub(crate) fn home() -> anyhow::Result<PathBuf> {
-    std::env::var_os(HOME_ENV)
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|p| !p.is_empty())
-                .map(|h| PathBuf::from(h).join(".auto-swe"))
-        })
+    crate::config::home()
         .context("set AUTO_SWE_HOME (or HOME) to say where auto-swe keeps its state")
 }
 
@@ -118,21 +111,11 @@ pub(crate) async fn open_store() -> anyhow::Result<(PathBuf, Store)> {
         .map_err(|e| {
             anyhow::anyhow!(
                 "the store at {} cannot be opened: {e} ({})",
-                redact_url(&url),
+                crate::config::mask_url(&url),
                 e.code()
             )
         })?;
     Ok((home, store))
-}
-
-fn redact_url(url: &str) -> String {
-    match url.split_once('@') {
-        Some((head, tail)) if head.contains("://") => {
-            let scheme = head.split("://").next().unwrap_or_default();
-            format!("{scheme}://***@{tail}")
-        }
-        _ => url.to_owned(),
-    }
 }
 
 /// The local SCM over `store`, its repositories under the home.
@@ -166,22 +149,36 @@ async fn backend(
     Ok((chosen, settings))
 }
 
-/// The model client a run names: the demo's recorded answers, or a provider's model with its
-/// key from the environment.
+/// The model client a run names: the demo's recorded answers, or a provider's model built by
+/// the one client builder (`models::client_config`: key from the environment, endpoint and
+/// private hosts from the configuration file).
 pub(crate) fn model_client(model: &str) -> anyhow::Result<Arc<dyn ModelClient>> {
     if model == DEMO_MODEL {
         let cassette: Cassette = serde_json::from_str(auto_swe_worker::demo::DEMO_CASSETTE)?;
         return Ok(Arc::new(ReplayClient::new(cassette)?));
     }
-    let spec = ModelSpec::parse(model)
-        .map_err(|e| anyhow::anyhow!("{e} (try --model anthropic/claude-sonnet-5-5)"))?;
-    let variable = spec.provider().key_variable();
-    let key = std::env::var(variable).unwrap_or_default();
-    if key.is_empty() {
-        anyhow::bail!("{model} needs an API key: set {variable} in the environment");
-    }
-    let config = auto_swe_models::ClientConfig::new(spec, auto_swe_models::ApiKey::new(key));
-    Ok(Arc::new(ProviderClient::new(config)?))
+    let failed = |e: ModelError| {
+        let hint = match &e {
+            ModelError::RefusedByPolicy { .. } => {
+                "; a private model endpoint is allowed by its exact HOST:PORT in \
+                 `[models] privateNetworkHosts` of the configuration file"
+            }
+            _ => "",
+        };
+        // The code names the kind; the message alone says what is wrong.
+        let what = match &e {
+            ModelError::Configuration { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        anyhow::anyhow!("{model}: {what}{hint} ({})", e.code())
+    };
+    let config = client_config(&ClientRequest {
+        model,
+        api_base: None,
+        private_hosts: &[],
+    })
+    .map_err(failed)?;
+    Ok(Arc::new(ProviderClient::new(config).map_err(failed)?))
 }
 
 /// Everything a local worker needs.
@@ -276,6 +273,11 @@ impl LocalHost {
                 progress.ci_verdict(verdict);
             }
             if verdicts.is_empty() {
+                let parked_on = match &last {
+                    Some(DriveEnd::Parked(wake)) => Some(wake.signal.as_str()),
+                    _ => None,
+                };
+                progress.settle(&self.store, run_id, parked_on).await?;
                 return Ok(last);
             }
         }

@@ -208,7 +208,7 @@ async fn start_and_follow(
     // Refuse a model without a key before anything is recorded.
     super::model_client(&model)?;
     let (home, store) = open_store().await?;
-    let progress = Progress::new(follow.format == Format::Json);
+    let progress = Progress::for_format(follow.format);
     if let Some(label) = label {
         progress.say(label);
     }
@@ -267,6 +267,37 @@ pub(crate) fn continue_hint(run_id: &str, signal: &str) -> String {
     }
 }
 
+/// The signal a waiting run that this process did not drive waits for, as far as its rows
+/// tell: a pending human step's, the merge once CI is green, else CI's.
+pub(crate) async fn waiting_on(
+    store: &Store,
+    run: &auto_swe_store::Run,
+    prs: &[auto_swe_store::PullRequest],
+) -> anyhow::Result<Option<String>> {
+    if run.status != auto_swe_store::RunStatus::Waiting {
+        return Ok(None);
+    }
+    let humans = store.list_human_steps(&run.id).await?;
+    if let Some(human) = humans
+        .iter()
+        .find(|h| h.status == auto_swe_store::HumanStepStatus::Pending)
+    {
+        let signal = human
+            .prompt
+            .get("signal")
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("hitl_{}", human.node_id), str::to_owned);
+        return Ok(Some(signal));
+    }
+    Ok(prs.first().map(|pr| {
+        if pr.ci_status.as_str() == "SUCCESS" {
+            MERGE_SIGNAL.to_owned()
+        } else {
+            CI_SIGNAL.to_owned()
+        }
+    }))
+}
+
 /// Prints where a driven run was left; a failed, cancelled or timed-out run exits 1.
 pub(crate) async fn report_end(
     store: &Store,
@@ -284,9 +315,21 @@ pub(crate) async fn report_end(
         Some(DriveEnd::Ended { status, error_code }) => {
             (status.as_str().to_owned(), None, error_code.clone())
         }
-        Some(_) | None => (run.status.as_str().to_owned(), None, None),
+        // Followed, not driven here: what the store says, and the wait read from its rows.
+        Some(_) | None => (
+            run.status.as_str().to_owned(),
+            waiting_on(store, &run, &prs).await?,
+            None,
+        ),
     };
-    let failed = matches!(&end, Some(DriveEnd::Ended { status, .. }) if *status != auto_swe_store::TerminalStatus::Success);
+    let failed = match &end {
+        Some(DriveEnd::Ended { status, .. }) => *status != auto_swe_store::TerminalStatus::Success,
+        Some(_) | None => matches!(
+            run.status,
+            auto_swe_store::RunStatus::Ended(terminal)
+                if terminal != auto_swe_store::TerminalStatus::Success
+        ),
+    };
     if format == Format::Json {
         output::print_json(&json!({
             "runId": run_id,

@@ -1,23 +1,38 @@
-//! The progress view of a run being driven: one line per finished node (with the tool calls
-//! its agent made), CI verdicts, and the tokens and cost so far. Plain lines, so it reads the
-//! same on a terminal, in a pipe and in a log.
+//! The progress view of a run being driven. On a terminal, a live board redrawn in place
+//! (`live`): the spec's nodes with their state, the current agent's tool calls, tokens and cost.
+//! Anywhere else, plain lines: one per finished node (with the tool calls its agent made), CI
+//! verdicts, and the tokens and cost so far, so a pipe or a log reads them without escape codes.
+
+mod board;
+mod live;
 
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::io::IsTerminal as _;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use auto_swe_store::{Store, StoreError};
 use auto_swe_worker::CiVerdict;
 
-use crate::output;
+use crate::output::{self, Format};
 
 /// How often the view reads the store while a run moves.
 const POLL: Duration = Duration::from_millis(300);
 
-/// Prints a run's progress (or nothing, for `--format json`).
+/// How progress is shown.
+enum View {
+    /// Nothing (`--format json`: stdout carries one document).
+    Quiet,
+    /// Plain lines.
+    Lines,
+    /// The board, redrawn in place.
+    Live(live::Live),
+}
+
+/// Prints a run's progress.
 pub(crate) struct Progress {
-    quiet: bool,
+    view: View,
     seen: Mutex<BTreeSet<String>>,
 }
 
@@ -32,18 +47,45 @@ fn mark(status: &str) -> &'static str {
 }
 
 impl Progress {
-    /// A view that prints when `quiet` is false.
-    pub(crate) fn new(quiet: bool) -> Self {
+    /// The view for `format`: nothing for JSON, the live board when stdout is a terminal,
+    /// else plain lines.
+    pub(crate) fn for_format(format: Format) -> Self {
+        let view = if format == Format::Json {
+            View::Quiet
+        } else if std::io::stdout().is_terminal() {
+            View::Live(live::Live::new())
+        } else {
+            View::Lines
+        };
         Self {
-            quiet,
+            view,
             seen: Mutex::new(BTreeSet::new()),
         }
     }
 
     fn line(&self, text: &str) {
-        if !self.quiet {
-            let _ = output::print_text(&format!("{text}\n"));
+        match &self.view {
+            View::Quiet => {}
+            View::Lines => {
+                let _ = output::print_text(&format!("{text}\n"));
+            }
+            View::Live(live) => live.println(text),
         }
+    }
+
+    /// Leaves the view's last state on screen before the run's end is printed (`parked_on`:
+    /// the signal the run waits for, when it parked).
+    pub(crate) async fn settle(
+        &self,
+        store: &Store,
+        run_id: &str,
+        parked_on: Option<&str>,
+    ) -> Result<(), StoreError> {
+        if let View::Live(live) = &self.view {
+            live.refresh(store, run_id, parked_on).await?;
+            live.finish();
+        }
+        Ok(())
     }
 
     /// Marks the run's nodes finished so far as seen, so that only what happens from now on
@@ -99,8 +141,10 @@ impl Progress {
     }
 
     async fn report(&self, store: &Store, run_id: &str) -> Result<(), StoreError> {
-        if self.quiet {
-            return Ok(());
+        match &self.view {
+            View::Quiet => return Ok(()),
+            View::Live(live) => return live.refresh(store, run_id, None).await,
+            View::Lines => {}
         }
         let steps = store.list_steps(run_id).await?;
         let fresh: Vec<_> = {
@@ -163,11 +207,11 @@ impl Progress {
                 self.line(&format!("         {code}: {message}"));
             }
         }
-        #[expect(clippy::cast_precision_loss, reason = "a displayed dollar amount")]
-        let dollars = run.usage.cost_micros as f64 / 1_000_000.0;
         self.line(&format!(
-            "         so far: {} input / {} output tokens, ${dollars:.4}",
-            run.usage.input_tokens, run.usage.output_tokens
+            "         so far: {} input / {} output tokens, ${}",
+            run.usage.input_tokens,
+            run.usage.output_tokens,
+            board::dollars(run.usage.cost_micros)
         ));
         Ok(())
     }

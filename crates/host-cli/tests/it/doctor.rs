@@ -1,0 +1,240 @@
+//! `doctor`, `config show` and `completions` through the binary: every check passing and one
+//! failing with its fix; the effective configuration with every secret masked, whichever way
+//! it was given; completion scripts that name the subcommands.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::Run;
+
+/// Runs `auto-swe ARGS` with `home` as its home and `env` added to a clean model-key slate.
+pub(crate) fn with_env(
+    home: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    stdin: Option<&str>,
+) -> Run {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the tests run the real built binary, as users do"
+    )]
+    let mut command = Command::new(env!("CARGO_BIN_EXE_auto-swe"));
+    command
+        .args(args)
+        .current_dir(home)
+        .env("AUTO_SWE_HOME", home)
+        .env_remove("AUTO_SWE_CONFIG")
+        .env_remove("AUTO_SWE_STORE_URL")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("GEMINI_API_KEY")
+        .env_remove("OPENAI_COMPATIBLE_API_KEY")
+        .envs(env.iter().copied())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    if let Some(text) = stdin {
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    Run {
+        code: output.status.code().unwrap(),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+fn json(run: &Run) -> Value {
+    let parsed = serde_json::from_str(&run.stdout);
+    assert!(parsed.is_ok(), "not JSON: {}\n{}", run.stdout, run.stderr);
+    parsed.unwrap()
+}
+
+fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap()
+}
+
+#[test]
+fn doctor_runs_every_check_and_a_failing_one_names_its_fix() {
+    let home = tempfile::tempdir().unwrap();
+    let healthy = with_env(home.path(), &["doctor", "--format", "json"], &[], None);
+    let report = json(&healthy);
+    let names: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["configuration", "store", "sandbox", "model keys"]);
+    assert_eq!(check(&report, "store")["verdict"], "ok");
+    assert_eq!(check(&report, "configuration")["verdict"], "ok");
+    // No key is a warning (the demo needs none), not a failure.
+    assert_eq!(check(&report, "model keys")["verdict"], "warn");
+    let sandbox_ok = check(&report, "sandbox")["verdict"] == "ok";
+    assert_eq!(healthy.code, i32::from(!sandbox_ok), "{}", healthy.stdout);
+    assert_eq!(report["ok"], sandbox_ok);
+
+    // A store that cannot be opened fails its check, with the fix, and the exit code says so.
+    let broken = with_env(
+        home.path(),
+        &["doctor", "--format", "json"],
+        &[("AUTO_SWE_STORE_URL", "sqlite:///nonexistent-dir/store.db")],
+        None,
+    );
+    assert_eq!(broken.code, 1, "{}\n{}", broken.stdout, broken.stderr);
+    let report = json(&broken);
+    assert_eq!(report["ok"], false);
+    let store = check(&report, "store");
+    assert_eq!(store["verdict"], "fail");
+    assert!(
+        store["detail"].as_str().unwrap().contains("STORE_"),
+        "{store}"
+    );
+    assert!(
+        store["fix"]
+            .as_str()
+            .unwrap()
+            .contains("AUTO_SWE_STORE_URL"),
+        "{store}"
+    );
+
+    // A misspelt configuration key, in text: FAIL with the fix; a model without its key too.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[models]\nprivateNetworkHost = []\n",
+    )
+    .unwrap();
+    let text = with_env(
+        home.path(),
+        &["doctor", "--model", "anthropic/claude-sonnet-4-5"],
+        &[],
+        None,
+    );
+    assert_eq!(text.code, 1, "{}", text.stdout);
+    let lines: Vec<&str> = text.stdout.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("FAIL configuration") && l.contains("privateNetworkHost")),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("FAIL model keys") && l.contains("ANTHROPIC_API_KEY")),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.matches("fix: ").count() >= 2, "{}", text.stdout);
+}
+
+#[test]
+fn config_show_masks_every_secret() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[models]\nprivateNetworkHosts = [\"127.0.0.1:11434\"]\n\
+         [models.apiBases]\nopenai-compatible = \"http://u:cfg-secret-1@127.0.0.1:11434/v1?api_key=cfg-secret-2\"\n",
+    )
+    .unwrap();
+    let env = [
+        (
+            "AUTO_SWE_STORE_URL",
+            "postgres://app:env-secret-3@db.internal:5432/auto?sslmode=require&password=env-secret-4",
+        ),
+        ("ANTHROPIC_API_KEY", "sk-ant-env-secret-5"),
+        ("OPENAI_API_KEY", "sk-env-secret-6"),
+    ];
+    for format in ["text", "json"] {
+        let shown = with_env(
+            home.path(),
+            &["config", "show", "--format", format],
+            &env,
+            None,
+        );
+        assert_eq!(shown.code, 0, "{}", shown.stderr);
+        for secret in [
+            "secret-1", "secret-2", "secret-3", "secret-4", "secret-5", "secret-6",
+        ] {
+            assert!(
+                !shown.stdout.contains(secret) && !shown.stderr.contains(secret),
+                "{secret} leaked:\n{}",
+                shown.stdout
+            );
+        }
+    }
+    let shown = json(&with_env(
+        home.path(),
+        &["config", "show", "--format", "json"],
+        &env,
+        None,
+    ));
+    let find = |key: &str| {
+        shown["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == key)
+            .unwrap_or_else(|| panic!("no {key} in {shown}"))
+            .clone()
+    };
+    let store = find("store.url");
+    assert_eq!(
+        store["value"],
+        "postgres://app:***@db.internal:5432/auto?sslmode=require&password=***"
+    );
+    assert_eq!(store["source"], "env AUTO_SWE_STORE_URL");
+    assert_eq!(find("models.keys.anthropic")["value"], "set (hidden)");
+    assert_eq!(find("models.keys.google")["value"], "unset");
+    assert_eq!(
+        find("models.privateNetworkHosts")["value"],
+        "[127.0.0.1:11434]"
+    );
+    assert_eq!(find("models.privateNetworkHosts")["source"], "config file");
+    assert_eq!(find("sandbox.pids")["source"], "default");
+
+    // A configuration that cannot be read is one error line, exit 2.
+    std::fs::write(home.path().join("config.toml"), "[models\n").unwrap();
+    let bad = with_env(home.path(), &["config", "show"], &[], None);
+    assert_eq!(bad.code, 2);
+    assert_eq!(bad.stderr.trim().lines().count(), 1, "{}", bad.stderr);
+    assert!(
+        bad.stderr.starts_with("error: invalid configuration"),
+        "{}",
+        bad.stderr
+    );
+}
+
+#[test]
+fn completions_name_the_subcommands_in_every_shell() {
+    let home = tempfile::tempdir().unwrap();
+    for shell in ["bash", "zsh", "fish"] {
+        let script = with_env(home.path(), &["completions", shell], &[], None);
+        assert_eq!(script.code, 0, "{shell}: {}", script.stderr);
+        for name in ["demo", "doctor", "runs", "request-changes", "completions"] {
+            assert!(script.stdout.contains(name), "{shell} lacks {name}");
+        }
+    }
+    let unknown = with_env(home.path(), &["completions", "tcsh"], &[], None);
+    assert_eq!(unknown.code, 2);
+    assert!(unknown.stdout.is_empty());
+}
