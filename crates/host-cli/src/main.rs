@@ -69,7 +69,31 @@ enum Command {
     },
 }
 
+/// The variable naming what to log on stderr (an `EnvFilter` directive such as `info` or
+/// `auto_swe_worker=debug`); unset, nothing is logged.
+const LOG_ENV: &str = "AUTO_SWE_LOG";
+
+/// Logs spans and events to stderr when [`LOG_ENV`] asks for them.
+fn init_logging() {
+    let Ok(directives) = std::env::var(LOG_ENV) else {
+        return;
+    };
+    match tracing_subscriber::EnvFilter::try_new(&directives) {
+        Ok(filter) => {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .try_init();
+        }
+        Err(error) => {
+            let _ = output::print_diagnostic(&format!("{LOG_ENV} ignored: {error}"));
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    init_logging();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Spec(args) => commands::spec::run(&args),

@@ -32,9 +32,14 @@ enum SpecCommand {
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         format: Format,
-        /// Step catalog (JSON or YAML) to check `step` names and inputs against.
+        /// More steps (a JSON or YAML step catalog) to check `step` names and inputs against,
+        /// beside the built-in steps (a step of the same name replaces the built-in one).
         #[arg(long, value_name = "FILE")]
         step_catalog: Option<PathBuf>,
+        /// Leave the built-in steps out: only `--step-catalog`'s steps are known (with neither,
+        /// step names are not checked).
+        #[arg(long)]
+        no_builtin_steps: bool,
         /// The connection ids the spec's template may use (a JSON or YAML list); an `mcp` node
         /// naming another one is warned about (`MCP_REF_NOT_REACHABLE`).
         #[arg(long, value_name = "FILE")]
@@ -59,11 +64,15 @@ pub(crate) fn run(args: &SpecArgs) -> anyhow::Result<Status> {
             files,
             format,
             step_catalog,
+            no_builtin_steps,
             connections,
         } => validate(
             files,
             *format,
-            step_catalog.as_deref(),
+            Steps {
+                catalog: step_catalog.as_deref(),
+                builtin: !no_builtin_steps,
+            },
             connections.as_deref(),
         ),
         SpecCommand::Simulate(simulate) => super::simulate::run(simulate),
@@ -145,16 +154,40 @@ fn read_connections(path: &Path) -> anyhow::Result<BTreeSet<String>> {
     })
 }
 
+/// Which steps a spec's `step` nodes are checked against.
+#[derive(Debug, Clone, Copy)]
+struct Steps<'a> {
+    /// A catalog file's steps.
+    catalog: Option<&'a Path>,
+    /// The built-in steps, under the file's.
+    builtin: bool,
+}
+
+impl Steps<'_> {
+    /// The catalog to check against; `None` when step names are not checked.
+    fn catalog(self) -> anyhow::Result<Option<StepCatalog>> {
+        let file = self.catalog.map(read_catalog).transpose()?;
+        if !self.builtin {
+            return Ok(file);
+        }
+        let mut catalog = auto_swe_worker::StepRegistry::builtin().catalog();
+        if let Some(file) = file {
+            catalog.steps.extend(file.steps);
+        }
+        Ok(Some(catalog))
+    }
+}
+
 fn validate(
     files: &[PathBuf],
     format: Format,
-    catalog: Option<&Path>,
+    steps: Steps<'_>,
     connections: Option<&Path>,
 ) -> anyhow::Result<Status> {
     if files.iter().filter(|path| is_stdin(path)).count() > 1 {
         anyhow::bail!("`-` (standard input) can be given once");
     }
-    let catalog = catalog.map(read_catalog).transpose()?;
+    let catalog = steps.catalog()?;
     let connections = connections.map(read_connections).transpose()?;
     let options = match &catalog {
         Some(catalog) => ValidateOptions::with_step_catalog(catalog),

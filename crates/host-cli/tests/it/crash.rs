@@ -1,6 +1,7 @@
 //! Crash tests: worker processes killed with SIGKILL or stopped past their lease while driving
 //! the demo run. Every process here is one the test started, ended by its PID.
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -116,13 +117,41 @@ fn worker(env: &Env, extra: &[&str]) -> Child {
     args.extend_from_slice(extra);
     let mut command = bin();
     env.apply(&mut command);
+    // Each worker logs to a file of the home, shown when the test times out.
+    let log = tempfile::Builder::new()
+        .prefix("worker-")
+        .suffix(".log")
+        .tempfile_in(env.path())
+        .unwrap()
+        .keep()
+        .unwrap()
+        .0;
     command
         .args(&args)
+        .env(
+            "AUTO_SWE_LOG",
+            "info,auto_swe_worker=debug,auto_swe_store=debug",
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::from(log))
         .spawn()
         .unwrap()
+}
+
+/// The last lines of every worker's log in the home.
+fn worker_logs(env: &Env) -> String {
+    let mut logs = String::new();
+    for entry in std::fs::read_dir(env.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "log") {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            let _ = writeln!(logs, "--- {}\n{tail}", path.display());
+        }
+    }
+    logs
 }
 
 /// Sends `signal` (`STOP`, `CONT`) to a process this test started.
@@ -166,7 +195,8 @@ fn wait_for(env: &Env, run: &str, what: &str, done: impl Fn(&Value) -> bool) -> 
         }
         assert!(
             start.elapsed() < Duration::from_secs(120),
-            "timed out waiting for {what}: {shown}"
+            "timed out waiting for {what}: {shown}\n{}",
+            worker_logs(env)
         );
         std::thread::sleep(Duration::from_millis(250));
     }

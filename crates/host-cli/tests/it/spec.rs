@@ -5,6 +5,8 @@ use serde_json::{Value, json};
 
 use crate::{auto_swe, root};
 
+/// The spec crate's fixtures, one per code. They name steps of their own, so the tests that
+/// check one rule's output pass `--no-builtin-steps`.
 const INVALID: &str = "crates/spec/tests/fixtures/invalid";
 
 #[test]
@@ -47,6 +49,7 @@ fn errors_exit_one_with_the_json_contract() {
     let run = auto_swe(&[
         "spec",
         "validate",
+        "--no-builtin-steps",
         "--format",
         "json",
         "examples/specs/review-loop.json",
@@ -80,6 +83,7 @@ fn warnings_alone_exit_zero() {
     let run = auto_swe(&[
         "spec",
         "validate",
+        "--no-builtin-steps",
         &format!("{INVALID}/GROUP_NOT_CONTIGUOUS.json"),
     ]);
     assert_eq!(run.code, 0);
@@ -90,6 +94,7 @@ fn text_output_is_readable() {
     let run = auto_swe(&[
         "spec",
         "validate",
+        "--no-builtin-steps",
         &format!("{INVALID}/RESERVED_PATH_SEGMENT.json"),
         &format!("{INVALID}/UNBOUND_PATH.json"),
     ]);
@@ -210,4 +215,82 @@ fn schema_is_json_schema_of_the_spec() {
     assert_eq!(schema["title"], "WorkflowSpec");
     assert_eq!(schema["required"], json!(["entry", "nodes"]));
     assert!(schema["$defs"]["Node"]["allOf"].is_array());
+}
+
+/// `spec validate --format json` with `extra` arguments.
+fn with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    [&["spec", "validate", "--format", "json"][..], extra].concat()
+}
+
+/// The built-in steps are known without a catalog file: a misspelt one is an error, a step
+/// with an input it does not take is warned about, and `--no-builtin-steps` turns the check
+/// off; a catalog file's steps come on top of the built-in ones.
+#[test]
+fn built_in_steps_are_checked_without_a_catalog_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = |step: &str| {
+        json!({
+            "specVersion": 1, "name": "s", "entry": "pr",
+            "nodes": [
+                { "id": "pr", "type": "step", "step": step, "inputs": { "title": "t" }, "next": "end" },
+                { "id": "end", "type": "terminate", "status": "SUCCESS" }
+            ]
+        })
+    };
+    let write = |name: &str, value: &Value| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, value.to_string()).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let misspelt = write("misspelt.json", &spec("createOrUpdatePullReqest"));
+    let known = write("known.json", &spec("createOrUpdatePullRequest"));
+    let custom = write("custom.json", &spec("deployPreview"));
+    let catalog = write(
+        "catalog.json",
+        &json!({ "steps": { "deployPreview": { "inputs": { "title": { "type": "string" } } } } }),
+    );
+    let codes = |args: &[&str]| {
+        let run = auto_swe(args);
+        let output: Value = serde_json::from_str(&run.stdout).unwrap();
+        let report = &output["files"][0];
+        let codes: Vec<String> = report["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["code"].as_str().unwrap().to_owned())
+            .collect();
+        (run.code, codes)
+    };
+    assert_eq!(
+        codes(&with(&[&misspelt])),
+        (1, vec!["UNKNOWN_STEP".to_owned()])
+    );
+    assert_eq!(codes(&with(&[&known])), (0, vec![]));
+    assert_eq!(
+        codes(&with(&[&custom])),
+        (1, vec!["UNKNOWN_STEP".to_owned()])
+    );
+    assert_eq!(
+        codes(&with(&["--step-catalog", &catalog, &custom])),
+        (0, vec![])
+    );
+    // The built-in steps still count beside the file's.
+    assert_eq!(
+        codes(&with(&["--step-catalog", &catalog, &known])),
+        (0, vec![])
+    );
+    // Without them, only the file's steps are known; with neither, names are not checked.
+    assert_eq!(
+        codes(&with(&[
+            "--no-builtin-steps",
+            "--step-catalog",
+            &catalog,
+            &known
+        ])),
+        (1, vec!["UNKNOWN_STEP".to_owned()])
+    );
+    assert_eq!(
+        codes(&with(&["--no-builtin-steps", &misspelt])),
+        (0, vec![])
+    );
 }
