@@ -150,6 +150,15 @@ impl DurableEngine for EmbeddedEngine {
         }
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(run_id = %lease.run_id))]
+    async fn cancel_requested(&self, lease: &RunLease) -> Result<bool, WorkerError> {
+        self.store
+            .get_run(&lease.run_id)
+            .await
+            .map(|run| run.cancel_requested_at.is_some())
+            .map_err(|e| WorkerError::from_store(&lease.run_id, e))
+    }
+
     #[tracing::instrument(level = "debug", skip(self))]
     async fn execution_state(&self, run_id: &str) -> Result<ExecutionState, WorkerError> {
         let state = self

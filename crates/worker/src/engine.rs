@@ -189,6 +189,9 @@ pub trait DurableEngine: Send + Sync {
     /// Gives a held run back until `wake`: it holds no lease, no task and no memory until its
     /// signal is delivered or its deadline passes, when it is acquirable again (and replays).
     async fn park(&self, lease: &RunLease, wake: RunWake) -> Result<(), WorkerError>;
+    /// Whether a person asked for the held run to be stopped; the worker then stops the walk
+    /// and completes the run `CANCELLED`.
+    async fn cancel_requested(&self, lease: &RunLease) -> Result<bool, WorkerError>;
     /// Where `run_id`'s execution stands (see [`ExecutionState`]).
     async fn execution_state(&self, run_id: &str) -> Result<ExecutionState, WorkerError>;
     /// Ends a run whose execution finished or vanished without ending it, through the same

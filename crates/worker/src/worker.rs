@@ -2,7 +2,8 @@
 //! dispatcher while heartbeats keep its lease, then complete it — or park it, when all it does
 //! is wait.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use auto_swe_interpreter::{Dispatcher, RunOptions, TerminalStatus, run_spec};
@@ -250,6 +251,12 @@ impl Worker {
             .await?
             .with_suspension(parking.suspended().clone());
         let cancel = CancellationToken::new();
+        // A stop a person asked for, seen before the walk and at every heartbeat: the walk is
+        // cancelled and the run completed CANCELLED, whatever the walk came to.
+        let stopped = Arc::new(AtomicBool::new(self.engine.cancel_requested(&lease).await?));
+        if stopped.load(Ordering::SeqCst) {
+            cancel.cancel();
+        }
         let run = run_spec(
             &spec,
             task.input,
@@ -257,7 +264,24 @@ impl Worker {
             RunOptions::default().with_cancellation(cancel.clone()),
         );
         tokio::pin!(run);
-        let mut held = lease;
+        // Heartbeats run beside the walk, never inside its poll loop: a heartbeat waits for the
+        // run's queue row, which a write of the walk may hold until it commits, so a walk left
+        // unpolled during a heartbeat would hold the row against it for ever.
+        let held = Arc::new(Mutex::new(lease));
+        let beats_stop = CancellationToken::new();
+        let beats = tokio::spawn(
+            Heartbeats {
+                engine: Arc::clone(&self.engine),
+                every: self.config.heartbeat_every,
+                held: Arc::clone(&held),
+                stopped: Arc::clone(&stopped),
+                lease_lost: dispatcher.lease_lost().clone(),
+                cancel: cancel.clone(),
+                stop: beats_stop.clone(),
+            }
+            .run()
+            .in_current_span(),
+        );
         let outcome = loop {
             tokio::select! {
                 outcome = &mut run => break outcome,
@@ -269,24 +293,24 @@ impl Worker {
                 () = parking.suspended().cancelled(), if !cancel.is_cancelled() => {
                     cancel.cancel();
                 }
-                () = tokio::time::sleep(self.config.heartbeat_every),
-                    if !dispatcher.lease_lost().is_cancelled() =>
-                {
-                    match self.engine.heartbeat(&held).await {
-                        Ok(renewed) => held = renewed,
-                        Err(error) => {
-                            tracing::warn!(code = error.code(), "heartbeat refused; stopping the run");
-                            dispatcher.lease_lost().cancel();
-                            cancel.cancel();
-                        }
-                    }
-                }
             }
         };
+        // A heartbeat in flight finishes; none starts after the walk.
+        beats_stop.cancel();
+        let _ = beats.await;
+        let held = lock(&held).clone();
+        let stopped = stopped.load(Ordering::SeqCst);
         if dispatcher.lease_lost().is_cancelled() {
             return Err(WorkerError::LeaseLost { run_id });
         }
-        if let Some(wake) = parking.requested() {
+        // Finalize is not part of the walk: a cancelled run still ends, and ends CANCELLED,
+        // billed for everything it spent while stopping.
+        let outcome_status = if stopped {
+            TerminalStatus::Cancelled
+        } else {
+            outcome.status
+        };
+        if let Some(wake) = parking.requested().filter(|_| !stopped) {
             self.engine.park(&held, wake.clone()).await?;
             return Ok(DriveReport {
                 run_id,
@@ -299,19 +323,69 @@ impl Worker {
             .complete(
                 &held,
                 RunEnd {
-                    status: outcome.status,
+                    status: outcome_status,
                 },
             )
             .await?;
-        tracing::info!(status = %outcome.status, "run ended");
+        tracing::info!(status = %outcome_status, "run ended");
         Ok(DriveReport {
             run_id,
             end: DriveEnd::Ended {
-                status: outcome.status,
-                error_code: outcome.error.as_ref().map(|e| e.code().to_owned()),
+                status: outcome_status,
+                error_code: if stopped {
+                    Some("CANCELLED".to_owned())
+                } else {
+                    outcome.error.as_ref().map(|e| e.code().to_owned())
+                },
             },
             fencing_token: held.fencing_token,
             effects: dispatcher.stats(),
         })
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Renews a held run's lease every `every` until stopped, and watches for a stop a person asked
+/// for. A refused renewal means the lease is gone: the walk is cancelled and writes nothing more.
+struct Heartbeats {
+    engine: Arc<dyn DurableEngine>,
+    every: Duration,
+    held: Arc<Mutex<RunLease>>,
+    stopped: Arc<AtomicBool>,
+    lease_lost: CancellationToken,
+    cancel: CancellationToken,
+    stop: CancellationToken,
+}
+
+impl Heartbeats {
+    async fn run(self) {
+        loop {
+            tokio::select! {
+                () = self.stop.cancelled() => return,
+                () = tokio::time::sleep(self.every) => {}
+            }
+            let current = lock(&self.held).clone();
+            match self.engine.heartbeat(&current).await {
+                Ok(renewed) => *lock(&self.held) = renewed,
+                Err(error) => {
+                    tracing::warn!(code = error.code(), "heartbeat refused; stopping the run");
+                    self.lease_lost.cancel();
+                    self.cancel.cancel();
+                    return;
+                }
+            }
+            if !self.stopped.load(Ordering::SeqCst)
+                && matches!(self.engine.cancel_requested(&current).await, Ok(true))
+            {
+                tracing::info!("a stop was asked for; cancelling the run");
+                self.stopped.store(true, Ordering::SeqCst);
+                self.cancel.cancel();
+            }
+        }
     }
 }

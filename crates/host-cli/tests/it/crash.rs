@@ -459,3 +459,30 @@ fn runs_show_follow_tracks_a_run_a_worker_drives_until_it_parks() {
         .unwrap();
     assert_eq!(unknown.status.code(), Some(2));
 }
+
+/// `auto-swe cancel` on a run a worker process is driving: the worker stops it at its next
+/// heartbeat and ends it CANCELLED; a second cancel is refused, the run ended.
+#[test]
+fn cancel_stops_a_run_a_worker_is_driving() {
+    if !sandbox_available() {
+        return;
+    }
+    let env = Env::sqlite();
+    let run = start_demo(&env);
+    let driver = worker(&env, &[]);
+    wait_for(&env, &run, "validate", |s| finished(s, "validate") == 1);
+    let mut command = bin();
+    command.args(["cancel", &run]);
+    env.apply(&mut command);
+    let output = command.output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let shown = wait_for(&env, &run, "the stop", |s| s["status"] == "CANCELLED");
+    stop(driver);
+    // Nothing past the merge: the run stopped where it was.
+    assert_eq!(finished(&shown, "ciWait"), 0, "{shown}");
+    let mut again = bin();
+    again.args(["cancel", &run]);
+    env.apply(&mut again);
+    let output = again.output().unwrap();
+    assert!(!output.status.success(), "{output:?}");
+}

@@ -379,7 +379,7 @@ impl CgroupPool {
                 _ => {}
             }
         }
-        warm.launcher.end();
+        warm.launcher.end_async().await;
         let _ = std::fs::remove_dir_all(&warm.data);
         let cgroup = warm.cgroup.clone();
         drop(warm);

@@ -140,7 +140,7 @@ impl EphemeralRun {
             return;
         };
         if let Some(launcher) = &record.launcher {
-            launcher.end();
+            launcher.end_async().await;
         }
         if let Some(cgroup) = &record.cgroup {
             pool.retire(cgroup).await;

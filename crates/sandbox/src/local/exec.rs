@@ -293,7 +293,7 @@ impl LocalBackend {
                 return;
             }
             (Some(cgroup), Some(launcher), None) => {
-                launcher.end();
+                launcher.end_async().await;
                 self.cgroups.retire(&cgroup).await;
             }
             (Some(cgroup), None, _) => self.cgroups.retire(&cgroup).await,

@@ -118,6 +118,9 @@ ulimit -n 4096 2>/dev/null || ulimit -n "$(ulimit -H -n)"
 "$@"
 exit $?"#;
 
+/// How many times, a millisecond apart, an ended launcher is looked for before giving up.
+const REAP_POLLS: u32 = 500;
+
 /// What a launcher starts sandboxes with: the bubblewrap binary and the seccomp program's file.
 #[derive(Debug, Clone)]
 pub(crate) struct Tools {
@@ -320,8 +323,38 @@ impl Launcher {
     /// Kills the launcher's whole process group (the launcher, its subshells and every
     /// bubblewrap monitor, whose sandboxes then end with them) and reaps the launcher (bounded
     /// wait), so it leaves its cgroups at once instead of lingering there as a zombie. True
-    /// when it is gone.
+    /// when it is gone. Blocks for up to half a second: for `Drop` and synchronous paths;
+    /// async code uses [`Launcher::end_async`].
     pub(crate) fn end(&self) -> bool {
+        if !self.kill() {
+            return false;
+        }
+        for _ in 0..REAP_POLLS {
+            match self.reaped() {
+                Some(gone) => return gone,
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        false
+    }
+
+    /// [`Launcher::end`] without blocking the runtime while the launcher is reaped.
+    pub(crate) async fn end_async(&self) -> bool {
+        if !self.kill() {
+            return false;
+        }
+        for _ in 0..REAP_POLLS {
+            match self.reaped() {
+                Some(gone) => return gone,
+                None => tokio::time::sleep(Duration::from_millis(1)).await,
+            }
+        }
+        false
+    }
+
+    /// Sends SIGKILL to the launcher's process group and the launcher; false when its handle
+    /// cannot be had.
+    fn kill(&self) -> bool {
         let Ok(mut child) = self.child.lock() else {
             return false;
         };
@@ -337,13 +370,19 @@ impl Launcher {
             );
         }
         let _ = child.start_kill();
-        for _ in 0..500 {
-            match child.try_wait() {
-                Ok(Some(_)) | Err(_) => return true,
-                Ok(None) => std::thread::sleep(Duration::from_millis(1)),
-            }
+        true
+    }
+
+    /// `Some(true)` once the launcher is reaped (or cannot be waited for), `Some(false)` when
+    /// its handle cannot be had, `None` while it is still running.
+    fn reaped(&self) -> Option<bool> {
+        let Ok(mut child) = self.child.lock() else {
+            return Some(false);
+        };
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => Some(true),
+            Ok(None) => None,
         }
-        false
     }
 
     /// Fails every exec still waiting and forgets the sandbox started ahead (their processes

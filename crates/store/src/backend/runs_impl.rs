@@ -33,6 +33,9 @@ macro_rules! impl_run_stores {
                     },
                     created_at: Timestamp::from_millis(row.try_get("created_at")?),
                     ended_at: ended_at.map(Timestamp::from_millis),
+                    cancel_requested_at: row
+                        .try_get::<Option<i64>, _>("cancel_requested_at")?
+                        .map(Timestamp::from_millis),
                 })
             }
 
@@ -181,6 +184,55 @@ macro_rules! impl_run_stores {
                     input_tokens: row.try_get("input_tokens")?,
                     output_tokens: row.try_get("output_tokens")?,
                 })
+            }
+
+            #[tracing::instrument(level = "debug", skip(self))]
+            async fn request_cancel(&self, run_id: &str) -> StoreResult<Timestamp> {
+                limits::short_text("run id", run_id)?;
+                let mut tx = self.pool.begin().await?;
+                let row = sqlx::query(
+                    "UPDATE workflow_runs SET cancel_requested_at = \
+                     COALESCE(cancel_requested_at, $2) WHERE id = $1 AND ended_at IS NULL \
+                     RETURNING cancel_requested_at",
+                )
+                .bind(run_id)
+                .bind(self.clock.now().as_millis())
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(row) = row else {
+                    tx.rollback().await?;
+                    return Err(match self.run_standing(run_id).await? {
+                        RunStanding::Missing => StoreError::not_found("run", run_id),
+                        _ => StoreError::RunEnded {
+                            run_id: run_id.to_owned(),
+                        },
+                    });
+                };
+                // A waiting run (parked, or runnable only at its wait's deadline) is runnable
+                // now; a held one that parks before its worker saw the request is made runnable
+                // as it parks.
+                let woke = sqlx::query(&format!(
+                    "UPDATE run_queue SET state = 'RUNNABLE', \
+                     available_at = CASE WHEN available_at < {now} THEN available_at ELSE {now} END, \
+                     wake_kind = NULL, wake_key = NULL \
+                     WHERE run_id = $1 AND state IN ('PARKED', 'RUNNABLE')",
+                    now = Self::NOW_MS
+                ))
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(
+                    "UPDATE run_queue SET wake_pending = TRUE WHERE run_id = $1 AND state = 'LEASED'",
+                )
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
+                if woke.rows_affected() > 0 {
+                    self.wake_in_tx(&mut tx, run_id).await?;
+                }
+                tx.commit().await?;
+                self.woke();
+                Ok(Timestamp::from_millis(row.try_get("cancel_requested_at")?))
             }
 
             #[tracing::instrument(level = "debug", skip_all, fields(run_id = %token.run_id, epoch = token.epoch))]

@@ -256,6 +256,8 @@ pub struct Run {
     pub created_at: Timestamp,
     /// Set once, by the finalize that billed the run.
     pub ended_at: Option<Timestamp>,
+    /// When a person asked for the run to be stopped, if they did.
+    pub cancel_requested_at: Option<Timestamp>,
 }
 
 /// The final word on a run.
@@ -312,6 +314,11 @@ pub trait RunStore: Send + Sync {
     async fn set_run_status(&self, token: &LeaseToken, status: RunStatus) -> StoreResult<()>;
     /// Adds spend to the leased run's totals.
     async fn add_run_usage(&self, token: &LeaseToken, usage: Usage) -> StoreResult<Usage>;
+    /// Asks for an unfinished run to be stopped: recorded once (a second request keeps the
+    /// first time), and a parked run is made runnable so a worker takes it and ends it
+    /// `CANCELLED` at once. Not fenced: a person's request, not a worker's write. `RUN_ENDED`
+    /// once the run has ended.
+    async fn request_cancel(&self, run_id: &str) -> StoreResult<Timestamp>;
     /// Ends the leased run, bills it once and ends its lease. The holder's retry of a finalize
     /// that went through returns `AlreadyFinalized`.
     async fn finalize_run(

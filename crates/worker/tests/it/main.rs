@@ -6,6 +6,7 @@
 )]
 
 mod budget;
+mod cancel;
 mod end_to_end;
 mod node_executors;
 mod reaper;

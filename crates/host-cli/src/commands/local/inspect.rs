@@ -404,18 +404,27 @@ pub(crate) struct CancelArgs {
 pub(crate) fn cancel(args: &CancelArgs) -> anyhow::Result<Status> {
     runtime()?.block_on(async {
         let (_, store) = open_store().await?;
-        // The operator's path: take the run from its queue (refused while a worker holds it)
-        // and finalize it CANCELLED under that lease.
-        let claim = store
+        // The operator's path: take the run from its queue and finalize it CANCELLED under
+        // that lease; while a worker holds it, ask that worker to stop it instead.
+        let claim = match store
             .claim_run(&args.run, "cli-cancel", Duration::from_secs(30))
             .await
-            .map_err(|e| match e.code() {
-                "LEASE_LOST" => anyhow::anyhow!(
-                    "a worker is driving run {} right now; try again when it parks",
+        {
+            Ok(claim) => claim,
+            Err(e) if e.code() == "LEASE_LOST" => {
+                store
+                    .request_cancel(&args.run)
+                    .await
+                    .map_err(|e| store_error(&e, &format!("run {}", args.run)))?;
+                output::print_text(&format!(
+                    "run {} is being driven by a worker: it stops the run at its next heartbeat \
+                     and ends it CANCELLED\n",
                     args.run
-                ),
-                _ => store_error(&e, &format!("run {}", args.run)),
-            })?;
+                ))?;
+                return Ok(Status::Success);
+            }
+            Err(e) => return Err(store_error(&e, &format!("run {}", args.run))),
+        };
         store
             .finalize_run(
                 &claim.token(),
