@@ -19,6 +19,18 @@ pub(crate) const HOME_ENV: &str = "AUTO_SWE_HOME";
 pub(crate) struct Config {
     /// Model calls.
     pub(crate) models: ModelsConfig,
+    /// Spending caps.
+    pub(crate) budgets: BudgetsConfig,
+}
+
+/// The `[budgets]` table.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct BudgetsConfig {
+    /// The monthly cap of the `local` org every local run is billed to, in US cents: a launch
+    /// is refused (`ORG_BUDGET_EXCEEDED`) once the month's spend meets it, and a running run's
+    /// next model call fails `BUDGET_EXCEEDED`. Unset, the org's stored cap is left as it is.
+    pub(crate) monthly_cents: Option<u32>,
 }
 
 /// The `[models]` table.

@@ -144,8 +144,13 @@ impl LocalScm {
         &self.git
     }
 
-    async fn local_team(&self) -> Result<String, ScmError> {
-        let org = match self.store.find_org_by_slug(LOCAL_ORG_SLUG).await? {
+    /// The `local` org every local repository belongs to, made on first use.
+    pub async fn local_org(&self) -> Result<String, ScmError> {
+        Ok(self.local_org_record().await?.id)
+    }
+
+    async fn local_org_record(&self) -> Result<auto_swe_store::Organization, ScmError> {
+        Ok(match self.store.find_org_by_slug(LOCAL_ORG_SLUG).await? {
             Some(org) => org,
             None => match self.store.create_org(LOCAL_ORG_SLUG, "Local").await {
                 Ok(org) => org,
@@ -157,7 +162,11 @@ impl LocalScm {
                     .ok_or_else(|| ScmError::NoPullRequest("local organization".to_owned()))?,
                 Err(error) => return Err(error.into()),
             },
-        };
+        })
+    }
+
+    async fn local_team(&self) -> Result<String, ScmError> {
+        let org = self.local_org_record().await?;
         let teams = self.store.list_teams(&org.id).await?;
         if let Some(team) = teams.into_iter().find(|t| t.name == "local") {
             return Ok(team.id);

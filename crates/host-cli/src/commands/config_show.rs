@@ -106,6 +106,18 @@ fn effective() -> anyhow::Result<Vec<Setting>> {
     rows.push(setting("run.sandbox", "auto", "default"));
     rows.push(setting("run.tier", "STANDARD", "default"));
     rows.push(setting(
+        "budgets.monthlyCents",
+        loaded.budgets.monthly_cents.map_or_else(
+            || "none (the local org's stored cap, if any)".to_owned(),
+            |cents| cents.to_string(),
+        ),
+        if loaded.budgets.monthly_cents.is_some() {
+            "config file"
+        } else {
+            "default"
+        },
+    ));
+    rows.push(setting(
         "worker.leaseSeconds",
         DEFAULT_LEASE.as_secs().to_string(),
         "default",

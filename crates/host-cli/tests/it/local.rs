@@ -356,3 +356,52 @@ fn processes_starting_at_once_agree_on_one_store_key() {
         assert_eq!(leftovers, 0);
     }
 }
+
+/// `[budgets] monthlyCents` caps the local org: a spent month refuses the launch with its code
+/// and records no run; raised, the same command runs.
+#[test]
+fn the_configured_monthly_budget_refuses_a_launch_once_spent() {
+    if !sandbox_available() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[budgets]\nmonthlyCents = 0\n",
+    )
+    .unwrap();
+    let refused = local(
+        home.path(),
+        &["demo", "--sandbox", "local", "--detach", "--format", "json"],
+        None,
+    );
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    assert!(
+        refused.stderr.contains("ORG_BUDGET_EXCEEDED"),
+        "{}",
+        refused.stderr
+    );
+    let runs = json(&local(
+        home.path(),
+        &["runs", "list", "--format", "json"],
+        None,
+    ));
+    assert_eq!(runs["runs"], serde_json::json!([]), "{runs}");
+    let shown = local(home.path(), &["config", "show"], None);
+    assert!(
+        shown.stdout.contains("budgets.monthlyCents"),
+        "{}",
+        shown.stdout
+    );
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[budgets]\nmonthlyCents = 500\n",
+    )
+    .unwrap();
+    let started = local(
+        home.path(),
+        &["demo", "--sandbox", "local", "--detach", "--format", "json"],
+        None,
+    );
+    assert_eq!(started.code, 0, "{}", started.stderr);
+}

@@ -123,6 +123,23 @@ pub(crate) fn scm(home: &Path, store: &Store) -> LocalScm {
     LocalScm::new(store.clone(), LocalGit::new(), home.join("repos"))
 }
 
+/// Writes the configured monthly cap (`[budgets] monthlyCents`) onto the `local` org, when
+/// one is configured: every launch and model call of local runs is checked against it.
+pub(crate) async fn apply_budget(scm: &LocalScm, store: &Store) -> anyhow::Result<()> {
+    let Some(cents) = crate::config::load()?.budgets.monthly_cents else {
+        return Ok(());
+    };
+    let org = scm
+        .local_org()
+        .await
+        .map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?;
+    store
+        .set_org_budget(&org, Some(i64::from(cents)))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?;
+    Ok(())
+}
+
 async fn backend(
     choice: SandboxChoice,
     home: &Path,
@@ -227,6 +244,7 @@ impl LocalHost {
             git: LocalGit::new(),
             tier: Tier::Standard,
         });
+        apply_budget(&services.scm, &store).await?;
         let engine = Arc::new(EmbeddedEngine::new(store.clone(), lease));
         let worker_id = format!("cli-{}", std::process::id());
         let reaper = Reaper::new(

@@ -216,7 +216,9 @@ async fn start_and_follow(
         || "repository".to_owned(),
         |n| n.to_string_lossy().trim_end_matches(".git").to_owned(),
     );
-    let repo = scm(&home, &store)
+    let local = scm(&home, &store);
+    super::apply_budget(&local, &store).await?;
+    let repo = local
         .register(source, &name)
         .await
         .map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?;
