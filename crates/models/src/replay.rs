@@ -161,33 +161,62 @@ impl ReplayClient {
 }
 
 fn assistant_turns(request: &ModelRequest) -> u32 {
-    let turns = request
-        .messages
-        .iter()
-        .filter(|m| m.role == crate::model::Role::Assistant)
-        .count();
-    u32::try_from(turns).unwrap_or(u32::MAX)
+    RequestView::of(request).assistant_turns
+}
+
+/// What matched replay reads of a request: its system prompt, its user messages' texts and how
+/// many assistant messages it holds. Built from a [`ModelRequest`] by the replay client and
+/// from a provider's request body by the mock server, so both match the same way.
+#[derive(Debug, Default)]
+pub(crate) struct RequestView {
+    pub(crate) system: Option<String>,
+    pub(crate) user_texts: Vec<String>,
+    pub(crate) assistant_turns: u32,
+}
+
+impl RequestView {
+    fn of(request: &ModelRequest) -> Self {
+        let turns = request
+            .messages
+            .iter()
+            .filter(|m| m.role == crate::model::Role::Assistant)
+            .count();
+        Self {
+            system: request.system.clone(),
+            user_texts: request
+                .messages
+                .iter()
+                .filter(|m| m.role == crate::model::Role::User)
+                .flat_map(|m| {
+                    m.parts.iter().filter_map(|p| match p {
+                        Part::Text { text } => Some(text.clone()),
+                        _ => None,
+                    })
+                })
+                .collect(),
+            assistant_turns: u32::try_from(turns).unwrap_or(u32::MAX),
+        }
+    }
 }
 
 fn matches(exchange: &Exchange, request: &ModelRequest) -> bool {
+    matches_view(exchange, &RequestView::of(request))
+}
+
+/// Whether every matcher of `exchange` holds for `view`.
+pub(crate) fn matches_view(exchange: &Exchange, view: &RequestView) -> bool {
     let system_ok = exchange.system_contains.as_ref().is_none_or(|needle| {
-        request
-            .system
+        view.system
             .as_ref()
             .is_some_and(|system| system.contains(needle.as_str()))
     });
-    let prompt_ok = exchange.prompt_contains.as_ref().is_none_or(|needle| {
-        request.messages.iter().any(|m| {
-            m.role == crate::model::Role::User
-                && m.parts.iter().any(|p| match p {
-                    Part::Text { text } => text.contains(needle.as_str()),
-                    _ => false,
-                })
-        })
-    });
+    let prompt_ok = exchange
+        .prompt_contains
+        .as_ref()
+        .is_none_or(|needle| view.user_texts.iter().any(|t| t.contains(needle.as_str())));
     let turn_ok = exchange
         .turn
-        .is_none_or(|turn| turn == assistant_turns(request));
+        .is_none_or(|turn| turn == view.assistant_turns);
     system_ok && prompt_ok && turn_ok
 }
 

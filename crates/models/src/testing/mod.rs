@@ -3,6 +3,7 @@
 //! driven by a script of turns and records the requests it receives.
 
 mod cache;
+mod cassette;
 mod render;
 
 use std::collections::BTreeMap;
@@ -121,6 +122,7 @@ struct Shared {
     requests: Mutex<Vec<RecordedRequest>>,
     disconnects: mpsc::UnboundedSender<()>,
     prompt_cache: Mutex<Option<cache::PromptCacheSim>>,
+    cassette: Mutex<Option<Vec<crate::replay::Exchange>>>,
 }
 
 /// A running mock server on `127.0.0.1`. Stops when dropped.
@@ -151,6 +153,7 @@ impl MockServer {
             requests: Mutex::new(Vec::new()),
             disconnects: tx,
             prompt_cache: Mutex::new(None),
+            cassette: Mutex::new(None),
         });
         let app_shared = Arc::clone(&shared);
         let app = axum::Router::new().fallback(move |method, uri, headers, body| {
@@ -221,6 +224,19 @@ impl MockServer {
             .unwrap_or_else(PoisonError::into_inner) = Some(cache::PromptCacheSim::default());
     }
 
+    /// From now on, answers every request from `cassette` by matching (as a matched
+    /// [`crate::ReplayClient`] does, on the request body the provider received), instead of the
+    /// script: the first exchange whose matchers all hold, rendered in the provider's format;
+    /// a request no exchange matches gets the provider's server error. Anthropic Messages and
+    /// `OpenAI` Chat Completions only.
+    pub fn replay(&self, cassette: &crate::Cassette) {
+        *self
+            .shared
+            .cassette
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(cassette.exchanges.clone());
+    }
+
     /// Waits until a client drops a stalled stream.
     pub async fn disconnected(&self) {
         let _ = self.disconnects.lock().await.recv().await;
@@ -256,6 +272,48 @@ fn presented_key(api: Api, headers: &HeaderMap) -> Option<String> {
     }
 }
 
+impl RecordedRequest {
+    fn of(method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> Self {
+        Self {
+            method: method.to_string(),
+            path: uri.path().to_owned(),
+            query: uri.query().map(str::to_owned),
+            headers: headers
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: serde_json::from_slice(body).unwrap_or(serde_json::Value::Null),
+        }
+    }
+}
+
+/// The answer from the cassette, when the server replays one.
+fn replayed(shared: &Shared, api: Api, model: &str, body: &serde_json::Value) -> Option<Response> {
+    let exchanges = shared
+        .cassette
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let exchanges = exchanges.as_deref()?;
+    Some(match cassette::answer(exchanges, api, body) {
+        Some(exchange) => {
+            let reply = MockReply {
+                parts: exchange.parts.clone(),
+                finish: exchange.finish_reason,
+                usage: exchange.usage,
+                chunk: 64,
+            };
+            let (frames, _) = render_reply(api, model, &reply);
+            sse(Body::from(frames.concat()))
+        }
+        None => error_response(api, MockError::Server),
+    })
+}
+
 fn handle(
     shared: &Arc<Shared>,
     method: &Method,
@@ -263,21 +321,7 @@ fn handle(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Response {
-    let recorded = RecordedRequest {
-        method: method.to_string(),
-        path: uri.path().to_owned(),
-        query: uri.query().map(str::to_owned),
-        headers: headers
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.as_str().to_owned(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect(),
-        body: serde_json::from_slice(body).unwrap_or(serde_json::Value::Null),
-    };
+    let recorded = RecordedRequest::of(method, uri, headers, body);
     shared
         .requests
         .lock()
@@ -296,6 +340,10 @@ fn handle(
     {
         return error_response(api, MockError::Auth);
     }
+    let model = model_of(api, &recorded);
+    if let Some(response) = replayed(shared, api, &model, &recorded.body) {
+        return response;
+    }
     let turn = {
         let script = shared.script.lock().unwrap_or_else(PoisonError::into_inner);
         let mut next = shared.next.lock().unwrap_or_else(PoisonError::into_inner);
@@ -305,7 +353,6 @@ fn handle(
         *next += 1;
         turn
     };
-    let model = model_of(api, &recorded);
     match turn {
         None => error_response(api, MockError::Server),
         Some(MockTurn::Reply(mut reply)) => {

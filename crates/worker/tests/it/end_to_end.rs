@@ -6,9 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use auto_swe_interpreter::TerminalStatus;
-use auto_swe_models::{Cassette, PriceCatalog, ReplayClient, Tier};
+use auto_swe_models::testing::MockServer;
+use auto_swe_models::{
+    Api, ApiKey, Cassette, ClientConfig, Endpoint, ModelClient, ModelSpec, PriceCatalog,
+    ProviderClient, ReplayClient, Tier,
+};
 use auto_swe_sandbox::{LocalBackend, LocalConfig, LocalRoot, ResourceLimits, WorkspaceBackend};
-use auto_swe_scanners::{CompiledPatterns, builtin_patterns};
+use auto_swe_scanners::{CompiledPatterns, UrlPolicy, builtin_patterns};
 use auto_swe_store::{CiStatus, PullRequestQuery, PullRequestState, RunStatus, Store};
 use auto_swe_worker::demo::{DEMO_CASSETTE, demo_ticket, write_demo_repository};
 use auto_swe_worker::local_git::LocalGit;
@@ -46,15 +50,51 @@ pub(crate) fn local_backend(state: &Path) -> Option<(Arc<dyn WorkspaceBackend>, 
     }
 }
 
-/// Everything a worker needs, over `store`, with the demo's recorded model.
+/// Everything a worker needs, over `store`, with the demo's recorded model answering in the
+/// process.
 pub(crate) fn demo_services(
     store: Store,
     backend: Arc<dyn WorkspaceBackend>,
     root: LocalRoot,
     repos: &Path,
 ) -> Arc<WorkerServices> {
-    let cassette: Cassette = serde_json::from_str(DEMO_CASSETTE).unwrap();
-    let client = Arc::new(ReplayClient::new(cassette).unwrap());
+    let client = Arc::new(ReplayClient::new(demo_cassette()).unwrap());
+    services_with(store, backend, root, repos, client)
+}
+
+fn demo_cassette() -> Cassette {
+    serde_json::from_str(DEMO_CASSETTE).unwrap()
+}
+
+/// A mock Anthropic Messages server on loopback answering the demo's recorded exchanges, and
+/// the real Anthropic client pointed at it: every model call goes over HTTP and through the
+/// provider's stream format.
+pub(crate) async fn demo_over_the_wire() -> (MockServer, Arc<dyn ModelClient>) {
+    const KEY: &str = "sk-ant-test-0000000000000000000000";
+    let server = MockServer::start(Api::AnthropicMessages, Some(KEY), Vec::new())
+        .await
+        .unwrap();
+    server.replay(&demo_cassette());
+    let mut policy = UrlPolicy::default();
+    policy.allow_private_origin(&server.origin()).unwrap();
+    let mut config = ClientConfig::new(
+        ModelSpec::parse("anthropic/claude-sonnet-4-5-20250929").unwrap(),
+        ApiKey::new(KEY),
+    );
+    config.endpoint = Endpoint::BaseUrl(url::Url::parse(&server.base_url()).unwrap());
+    config.policy = Arc::new(policy);
+    let client: Arc<dyn ModelClient> = Arc::new(ProviderClient::new(config).unwrap());
+    (server, client)
+}
+
+/// [`demo_services`] with the model `client`.
+pub(crate) fn services_with(
+    store: Store,
+    backend: Arc<dyn WorkspaceBackend>,
+    root: LocalRoot,
+    repos: &Path,
+    client: Arc<dyn ModelClient>,
+) -> Arc<WorkerServices> {
     let git = LocalGit::new();
     Arc::new(WorkerServices {
         store: store.clone(),
@@ -150,7 +190,14 @@ async fn ticket_to_merge_takes_the_demo_ticket_to_a_merged_pull_request(db: &Tes
     let Some((backend, root)) = local_backend(&dir.path().join("state")) else {
         return;
     };
-    let services = demo_services(db.store.clone(), backend, root, &dir.path().join("repos"));
+    let (server, client) = demo_over_the_wire().await;
+    let services = services_with(
+        db.store.clone(),
+        backend,
+        root,
+        &dir.path().join("repos"),
+        client,
+    );
     let (repo, run_id) = launch_demo(&services, dir.path()).await;
     let workers = two_workers(db, &services).await;
     let ci = LocalCi::new(Arc::clone(&services));
@@ -237,6 +284,12 @@ async fn ticket_to_merge_takes_the_demo_ticket_to_a_merged_pull_request(db: &Tes
     );
 
     assert_lifecycle_and_traces(store, &run_id).await;
+    // Every model call went over HTTP, with the key, in the provider's request format.
+    let requests = server.requests();
+    assert!(requests.len() >= 10, "{} model requests", requests.len());
+    assert!(requests.iter().all(|r| r.path == "/v1/messages"
+        && r.headers.contains_key("x-api-key")
+        && r.body["model"] == "claude-sonnet-4-5-20250929"));
     drop(dir);
 }
 
