@@ -405,3 +405,29 @@ fn the_configured_monthly_budget_refuses_a_launch_once_spent() {
     );
     assert_eq!(started.code, 0, "{}", started.stderr);
 }
+
+/// A store file that is not a database: one error line with the store's code, a non-zero exit,
+/// and the file left as it was.
+#[test]
+fn a_corrupt_store_is_one_error_line_and_is_left_alone() {
+    let home = tempfile::tempdir().unwrap();
+    let store = home.path().join("store.db");
+    let garbage = "this is not a database, only text long enough to fill a header\n".repeat(4);
+    std::fs::write(&store, &garbage).unwrap();
+    for args in [
+        vec!["runs", "list"],
+        vec!["runs", "show", "some-run"],
+        vec!["demo", "--sandbox", "local", "--detach"],
+    ] {
+        let run = local(home.path(), &args, None);
+        assert_ne!(run.code, 0, "{args:?}: {}", run.stdout);
+        let lines: Vec<&str> = run.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {}", run.stderr);
+        assert!(
+            lines[0].starts_with("error: ") && lines[0].contains("STORE_DATABASE"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert_eq!(std::fs::read_to_string(&store).unwrap(), garbage);
+    }
+}
