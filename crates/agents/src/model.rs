@@ -82,6 +82,32 @@ impl ScopeRef {
             ScopeRef::Global => Scope::Global,
         }
     }
+
+    /// The id of the thing the scope belongs to (`None` for GLOBAL).
+    #[must_use]
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            ScopeRef::WorkflowTemplate(id)
+            | ScopeRef::Channel(id)
+            | ScopeRef::Team(id)
+            | ScopeRef::Organization(id) => Some(id),
+            ScopeRef::Global => None,
+        }
+    }
+
+    /// A scope and its id put back together; `None` when GLOBAL names an id or another scope
+    /// names none.
+    #[must_use]
+    pub fn from_parts(scope: Scope, id: Option<String>) -> Option<Self> {
+        match (scope, id) {
+            (Scope::Global, None) => Some(ScopeRef::Global),
+            (Scope::WorkflowTemplate, Some(id)) => Some(ScopeRef::WorkflowTemplate(id)),
+            (Scope::Channel, Some(id)) => Some(ScopeRef::Channel(id)),
+            (Scope::Team, Some(id)) => Some(ScopeRef::Team(id)),
+            (Scope::Organization, Some(id)) => Some(ScopeRef::Organization(id)),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for ScopeRef {

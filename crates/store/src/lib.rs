@@ -55,9 +55,6 @@ pub use records::integrations::{
     OutboundWebhook, PullRequest, PullRequestQuery, PullRequestState, PullRequestUpdate,
 };
 pub use records::journal::{AppendOutcome, JournalAppend, JournalEntry, JournalStore};
-pub use records::library::{
-    AgentDefinition, AgentStore, AgentVersion, Skill, SkillRevision, SkillStore,
-};
 pub use records::memory::{
     EMBEDDING_DIMENSIONS, MAX_SEARCH_LIMIT, MemoryHit, MemoryItem, MemoryQuery, MemoryStore,
     NewMemoryItem, SearchMode, cosine_distance,
@@ -115,8 +112,9 @@ pub trait StoreBackend:
     + ArtifactStore
     + TraceStore
     + IntegrationStore
-    + AgentStore
-    + SkillStore
+    + auto_swe_agents::AgentStore
+    + auto_swe_agents::SkillStore
+    + auto_swe_agents::CredentialStore
     + ProviderCredentialStore
     + SecretRotation
     + ScannerPatternStore
@@ -219,6 +217,24 @@ impl Store {
     #[must_use]
     pub fn backend(&self) -> &dyn StoreBackend {
         &*self.inner
+    }
+
+    /// This store as the agent library's agent storage (for `AgentLibrary` and `Resolver`).
+    #[must_use]
+    pub fn agent_store(&self) -> Arc<dyn auto_swe_agents::AgentStore> {
+        Arc::clone(&self.inner) as Arc<dyn auto_swe_agents::AgentStore>
+    }
+
+    /// This store as the agent library's skill storage (for `SkillLibrary` and `Resolver`).
+    #[must_use]
+    pub fn skill_store(&self) -> Arc<dyn auto_swe_agents::SkillStore> {
+        Arc::clone(&self.inner) as Arc<dyn auto_swe_agents::SkillStore>
+    }
+
+    /// This store as the agent library's credential lookup (for `Resolver`).
+    #[must_use]
+    pub fn credential_store(&self) -> Arc<dyn auto_swe_agents::CredentialStore> {
+        Arc::clone(&self.inner) as Arc<dyn auto_swe_agents::CredentialStore>
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod support;
 
+mod agent_library;
 mod errors;
 mod execution;
 mod fencing;
