@@ -27,14 +27,15 @@ macro_rules! impl_agent_library {
                 version.runtime = row
                     .try_get::<Option<String>, _>("runtime")?
                     .and_then(|r| Runtime::parse_lenient(&r));
-                version.reasoning = row
-                    .try_get::<Option<String>, _>("reasoning")?
-                    .map(|r| {
-                        Reasoning::parse(&r).ok_or_else(|| {
+                // No opinion is stored as NULL; the column holds nothing else but a level.
+                version.reasoning = match row.try_get::<Option<String>, _>("reasoning")? {
+                    None => ReasoningLevel::None,
+                    Some(r) => ReasoningLevel::parse(&r)
+                        .filter(|level| level.is_set())
+                        .ok_or_else(|| {
                             StoreError::corrupt("agents", format!("unexpected reasoning {r:?}"))
-                        })
-                    })
-                    .transpose()?;
+                        })?,
+                };
                 version.origin = row.try_get("origin")?;
                 version.is_verified = row.try_get("is_verified")?;
                 version.created_by = row.try_get("created_by")?;
@@ -169,7 +170,7 @@ macro_rules! impl_agent_library {
                 .bind(&skill_ids)
                 .bind(&next.mcp_connection_id)
                 .bind(next.runtime.map(Runtime::as_str))
-                .bind(next.reasoning.map(Reasoning::as_str))
+                .bind(next.reasoning.is_set().then(|| next.reasoning.as_str()))
                 .bind(&next.origin)
                 .bind(next.is_verified)
                 .bind(&next.created_by)

@@ -87,7 +87,7 @@ pub(crate) mod prelude {
     };
     pub(crate) use crate::secret::{Keyring, SecretOwner, SecretString};
     pub(crate) use auto_swe_agents::{
-        AgentLineageHead, AgentVersion, CredentialRef, ModelSpec, Reasoning, Runtime, Scope,
+        AgentLineageHead, AgentVersion, CredentialRef, ModelSpec, ReasoningLevel, Runtime, Scope,
         ScopeRef, Skill, SkillRevision, StoreError as LibraryStoreError,
     };
 }

@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use auto_swe_agents::{
     Actor, AgentFields, AgentLibrary, AgentPatch, AgentRef, AgentVersion, CreateAgent, ModelSpec,
-    NewSkill, ReferenceFile, ResolveCtx, Resolver, Runtime, ScopeRef, Skill, SkillProvenance,
-    SkillRevision, SkillScope, StaticPatterns, StoreError as LibraryStoreError, name_conflicts,
+    NewSkill, ReasoningLevel, ReferenceFile, ResolveCtx, Resolver, Runtime, ScopeRef, Skill,
+    SkillProvenance, SkillRevision, SkillScope, StaticPatterns, StoreError as LibraryStoreError,
+    name_conflicts,
 };
-use auto_swe_store::{Reasoning, Scope, SecretString, Store};
+use auto_swe_store::{Scope, SecretString, Store};
 
 use crate::conformance;
 use crate::support::TestDb;
@@ -33,7 +34,7 @@ fn full_version(key: &str, scope: ScopeRef) -> AgentVersion {
     v.tool_keys = Some(Vec::new());
     v.mcp_connection_id = Some("mcp-1".to_owned());
     v.runtime = Some(Runtime::ClaudeCode);
-    v.reasoning = Some(Reasoning::High);
+    v.reasoning = ReasoningLevel::High;
     v.origin = Some("swe-starter".to_owned());
     v.is_verified = true;
     v.created_by = Some("alice".to_owned());
@@ -517,7 +518,7 @@ async fn the_agent_library_runs_on_the_store(db: &TestDb) {
         model_spec: Some(ModelSpec::new("anthropic/claude-sonnet")),
         system_prompt: Some("You implement.".to_owned()),
         skill_refs: vec![saved.skill.id.clone()],
-        reasoning: Some(Reasoning::Medium),
+        reasoning: ReasoningLevel::Medium,
         ..AgentFields::default()
     };
     agents
@@ -554,7 +555,7 @@ async fn the_agent_library_runs_on_the_store(db: &TestDb) {
     assert_eq!(resolved.row.version, 2);
     assert_eq!(resolved.system_prompt, "You implement, test first.");
     assert_eq!(resolved.credential.id, credential.id);
-    assert_eq!(resolved.reasoning, Some(Reasoning::Medium));
+    assert_eq!(resolved.reasoning, ReasoningLevel::Medium);
     assert_eq!(resolved.skills.len(), 1);
     assert_eq!(
         resolved.skills[0].prompt_text,
