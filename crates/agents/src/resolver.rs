@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use auto_swe_models::ReasoningLevel;
-use auto_swe_scanners::{Clock, MonotonicClock};
+use auto_swe_scanners::{Clock, SystemClock};
 use serde::Serialize;
 
 use crate::builtin::builtin_agent;
@@ -157,7 +157,7 @@ impl Resolver {
             agents,
             credentials,
             skills,
-            Arc::new(MonotonicClock),
+            Arc::new(SystemClock),
             DEFAULT_CONFIG_CACHE_TTL,
         )
     }

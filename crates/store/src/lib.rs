@@ -33,8 +33,9 @@ use std::sync::Arc;
 // lifecycles that wrap them) and library scopes (agents).
 pub use auto_swe_agents::Scope;
 pub use auto_swe_interpreter::{HumanStepStatus as HumanStepEnd, StepStatus as StepEnd};
+pub use auto_swe_scanners::{Clock, ManualClock, SystemClock};
 pub use auto_swe_spec::TerminalStatus;
-pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use clock::Timestamp;
 pub use error::{StoreError, StoreResult};
 pub use limits::{MAX_ARTIFACT_BYTES, MAX_JSON_BYTES, MAX_LONG_TEXT_BYTES, MAX_SHORT_TEXT_BYTES};
 pub use records::admin::{

@@ -174,7 +174,7 @@ macro_rules! impl_agent_library {
                 .bind(&next.origin)
                 .bind(next.is_verified)
                 .bind(&next.created_by)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| map_write("agent", &next.key, e))?;
@@ -251,7 +251,7 @@ macro_rules! impl_agent_library {
                 .bind(to_json_text("scan warnings", &revision.scan_warnings)?)
                 .bind(&provenance)
                 .bind(to_json_text("reference files", &revision.reference_files)?)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .execute(&mut **tx)
                 .await
                 .map_err(|e| {
@@ -304,7 +304,7 @@ macro_rules! impl_agent_library {
                     .bind(i64::from(skill.current_revision))
                     .bind(&provenance);
                 let query = if insert {
-                    query.bind(self.clock.now().as_millis())
+                    query.bind(Timestamp::now(&*self.clock).as_millis())
                 } else {
                     query
                 };

@@ -99,7 +99,7 @@ macro_rules! impl_library_stores {
                 .bind(scope_id)
                 .bind(label)
                 .bind(&sealed)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map_write("provider credential", label, e))?;
@@ -226,7 +226,7 @@ macro_rules! impl_library_stores {
                 )
                 .bind(&token.run_id)
                 .bind(effect_key)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| map_write("outcome", effect_key, e))?;
@@ -314,7 +314,7 @@ macro_rules! impl_library_stores {
                      WHERE run_id = $3 AND effect_key = $4 AND state = 'PENDING'",
                 )
                 .bind(&result)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .bind(&token.run_id)
                 .bind(effect_key)
                 .execute(&mut *tx)
@@ -343,7 +343,7 @@ macro_rules! impl_library_stores {
                     "INSERT INTO audit_log (at, actor, action, target_kind, target_id, detail) \
                      VALUES ($1, $2, $3, $4, $5, $6) RETURNING *",
                 )
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .bind(&entry.actor)
                 .bind(&entry.action)
                 .bind(&entry.target_kind)

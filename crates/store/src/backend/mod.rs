@@ -38,7 +38,7 @@ pub(crate) mod prelude {
         parse_stored, scope_key, scope_ref_columns, sha256_hex, skill_scope_columns, stored_number,
         to_json_text,
     };
-    pub(crate) use crate::clock::{Clock, Timestamp};
+    pub(crate) use crate::clock::Timestamp;
     pub(crate) use crate::error::{StoreError, StoreResult, map_write};
     pub(crate) use crate::limits;
     pub(crate) use crate::records::admin::{
@@ -90,4 +90,5 @@ pub(crate) mod prelude {
         AgentLineageHead, AgentVersion, CredentialRef, ModelSpec, ReasoningLevel, Runtime, Scope,
         ScopeRef, Skill, SkillRevision, StoreError as LibraryStoreError,
     };
+    pub(crate) use auto_swe_scanners::Clock;
 }

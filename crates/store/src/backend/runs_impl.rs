@@ -104,7 +104,7 @@ macro_rules! impl_run_stores {
                 let pins = to_json_text("pins", &run.pins)?;
                 let connections = to_json_text("connection ids", &run.authorized_connection_ids)?;
                 let id = new_id();
-                let now = self.clock.now().as_millis();
+                let now = Timestamp::now(&*self.clock).as_millis();
                 let row = sqlx::query(
                     "INSERT INTO workflow_runs (id, org_id, team_id, template_version_id, \
                      run_input_id, launched_by, status, spec_snapshot, pins, \
@@ -150,7 +150,7 @@ macro_rules! impl_run_stores {
                 let mut tx = self.fenced(token).await?;
                 sqlx::query("UPDATE workflow_runs SET status = $1, updated_at = $2 WHERE id = $3")
                     .bind(status.as_str())
-                    .bind(self.clock.now().as_millis())
+                    .bind(Timestamp::now(&*self.clock).as_millis())
                     .bind(&token.run_id)
                     .execute(&mut *tx)
                     .await?;
@@ -170,7 +170,7 @@ macro_rules! impl_run_stores {
                 .bind(usage.cost_micros)
                 .bind(usage.input_tokens)
                 .bind(usage.output_tokens)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .bind(&token.run_id)
                 .fetch_one(&mut *tx)
                 .await
@@ -194,7 +194,7 @@ macro_rules! impl_run_stores {
                 }
                 crate::records::runs::validate_usage(&finalize.usage)?;
                 limits::short_text("run id", &token.run_id)?;
-                let now = self.clock.now();
+                let now = Timestamp::now(&*self.clock);
                 let mut tx = self.pool.begin().await?;
                 // The fence and the end of the lease in one write: only the holder of the
                 // current epoch gets past it, and it takes the run out of the queue for good.
@@ -328,7 +328,7 @@ macro_rules! impl_run_stores {
                 .bind(&input.billing_org_id)
                 .bind(&payload)
                 .bind(&hash)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(|e| map_write("run input", &id, e))?;
@@ -398,7 +398,7 @@ macro_rules! impl_run_stores {
                 .bind(entry.attempt)
                 .bind(&entry.kind)
                 .bind(&result)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(|e| map_write("journal entry", &entry.recording_id, e))?;
@@ -443,7 +443,7 @@ macro_rules! impl_run_stores {
                 .bind(&template.team_id)
                 .bind(&template.name)
                 .bind(&template.description)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map_write("template", &id, e))?;
@@ -491,7 +491,7 @@ macro_rules! impl_run_stores {
                 .bind(&schema)
                 .bind(sha256_hex(spec.as_bytes()))
                 .bind(&version.created_by)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(|e| map_write("template version", &id, e))?;

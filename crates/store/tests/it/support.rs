@@ -62,7 +62,7 @@ impl TestDb {
     }
 
     pub(crate) async fn with_keyring(kind: Kind, keyring: Keyring) -> Option<Self> {
-        let clock = ManualClock::new(Timestamp::from_millis(START));
+        let clock = ManualClock::at_wall(Timestamp::from_millis(START).to_system_time());
         match kind {
             Kind::Sqlite => {
                 let dir = tempfile::tempdir().unwrap();
@@ -155,7 +155,7 @@ impl TestDb {
                 .as_millis(),
         )
         .unwrap();
-        let clock = ManualClock::new(Timestamp::from_millis(now + skew));
+        let clock = ManualClock::at_wall(Timestamp::from_millis(now + skew).to_system_time());
         Store::open(
             StoreConfig::new(&self.url, keyring())
                 .with_clock(Arc::new(clock))
