@@ -16,6 +16,7 @@ mod integrations;
 mod journal;
 mod leases;
 mod library;
+mod library_migration;
 mod members;
 mod memory;
 mod queries;
