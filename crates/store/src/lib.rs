@@ -23,6 +23,7 @@ mod enums;
 mod error;
 mod limits;
 mod records;
+mod runtime_pins;
 mod secret;
 
 use std::sync::Arc;
@@ -82,6 +83,7 @@ pub use records::tenancy::{
 pub use records::tokens::{
     ApiToken, NewApiToken, ServicePrincipal, TOKEN_PREFIX, TokenOwner, TokenStore,
 };
+pub use runtime_pins::FencedRuntimePins;
 pub use secret::{Envelope, Keyring, SecretOwner, SecretString};
 
 /// Which backend a store runs on.
@@ -230,6 +232,13 @@ impl Store {
     #[must_use]
     pub fn skill_store(&self) -> Arc<dyn auto_swe_agents::SkillStore> {
         Arc::clone(&self.inner) as Arc<dyn auto_swe_agents::SkillStore>
+    }
+
+    /// The leased run's runtime pins as the agent library's `RuntimePinStore` (for
+    /// `Resolver::resolve_runtime`); its writes are fenced by `token`.
+    #[must_use]
+    pub fn runtime_pins(&self, token: LeaseToken) -> Arc<dyn auto_swe_agents::RuntimePinStore> {
+        Arc::new(FencedRuntimePins::new(Arc::clone(&self.inner), token))
     }
 
     /// This store as the agent library's credential lookup (for `Resolver`).

@@ -73,7 +73,7 @@ pub(crate) mod prelude {
     };
     pub(crate) use crate::records::runs::{
         FinalizeOutcome, FinalizeRun, MonthlyUsage, NewRun, NewRunInput, Run, RunInput,
-        RunInputStore, RunStatus, RunStore, SubmitOutcome, Usage,
+        RunInputStore, RunPins, RunStatus, RunStore, SubmitOutcome, Usage,
     };
     pub(crate) use crate::records::templates::{
         NewTemplate, NewTemplateVersion, TemplateStore, TemplateVersion, WorkflowTemplate,

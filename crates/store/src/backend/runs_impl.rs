@@ -300,6 +300,58 @@ macro_rules! impl_run_stores {
                     runs_finalized: row.try_get("runs_finalized")?,
                 })
             }
+
+            async fn runtime_pins(
+                &self,
+                run_id: &str,
+            ) -> StoreResult<std::collections::BTreeMap<String, Option<Runtime>>> {
+                limits::short_text("run id", run_id)?;
+                let pins: String = sqlx::query_scalar("SELECT pins FROM workflow_runs WHERE id = $1")
+                    .bind(run_id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("run", run_id))?;
+                Ok(from_json_text::<RunPins>("workflow_runs", &pins)?.agent_runtimes)
+            }
+
+            async fn compare_and_set_runtime_pins(
+                &self,
+                token: &LeaseToken,
+                expected: &std::collections::BTreeMap<String, Option<Runtime>>,
+                next: &std::collections::BTreeMap<String, Option<Runtime>>,
+            ) -> StoreResult<bool> {
+                for key in next.keys() {
+                    limits::short_text("agent key", key)?;
+                }
+                let mut tx = self.fenced(token).await?;
+                // The fence holds the run's queue row, so no other holder writes in between;
+                // the text comparison below still refuses a write that raced a reader.
+                let stored: String =
+                    sqlx::query_scalar("SELECT pins FROM workflow_runs WHERE id = $1")
+                        .bind(&token.run_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                let mut pins: RunPins = from_json_text("workflow_runs", &stored)?;
+                if &pins.agent_runtimes != expected {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                pins.agent_runtimes.clone_from(next);
+                let written = sqlx::query(
+                    "UPDATE workflow_runs SET pins = $1 WHERE id = $2 AND pins = $3",
+                )
+                .bind(to_json_text("pins", &pins)?)
+                .bind(&token.run_id)
+                .bind(&stored)
+                .execute(&mut *tx)
+                .await?;
+                if written.rows_affected() != 1 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                tx.commit().await?;
+                Ok(true)
+            }
         }
 
         #[async_trait::async_trait]

@@ -22,5 +22,6 @@ mod memory;
 mod queries;
 mod queue;
 mod runs;
+mod runtime_pins;
 mod scale;
 mod secrets;
