@@ -9,7 +9,7 @@ use auto_swe_agents::{
     InMemoryCredentialStore, InMemorySkillStore, ResolveCtx, Resolver, ScopeRef, SkillStore,
     builtin_skills,
 };
-use auto_swe_scanners::{Clock, MonotonicClock};
+use auto_swe_scanners::{Clock, SystemClock};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const KEYS: usize = 200;
@@ -65,7 +65,7 @@ fn resolver(ttl: Duration) -> Resolver {
         agents as Arc<dyn AgentStore>,
         credentials as Arc<dyn CredentialStore>,
         skills as Arc<dyn SkillStore>,
-        Arc::new(MonotonicClock) as Arc<dyn Clock>,
+        Arc::new(SystemClock) as Arc<dyn Clock>,
         ttl,
     )
 }

@@ -12,6 +12,10 @@ pub enum StoreError {
     /// The row to update does not exist.
     #[error("not found")]
     NotFound,
+    /// The store refused a value (over a size limit, or naming a row that does not exist);
+    /// nothing was written.
+    #[error("store refused the value: {0}")]
+    Invalid(String),
     /// The store could not be reached or failed. The message never carries secrets.
     #[error("store unavailable: {0}")]
     Unavailable(String),
@@ -24,6 +28,7 @@ impl StoreError {
         match self {
             StoreError::Conflict => "STORE_CONFLICT",
             StoreError::NotFound => "NOT_FOUND",
+            StoreError::Invalid(_) => "STORE_INVALID",
             StoreError::Unavailable(_) => "STORE_UNAVAILABLE",
         }
     }
@@ -33,7 +38,7 @@ impl StoreError {
     pub fn is_retryable(&self) -> bool {
         match self {
             StoreError::Conflict | StoreError::Unavailable(_) => true,
-            StoreError::NotFound => false,
+            StoreError::NotFound | StoreError::Invalid(_) => false,
         }
     }
 }

@@ -22,6 +22,8 @@ mod skills;
 mod store;
 mod tools;
 
+/// The reasoning level an agent version asks for, defined by the models crate.
+pub use auto_swe_models::ReasoningLevel;
 pub use builtin::{
     BUILTIN_ORIGIN, BuiltinAgent, BuiltinSkill, builtin_agent, builtin_agents, builtin_skill,
     builtin_skills,
@@ -32,8 +34,7 @@ pub use error::{ConfigNotReady, LibraryError, ResolveError, SkillError, StoreErr
 pub use library::{Actor, AgentFields, AgentLibrary, AgentPatch, CreateAgent, SavedVersion};
 pub use local::seed_builtins;
 pub use model::{
-    AgentLineageHead, AgentRef, AgentVersion, CredentialRef, ModelSpec, Reasoning, Runtime, Scope,
-    ScopeRef,
+    AgentLineageHead, AgentRef, AgentVersion, CredentialRef, ModelSpec, Runtime, Scope, ScopeRef,
 };
 pub use persona::{
     BoundedPersona, ReviewPersona, ReviewPromptInputs, ReviewPromptSource, bound_persona,

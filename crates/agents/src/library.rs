@@ -6,7 +6,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::error::{LibraryError, StoreError};
-use crate::model::{AgentVersion, ModelSpec, Reasoning, Runtime, ScopeRef};
+use auto_swe_models::ReasoningLevel;
+
+use crate::model::{AgentVersion, ModelSpec, Runtime, ScopeRef};
 use crate::resolver::MAX_INHERITANCE_DEPTH;
 use crate::scan::{PatternsProvider, advisory_scan};
 use crate::store::AgentStore;
@@ -68,8 +70,8 @@ pub struct AgentFields {
     pub mcp_connection_id: Option<String>,
     /// Runtime (ADMIN only).
     pub runtime: Option<Runtime>,
-    /// Reasoning level.
-    pub reasoning: Option<Reasoning>,
+    /// Reasoning level (`ReasoningLevel::None`: no opinion).
+    pub reasoning: ReasoningLevel,
 }
 
 /// A change to some fields; `None` leaves a field as it is, `Some(None)` clears it.
@@ -91,8 +93,8 @@ pub struct AgentPatch {
     pub mcp_connection_id: Option<Option<String>>,
     /// Runtime.
     pub runtime: Option<Option<Runtime>>,
-    /// Reasoning.
-    pub reasoning: Option<Option<Reasoning>>,
+    /// Reasoning (`Some(ReasoningLevel::None)` clears it).
+    pub reasoning: Option<ReasoningLevel>,
 }
 
 /// A create request.

@@ -1,8 +1,9 @@
-//! The agent library's data: scopes, agent versions, model specs, runtimes, reasoning levels and
-//! agent references.
+//! The agent library's data: scopes, agent versions, model specs, runtimes and agent references.
+//! Reasoning levels are the models crate's `ReasoningLevel`.
 
 use std::fmt;
 
+use auto_swe_models::ReasoningLevel;
 use serde::{Deserialize, Serialize};
 
 /// The five scopes an agent row (and a setting) can live at, most specific first.
@@ -80,6 +81,32 @@ impl ScopeRef {
             ScopeRef::Team(_) => Scope::Team,
             ScopeRef::Organization(_) => Scope::Organization,
             ScopeRef::Global => Scope::Global,
+        }
+    }
+
+    /// The id of the thing the scope belongs to (`None` for GLOBAL).
+    #[must_use]
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            ScopeRef::WorkflowTemplate(id)
+            | ScopeRef::Channel(id)
+            | ScopeRef::Team(id)
+            | ScopeRef::Organization(id) => Some(id),
+            ScopeRef::Global => None,
+        }
+    }
+
+    /// A scope and its id put back together; `None` when GLOBAL names an id or another scope
+    /// names none.
+    #[must_use]
+    pub fn from_parts(scope: Scope, id: Option<String>) -> Option<Self> {
+        match (scope, id) {
+            (Scope::Global, None) => Some(ScopeRef::Global),
+            (Scope::WorkflowTemplate, Some(id)) => Some(ScopeRef::WorkflowTemplate(id)),
+            (Scope::Channel, Some(id)) => Some(ScopeRef::Channel(id)),
+            (Scope::Team, Some(id)) => Some(ScopeRef::Team(id)),
+            (Scope::Organization, Some(id)) => Some(ScopeRef::Organization(id)),
+            _ => None,
         }
     }
 }
@@ -174,45 +201,27 @@ impl Runtime {
     }
 }
 
-/// How hard the agent's model reasons before it answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum Reasoning {
-    /// Thinking off where the model allows it.
-    Off,
-    /// Low effort.
-    Low,
-    /// Medium effort.
-    Medium,
-    /// High effort.
-    High,
-}
+/// An agent version's reasoning level as the wire and the seeds spell it: `null` for no
+/// opinion (`ReasoningLevel::None`), else `off`, `low`, `medium` or `high`.
+mod reasoning_opinion {
+    use auto_swe_models::ReasoningLevel;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-impl Reasoning {
-    /// Every level, lowest first.
-    pub const ALL: [Reasoning; 4] = [
-        Reasoning::Off,
-        Reasoning::Low,
-        Reasoning::Medium,
-        Reasoning::High,
-    ];
-
-    /// The wire (and stored) spelling: `off`, `low`, `medium`, `high`.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reasoning::Off => "off",
-            Reasoning::Low => "low",
-            Reasoning::Medium => "medium",
-            Reasoning::High => "high",
-        }
+    #[expect(
+        clippy::trivially_copy_pass_by_ref,
+        reason = "the shape serde's `with` calls"
+    )]
+    pub(super) fn serialize<S: Serializer>(
+        level: &ReasoningLevel,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        level.is_set().then_some(*level).serialize(serializer)
     }
 
-    /// Reads a wire spelling; anything else is `None`.
-    #[must_use]
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|level| level.as_str() == text)
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<ReasoningLevel, D::Error> {
+        Ok(Option::<ReasoningLevel>::deserialize(deserializer)?.unwrap_or_default())
     }
 }
 
@@ -297,8 +306,9 @@ pub struct AgentVersion {
     pub mcp_connection_id: Option<String>,
     /// The loop that drives the agent; `None` is no opinion.
     pub runtime: Option<Runtime>,
-    /// Reasoning level; `None` is no opinion.
-    pub reasoning: Option<Reasoning>,
+    /// Reasoning level; `ReasoningLevel::None` is no opinion (`null` on the wire).
+    #[serde(default, with = "reasoning_opinion")]
+    pub reasoning: ReasoningLevel,
     /// Where the row came from (`swe-starter` for the built-ins). Never read by the resolver.
     pub origin: Option<String>,
     /// Whether a person has verified the prompt this version carries.
@@ -323,7 +333,7 @@ impl AgentVersion {
             tool_keys: None,
             mcp_connection_id: None,
             runtime: None,
-            reasoning: None,
+            reasoning: ReasoningLevel::None,
             origin: None,
             is_verified: false,
             created_by: None,

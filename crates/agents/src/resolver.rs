@@ -5,16 +5,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use auto_swe_scanners::{Clock, MonotonicClock};
+use auto_swe_models::ReasoningLevel;
+use auto_swe_scanners::{Clock, SystemClock};
 use serde::Serialize;
 
 use crate::builtin::builtin_agent;
 use crate::cache::{DEFAULT_CONFIG_CACHE_TTL, TtlCache};
 use crate::context::ResolveCtx;
 use crate::error::ResolveError;
-use crate::model::{
-    AgentRef, AgentVersion, CredentialRef, ModelSpec, Reasoning, Runtime, ScopeRef,
-};
+use crate::model::{AgentRef, AgentVersion, CredentialRef, ModelSpec, Runtime, ScopeRef};
 use crate::skills::model::PromptSkill;
 use crate::store::{AgentStore, CredentialStore, RuntimePinStore, SkillStore};
 
@@ -75,8 +74,8 @@ pub struct ResolvedAgent {
     pub model_chain: Vec<String>,
     /// The runtime the chain asks for (`None`: no opinion).
     pub runtime: Option<Runtime>,
-    /// The reasoning level the chain asks for (`None`: no opinion).
-    pub reasoning: Option<Reasoning>,
+    /// The reasoning level the chain asks for (`ReasoningLevel::None`: no opinion).
+    pub reasoning: ReasoningLevel,
     /// The credential to call the model with.
     pub credential: CredentialRef,
     /// Active, visible skills in order, at the run's pinned revisions.
@@ -158,7 +157,7 @@ impl Resolver {
             agents,
             credentials,
             skills,
-            Arc::new(MonotonicClock),
+            Arc::new(SystemClock),
             DEFAULT_CONFIG_CACHE_TTL,
         )
     }
@@ -240,7 +239,7 @@ impl Resolver {
 
         let mut chain = vec![key.to_owned()];
         let mut runtime = None;
-        let mut reasoning = None;
+        let mut reasoning = ReasoningLevel::None;
         let mut credential_pin: Option<String> = None;
         let mut current = row.clone();
         let model = loop {

@@ -119,6 +119,39 @@ pub enum ReasoningLevel {
 }
 
 impl ReasoningLevel {
+    /// Every level, no opinion first.
+    pub const ALL: [ReasoningLevel; 5] = [
+        ReasoningLevel::None,
+        ReasoningLevel::Off,
+        ReasoningLevel::Low,
+        ReasoningLevel::Medium,
+        ReasoningLevel::High,
+    ];
+
+    /// The wire spelling: `none`, `off`, `low`, `medium`, `high`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Off => "off",
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+        }
+    }
+
+    /// Whether this states an opinion (anything but `None`).
+    #[must_use]
+    pub fn is_set(self) -> bool {
+        self != Self::None
+    }
+
+    /// This level, or `fallback` when this one is no opinion.
+    #[must_use]
+    pub fn or(self, fallback: Self) -> Self {
+        if self.is_set() { self } else { fallback }
+    }
+
     /// Parses `none|off|low|medium|high`.
     #[must_use]
     pub fn parse(text: &str) -> Option<Self> {

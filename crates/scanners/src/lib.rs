@@ -7,6 +7,7 @@
 //! budget or quarantine.
 
 mod builtin;
+mod clock;
 mod compile;
 mod fence;
 mod injection;
@@ -24,6 +25,7 @@ mod url_policy;
 mod view;
 
 pub use builtin::{BuiltinPattern, builtin_patterns, builtin_table};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use compile::{CompiledPatterns, IncompleteReason};
 pub use fence::{LEFT_ANGLE, RIGHT_ANGLE, fence_untrusted, neutralise_angle_brackets};
 pub use injection::{
@@ -42,7 +44,7 @@ pub use scanners::{
 };
 pub use shell::{MAX_COMMAND_BYTES, scan_shell_command};
 pub use source::{
-    Clock, DEFAULT_PATTERN_TTL, InMemoryPatternSource, ManualClock, MonotonicClock, PatternCache,
-    PatternSource, PatternSourceError, SourcePatterns, compile_with_source,
+    DEFAULT_PATTERN_TTL, InMemoryPatternSource, PatternCache, PatternSource, PatternSourceError,
+    SourcePatterns, compile_with_source,
 };
 pub use url_policy::{CheckedUrl, RequestKind, UrlPolicy, UrlRefusal};

@@ -3,6 +3,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::clock::{Clock, SystemClock};
+
 use crate::builtin::builtin_patterns;
 use crate::compile::CompiledPatterns;
 use crate::pattern::Pattern;
@@ -118,70 +120,12 @@ impl PatternSource for InMemoryPatternSource {
     }
 }
 
-/// The cache's notion of now.
-///
-/// Contract for implementors: `now` never goes backwards.
-pub trait Clock: Send + Sync {
-    /// The current instant.
-    fn now(&self) -> Instant;
-}
-
-impl<C: Clock + ?Sized> Clock for Arc<C> {
-    fn now(&self) -> Instant {
-        (**self).now()
-    }
-}
-
-/// The process's monotonic clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct MonotonicClock;
-
-impl Clock for MonotonicClock {
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-}
-
-/// A clock tests move by hand.
-#[derive(Debug)]
-pub struct ManualClock {
-    now: Mutex<Instant>,
-}
-
-impl ManualClock {
-    /// A clock starting at `start`.
-    #[must_use]
-    pub fn new(start: Instant) -> Self {
-        Self {
-            now: Mutex::new(start),
-        }
-    }
-
-    /// Moves the clock forward.
-    pub fn advance(&self, by: Duration) {
-        let mut now = self
-            .now
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *now += by;
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> Instant {
-        *self
-            .now
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
 /// Built-in pack plus a host's patterns, compiled once per time-to-live.
 ///
 /// A successful load is cached for the TTL (default 60 s) or until [`PatternCache::invalidate`].
 /// A failed load is not cached: the built-in pack is returned marked `load-failed`, and the next
 /// call tries the source again.
-pub struct PatternCache<S, C = MonotonicClock> {
+pub struct PatternCache<S, C = SystemClock> {
     source: S,
     clock: C,
     ttl: Duration,
@@ -192,7 +136,7 @@ pub struct PatternCache<S, C = MonotonicClock> {
 impl<S: PatternSource> PatternCache<S> {
     /// A cache over `source` with the default TTL and the process clock.
     pub fn new(source: S) -> Self {
-        Self::with_clock(source, MonotonicClock, DEFAULT_PATTERN_TTL)
+        Self::with_clock(source, SystemClock, DEFAULT_PATTERN_TTL)
     }
 }
 

@@ -1,7 +1,7 @@
-//! Time as the store sees it: an injected clock, so leases and months are testable.
+//! Time as the store records it: milliseconds since the epoch, read from the injected
+//! `auto_swe_scanners::Clock` (so timestamps and months are testable).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use auto_swe_scanners::Clock;
 
 /// A point in time, in milliseconds since the Unix epoch (UTC).
 #[derive(
@@ -21,6 +21,27 @@ impl Timestamp {
     #[must_use]
     pub const fn as_millis(self) -> i64 {
         self.0
+    }
+
+    /// The clock's calendar time (before 1970 reads as the epoch).
+    #[must_use]
+    pub fn now(clock: &dyn Clock) -> Self {
+        Self::from_system_time(clock.wall())
+    }
+
+    /// A calendar time (before 1970 reads as the epoch).
+    #[must_use]
+    pub fn from_system_time(time: std::time::SystemTime) -> Self {
+        let millis = time
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        Self(millis)
+    }
+
+    /// The calendar time this timestamp stands for (before 1970 reads as the epoch).
+    #[must_use]
+    pub fn to_system_time(self) -> std::time::SystemTime {
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(self.0).unwrap_or(0))
     }
 
     /// This timestamp moved forward by `duration` (saturating).
@@ -52,56 +73,6 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let day = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
     let month = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
     (if month <= 2 { year + 1 } else { year }, month, day)
-}
-
-/// The source of "now" for every timestamp the store writes and every lease it checks.
-///
-/// Implementors return a monotone-enough wall-clock time; the store never reads the system clock
-/// itself.
-pub trait Clock: Send + Sync + std::fmt::Debug {
-    /// The current time.
-    fn now(&self) -> Timestamp;
-}
-
-/// The system wall clock.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        let millis = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        Timestamp(millis)
-    }
-}
-
-/// A clock that moves only when told to; for tests and simulations.
-#[derive(Debug, Clone)]
-pub struct ManualClock {
-    millis: Arc<AtomicI64>,
-}
-
-impl ManualClock {
-    /// A clock standing at `start`.
-    #[must_use]
-    pub fn new(start: Timestamp) -> Self {
-        Self {
-            millis: Arc::new(AtomicI64::new(start.0)),
-        }
-    }
-
-    /// Moves the clock forward.
-    pub fn advance(&self, by: std::time::Duration) {
-        let millis = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
-        self.millis.fetch_add(millis, Ordering::SeqCst);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> Timestamp {
-        Timestamp(self.millis.load(Ordering::SeqCst))
-    }
 }
 
 #[cfg(test)]

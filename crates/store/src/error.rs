@@ -188,7 +188,7 @@ pub(crate) fn map_write(entity: &'static str, id: &str, error: sqlx::Error) -> S
             }
             sqlx::error::ErrorKind::ForeignKeyViolation => {
                 return StoreError::NotFound {
-                    entity: "referenced row",
+                    entity: REFERENCED_ROW,
                     id: format!("referenced by {entity} {id}"),
                 };
             }
@@ -203,6 +203,26 @@ pub(crate) fn map_write(entity: &'static str, id: &str, error: sqlx::Error) -> S
     }
     StoreError::Database(error)
 }
+
+/// The agent library's storage seams speak the agents crate's error: a version check or a
+/// uniqueness rule is a conflict, a missing row is not found, a refused value (bad input, over a
+/// limit, naming a row that does not exist) is invalid, and anything else is unavailable, with
+/// this error's message and code (never a secret).
+impl From<StoreError> for auto_swe_agents::StoreError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Conflict { .. } => Self::Conflict,
+            StoreError::NotFound { entity, .. } if entity != REFERENCED_ROW => Self::NotFound,
+            StoreError::NotFound { .. }
+            | StoreError::InvalidInput { .. }
+            | StoreError::TooLarge { .. } => Self::Invalid(error.to_string()),
+            other => Self::Unavailable(format!("{}: {other}", other.code())),
+        }
+    }
+}
+
+/// The entity a foreign-key violation names.
+pub(crate) const REFERENCED_ROW: &str = "referenced row";
 
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {

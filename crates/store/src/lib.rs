@@ -23,6 +23,7 @@ mod enums;
 mod error;
 mod limits;
 mod records;
+mod runtime_pins;
 mod secret;
 
 use std::sync::Arc;
@@ -30,11 +31,12 @@ use std::sync::Arc;
 // The vocabulary the store shares with the crates below it, re-exported so a store user
 // names one type: how runs end (spec), how steps and human steps end (interpreter; `StepEnd`
 // and `HumanStepEnd` here, since the store's own `StepStatus` and `HumanStepStatus` are the
-// lifecycles that wrap them) and library scopes and reasoning levels (agents).
-pub use auto_swe_agents::{Reasoning, Scope};
+// lifecycles that wrap them) and library scopes (agents).
+pub use auto_swe_agents::Scope;
 pub use auto_swe_interpreter::{HumanStepStatus as HumanStepEnd, StepStatus as StepEnd};
+pub use auto_swe_scanners::{Clock, ManualClock, SystemClock};
 pub use auto_swe_spec::TerminalStatus;
-pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use clock::Timestamp;
 pub use error::{StoreError, StoreResult};
 pub use limits::{MAX_ARTIFACT_BYTES, MAX_JSON_BYTES, MAX_LONG_TEXT_BYTES, MAX_SHORT_TEXT_BYTES};
 pub use records::admin::{
@@ -55,9 +57,6 @@ pub use records::integrations::{
     OutboundWebhook, PullRequest, PullRequestQuery, PullRequestState, PullRequestUpdate,
 };
 pub use records::journal::{AppendOutcome, JournalAppend, JournalEntry, JournalStore};
-pub use records::library::{
-    AgentDefinition, AgentStore, AgentVersion, Skill, SkillRevision, SkillStore,
-};
 pub use records::memory::{
     EMBEDDING_DIMENSIONS, MAX_SEARCH_LIMIT, MemoryHit, MemoryItem, MemoryQuery, MemoryStore,
     NewMemoryItem, SearchMode, cosine_distance,
@@ -84,6 +83,7 @@ pub use records::tenancy::{
 pub use records::tokens::{
     ApiToken, NewApiToken, ServicePrincipal, TOKEN_PREFIX, TokenOwner, TokenStore,
 };
+pub use runtime_pins::FencedRuntimePins;
 pub use secret::{Envelope, Keyring, SecretOwner, SecretString};
 
 /// Which backend a store runs on.
@@ -115,8 +115,9 @@ pub trait StoreBackend:
     + ArtifactStore
     + TraceStore
     + IntegrationStore
-    + AgentStore
-    + SkillStore
+    + auto_swe_agents::AgentStore
+    + auto_swe_agents::SkillStore
+    + auto_swe_agents::CredentialStore
     + ProviderCredentialStore
     + SecretRotation
     + ScannerPatternStore
@@ -219,6 +220,31 @@ impl Store {
     #[must_use]
     pub fn backend(&self) -> &dyn StoreBackend {
         &*self.inner
+    }
+
+    /// This store as the agent library's agent storage (for `AgentLibrary` and `Resolver`).
+    #[must_use]
+    pub fn agent_store(&self) -> Arc<dyn auto_swe_agents::AgentStore> {
+        Arc::clone(&self.inner) as Arc<dyn auto_swe_agents::AgentStore>
+    }
+
+    /// This store as the agent library's skill storage (for `SkillLibrary` and `Resolver`).
+    #[must_use]
+    pub fn skill_store(&self) -> Arc<dyn auto_swe_agents::SkillStore> {
+        Arc::clone(&self.inner) as Arc<dyn auto_swe_agents::SkillStore>
+    }
+
+    /// The leased run's runtime pins as the agent library's `RuntimePinStore` (for
+    /// `Resolver::resolve_runtime`); its writes are fenced by `token`.
+    #[must_use]
+    pub fn runtime_pins(&self, token: LeaseToken) -> Arc<dyn auto_swe_agents::RuntimePinStore> {
+        Arc::new(FencedRuntimePins::new(Arc::clone(&self.inner), token))
+    }
+
+    /// This store as the agent library's credential lookup (for `Resolver`).
+    #[must_use]
+    pub fn credential_store(&self) -> Arc<dyn auto_swe_agents::CredentialStore> {
+        Arc::clone(&self.inner) as Arc<dyn auto_swe_agents::CredentialStore>
     }
 }
 

@@ -10,7 +10,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use auto_swe_store::{Clock as _, Store, StoreError, SystemClock};
+use auto_swe_store::{Store, StoreError, SystemClock, Timestamp};
 
 /// How long a read of an org's cap and spend is reused by a run.
 pub const ORG_BUDGET_WINDOW: Duration = Duration::from_secs(30);
@@ -71,7 +71,7 @@ pub(crate) async fn org_budget(store: &Store, org_id: &str) -> Result<OrgBudget,
             spent_micros: 0,
         });
     };
-    let month = SystemClock.now().year_month();
+    let month = Timestamp::now(&SystemClock).year_month();
     let spend = store.org_month_spend(org_id, &month).await?;
     Ok(OrgBudget {
         cap_micros: Some(cents.saturating_mul(10_000)),

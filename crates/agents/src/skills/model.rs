@@ -106,6 +106,25 @@ pub struct SkillRevision {
     pub reference_files: Vec<ReferenceFile>,
 }
 
+impl SkillRevision {
+    /// A revision of hand-written text with its content hash, no warnings, author, provenance
+    /// or reference files (stores and tests set those fields after).
+    #[must_use]
+    pub fn new(skill_id: &str, revision: u32, description: &str, prompt_text: &str) -> Self {
+        Self {
+            skill_id: skill_id.to_owned(),
+            revision,
+            description: description.to_owned(),
+            prompt_text: prompt_text.to_owned(),
+            content_hash: content_hash(description, prompt_text),
+            scan_warnings: Vec::new(),
+            author: None,
+            provenance: None,
+            reference_files: Vec::new(),
+        }
+    }
+}
+
 /// The content hash of a description and text: SHA-256 over their lengths and bytes, so no two
 /// different pairs share an encoding.
 #[must_use]
@@ -143,6 +162,26 @@ pub struct Skill {
     pub current_revision: u32,
     /// Provenance of the current text when it was imported and not edited by hand since.
     pub provenance: Option<SkillProvenance>,
+}
+
+impl Skill {
+    /// An active, unverified, hand-written skill at revision 1 with empty text (stores and tests
+    /// set the other fields after).
+    #[must_use]
+    pub fn new(id: &str, name: &str, scope: SkillScope) -> Self {
+        Self {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            description: String::new(),
+            prompt_text: String::new(),
+            scope,
+            is_built_in: false,
+            is_verified: false,
+            is_active: true,
+            current_revision: 1,
+            provenance: None,
+        }
+    }
 }
 
 /// A skill as it reaches a prompt: name, description, text and where the text came from.

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use auto_swe_agents::{
-    AgentRef, AgentVersion, CredentialRef, PromptSource, Reasoning, ResolveCtx, Runtime, ScopeRef,
-    builtin_agent,
+    AgentRef, AgentVersion, CredentialRef, PromptSource, ReasoningLevel, ResolveCtx, Runtime,
+    ScopeRef, builtin_agent,
 };
 
 use crate::support::{Lib, block, channel, full_ctx, org, team, template};
@@ -136,14 +136,14 @@ fn inheritance_chains_carry_model_runtime_and_reasoning() {
         model: &'static str,
         chain: &'static [&'static str],
         runtime: Option<Runtime>,
-        reasoning: Option<Reasoning>,
+        reasoning: ReasoningLevel,
     }
     let g = ScopeRef::Global;
     let mut parent = AgentVersion::new("parent", g.clone()).with_model("anthropic/p");
     parent.runtime = Some(Runtime::ClaudeCode);
-    parent.reasoning = Some(Reasoning::High);
+    parent.reasoning = ReasoningLevel::High;
     let mut own_level = AgentVersion::new("child", g.clone()).inheriting("parent");
-    own_level.reasoning = Some(Reasoning::Low);
+    own_level.reasoning = ReasoningLevel::Low;
     let mut own_model = AgentVersion::new("child", g.clone()).with_model("anthropic/c");
     own_model.inherits_model_from = Some("parent".to_owned());
     let mut mid = AgentVersion::new("mid", g.clone()).inheriting("parent");
@@ -159,7 +159,7 @@ fn inheritance_chains_carry_model_runtime_and_reasoning() {
             model: "anthropic/p",
             chain: &["child", "parent"],
             runtime: Some(Runtime::ClaudeCode),
-            reasoning: Some(Reasoning::High),
+            reasoning: ReasoningLevel::High,
         },
         Case {
             name: "a persona's own level wins",
@@ -168,7 +168,7 @@ fn inheritance_chains_carry_model_runtime_and_reasoning() {
             model: "anthropic/p",
             chain: &["child", "parent"],
             runtime: Some(Runtime::ClaudeCode),
-            reasoning: Some(Reasoning::Low),
+            reasoning: ReasoningLevel::Low,
         },
         Case {
             name: "a version naming its own model inherits no runtime",
@@ -177,7 +177,7 @@ fn inheritance_chains_carry_model_runtime_and_reasoning() {
             model: "anthropic/c",
             chain: &["child"],
             runtime: None,
-            reasoning: None,
+            reasoning: ReasoningLevel::None,
         },
         Case {
             name: "three-level chain, first runtime on the way wins",
@@ -190,7 +190,7 @@ fn inheritance_chains_carry_model_runtime_and_reasoning() {
             model: "anthropic/p",
             chain: &["leaf", "mid", "parent"],
             runtime: Some(Runtime::Pi),
-            reasoning: Some(Reasoning::High),
+            reasoning: ReasoningLevel::High,
         },
     ];
     for case in cases {

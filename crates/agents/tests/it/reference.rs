@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use auto_swe_agents::{AgentRef, AgentVersion, Reasoning, ResolveCtx, Runtime, ScopeRef};
+use auto_swe_agents::{AgentRef, AgentVersion, ReasoningLevel, ResolveCtx, Runtime, ScopeRef};
 use proptest::prelude::*;
 
 use crate::support::{Lib, block};
@@ -68,12 +68,12 @@ fn version_of(spec: &RowSpec, v: u8) -> AgentVersion {
     row.runtime = spec
         .runtime
         .map(|r| [Runtime::Native, Runtime::ClaudeCode, Runtime::Pi][r as usize]);
-    row.reasoning = spec.reasoning.map(|r| {
+    row.reasoning = spec.reasoning.map_or(ReasoningLevel::None, |r| {
         [
-            Reasoning::Off,
-            Reasoning::Low,
-            Reasoning::Medium,
-            Reasoning::High,
+            ReasoningLevel::Off,
+            ReasoningLevel::Low,
+            ReasoningLevel::Medium,
+            ReasoningLevel::High,
         ][r as usize]
     });
     row
@@ -85,7 +85,7 @@ fn reference(
     key: usize,
     ctx_scopes: &[u8],
     pins: &BTreeMap<String, u32>,
-) -> Result<(String, String, Option<Runtime>, Option<Reasoning>), &'static str> {
+) -> Result<(String, String, Option<Runtime>, ReasoningLevel), &'static str> {
     let winning = |k: usize| -> Option<AgentVersion> {
         for s in [0u8, 1, 2, 3, 4] {
             if s != 4 && !ctx_scopes.contains(&s) {
@@ -106,7 +106,7 @@ fn reference(
     let prompt = row.system_prompt.clone().unwrap_or_default();
     let mut seen = vec![key];
     let mut current = row;
-    let (mut runtime, mut reasoning) = (None, None);
+    let (mut runtime, mut reasoning) = (None, ReasoningLevel::None);
     loop {
         runtime = runtime.or(current.runtime);
         reasoning = reasoning.or(current.reasoning);

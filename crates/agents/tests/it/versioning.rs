@@ -316,3 +316,24 @@ fn a_new_override_starts_on_the_platform_runtime_and_parents_warn_about_stranded
         vec!["ciFixer runs on claude-code and cannot drive openai/x".to_owned()]
     );
 }
+
+#[test]
+fn reasoning_is_null_on_the_wire_when_a_version_has_no_opinion() {
+    use auto_swe_agents::{AgentVersion, ReasoningLevel};
+    let mut version = AgentVersion::new("implementer", ScopeRef::Global);
+    let wire = serde_json::to_value(&version).unwrap();
+    assert_eq!(wire["reasoning"], serde_json::Value::Null);
+    version.reasoning = ReasoningLevel::High;
+    let wire = serde_json::to_value(&version).unwrap();
+    assert_eq!(wire["reasoning"], "high");
+    let back: AgentVersion = serde_json::from_value(wire.clone()).unwrap();
+    assert_eq!(back, version);
+    // A missing field and an explicit null are both no opinion; an unknown level is refused.
+    let mut missing = wire.clone();
+    missing.as_object_mut().unwrap().remove("reasoning");
+    let back: AgentVersion = serde_json::from_value(missing).unwrap();
+    assert_eq!(back.reasoning, ReasoningLevel::None);
+    let mut unknown = wire;
+    unknown["reasoning"] = serde_json::json!("ultra");
+    assert!(serde_json::from_value::<AgentVersion>(unknown).is_err());
+}

@@ -9,7 +9,7 @@ macro_rules! impl_execution_stores {
                 traces: &[NewAgentTrace],
                 payloads: &[String],
             ) -> StoreResult<()> {
-                let now = self.clock.now().as_millis();
+                let now = Timestamp::now(&*self.clock).as_millis();
                 for (trace, payload) in traces.iter().zip(payloads) {
                     sqlx::query(
                         "INSERT INTO agent_traces (run_id, workflow_id, node_id, recording_id, \
@@ -143,7 +143,7 @@ macro_rules! impl_execution_stores {
                 .bind(recording_id)
                 .bind(node_id)
                 .bind(attempt)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(|e| map_write("step", recording_id, e))?;
@@ -171,7 +171,7 @@ macro_rules! impl_execution_stores {
                 )
                 .bind(status.as_str())
                 .bind(&output)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .bind(id)
                 .bind(&token.run_id)
                 .fetch_optional(&mut *tx)
@@ -237,7 +237,7 @@ macro_rules! impl_execution_stores {
                 .bind(&step.node_id)
                 .bind(step.kind.as_str())
                 .bind(&prompt)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .bind(expires_in)
                 .fetch_one(&mut *tx)
                 .await
@@ -287,7 +287,7 @@ macro_rules! impl_execution_stores {
                 ))
                 .bind(&answer)
                 .bind(answered_by)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .bind(id)
                 .fetch_optional(&mut *tx)
                 .await?;
@@ -348,7 +348,7 @@ macro_rules! impl_execution_stores {
                 .bind(run_id)
                 .bind(name)
                 .bind(&payload)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(|e| map_write("signal", name, e))?;
@@ -398,7 +398,7 @@ macro_rules! impl_execution_stores {
                            AND consumed_at IS NULL ORDER BY seq LIMIT 1) \
                          AND consumed_at IS NULL RETURNING *",
                     )
-                    .bind(self.clock.now().as_millis())
+                    .bind(Timestamp::now(&*self.clock).as_millis())
                     .bind(token.epoch)
                     .bind(&token.run_id)
                     .bind(name)
@@ -459,7 +459,7 @@ macro_rules! impl_execution_stores {
                 .bind(size)
                 .bind(sha256_hex(body))
                 .bind(body)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(|e| map_write("artifact", name, e))?;

@@ -116,7 +116,7 @@ macro_rules! impl_identity_stores {
                 .bind(&id)
                 .bind(slug)
                 .bind(name)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map_write("organization", slug, e))?;
@@ -168,7 +168,7 @@ macro_rules! impl_identity_stores {
                 .bind(&id)
                 .bind(org_id)
                 .bind(name)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map_write("team", name, e))?;
@@ -266,7 +266,7 @@ macro_rules! impl_identity_stores {
                 .bind(&id)
                 .bind(&email)
                 .bind(name)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map_write("user", &email, e))?;
@@ -360,7 +360,7 @@ macro_rules! impl_identity_stores {
                 .bind(name)
                 .bind(to_json_text("allowed connections", &allowed_connection_ids)?)
                 .bind(to_json_text("allowed templates", &allowed_template_ids)?)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map_write("service principal", name, e))?;
@@ -400,7 +400,7 @@ macro_rules! impl_identity_stores {
                 .bind(principal)
                 .bind(&token.name)
                 .bind(token.expires_at.map(Timestamp::as_millis))
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map_write("api token", &id, e))?;
@@ -420,7 +420,7 @@ macro_rules! impl_identity_stores {
                      RETURNING *",
                 )
                 .bind(crate::records::tokens::hash_token(plaintext.expose()))
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_optional(&self.pool)
                 .await?;
                 row.as_ref().map(Self::token_from_row).transpose()
@@ -444,7 +444,7 @@ macro_rules! impl_identity_stores {
                 let done = sqlx::query(
                     "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2",
                 )
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .bind(id)
                 .execute(&self.pool)
                 .await?;
@@ -494,7 +494,7 @@ macro_rules! impl_identity_stores {
                 .bind(repo.map(|r| r.name.clone()))
                 .bind(repo.map(|r| r.default_branch.clone()))
                 .bind(&config)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map_write("connection", &connection.name, e))?;

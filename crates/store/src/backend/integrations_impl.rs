@@ -60,7 +60,7 @@ macro_rules! impl_integration_store {
                 .bind(delivery_id)
                 .bind(event)
                 .bind(&payload)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .execute(&self.pool)
                 .await
                 .map_err(|e| map_write("webhook delivery", delivery_id, e))?;
@@ -88,7 +88,7 @@ macro_rules! impl_integration_store {
                 .bind(&webhook.event)
                 .bind(&payload)
                 .bind(i64::from(webhook.max_attempts))
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map_write("outbound webhook", &id, e))?;
@@ -135,7 +135,7 @@ macro_rules! impl_integration_store {
                              state = 'DELIVERED', delivered_at = $2, last_error = NULL {pending}"
                         ))
                         .bind(id)
-                        .bind(self.clock.now().as_millis())
+                        .bind(Timestamp::now(&*self.clock).as_millis())
                         .fetch_optional(&self.pool)
                         .await?
                     }
@@ -206,7 +206,7 @@ macro_rules! impl_integration_store {
                 .bind(&update.url)
                 .bind(update.head_sha.to_ascii_lowercase())
                 .bind(update.state.as_str())
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map_write("pull request", &update.url, e))?;
@@ -283,7 +283,7 @@ macro_rules! impl_integration_store {
                      WHERE connection_id = $3 AND head_sha = $4",
                 )
                 .bind(status.as_str())
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .bind(connection_id)
                 .bind(head_sha.to_ascii_lowercase())
                 .execute(&self.pool)

@@ -1,63 +1,9 @@
-//! Agents, skills, credentials, scanner patterns, the outcome ledger, the audit log and key
-//! rotation, written once for both backends.
+//! Provider credentials, scanner patterns, the outcome ledger, the audit log and key rotation,
+//! written once for both backends (the agent library's own seams are in `agents_impl`).
 
 macro_rules! impl_library_stores {
     ($store:ty, $row:ty) => {
         impl $store {
-            fn agent_from_row(row: &$row) -> StoreResult<AgentVersion> {
-                let scope: String = row.try_get("scope")?;
-                let reasoning: Option<String> = row.try_get("reasoning")?;
-                Ok(AgentVersion {
-                    id: row.try_get("id")?,
-                    key: row.try_get("key")?,
-                    scope: parse_scope("agents", &scope)?,
-                    scope_id: row.try_get("scope_id")?,
-                    version: row.try_get("version")?,
-                    is_active: row.try_get("is_active")?,
-                    definition: AgentDefinition {
-                        model: row.try_get("model")?,
-                        system_prompt: row.try_get("system_prompt")?,
-                        credential_id: row.try_get("credential_id")?,
-                        tool_keys: from_json_text("agents", &row.try_get::<String, _>("tool_keys")?)?,
-                        skill_ids: from_json_text("agents", &row.try_get::<String, _>("skill_ids")?)?,
-                        runtime: row.try_get("runtime")?,
-                        reasoning: reasoning
-                            .map(|r| {
-                                Reasoning::parse(&r).ok_or_else(|| {
-                                    StoreError::corrupt("agents", format!("unexpected value {r:?}"))
-                                })
-                            })
-                            .transpose()?,
-                    },
-                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
-                })
-            }
-
-            fn skill_from_row(row: &$row) -> StoreResult<Skill> {
-                let scope: String = row.try_get("scope")?;
-                Ok(Skill {
-                    id: row.try_get("id")?,
-                    name: row.try_get("name")?,
-                    scope: parse_scope("skills", &scope)?,
-                    scope_id: row.try_get("scope_id")?,
-                    is_active: row.try_get("is_active")?,
-                    current_revision: row.try_get("current_revision")?,
-                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
-                })
-            }
-
-            fn skill_revision_from_row(row: &$row) -> StoreResult<SkillRevision> {
-                Ok(SkillRevision {
-                    skill_id: row.try_get("skill_id")?,
-                    revision: row.try_get("revision")?,
-                    text: row.try_get("text")?,
-                    description: row.try_get("description")?,
-                    hash: row.try_get("hash")?,
-                    author: row.try_get("author")?,
-                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
-                })
-            }
-
             fn credential_from_row(row: &$row) -> StoreResult<ProviderCredential> {
                 let scope: String = row.try_get("scope")?;
                 Ok(ProviderCredential {
@@ -80,81 +26,6 @@ macro_rules! impl_library_stores {
                     target_id: row.try_get("target_id")?,
                     detail: from_json_text("audit_log", &row.try_get::<String, _>("detail")?)?,
                 })
-            }
-
-            fn validate_definition(definition: &AgentDefinition) -> StoreResult<(String, String)> {
-                limits::optional_short_text("model", definition.model.as_deref())?;
-                limits::long_text("system prompt", &definition.system_prompt)?;
-                limits::short_text("runtime", &definition.runtime)?;
-                for key in definition.tool_keys.iter().chain(&definition.skill_ids) {
-                    limits::short_text("tool or skill key", key)?;
-                }
-                Ok((
-                    to_json_text("tool keys", &definition.tool_keys)?,
-                    to_json_text("skill ids", &definition.skill_ids)?,
-                ))
-            }
-
-            async fn insert_agent_version(
-                &self,
-                tx: &mut sqlx::Transaction<'_, DbKind>,
-                key: &str,
-                scope: Scope,
-                scope_id: Option<&str>,
-                version: i64,
-                definition: &AgentDefinition,
-            ) -> StoreResult<AgentVersion> {
-                let (tool_keys, skill_ids) = Self::validate_definition(definition)?;
-                let scope_key = scope_key(scope, scope_id)?;
-                let id = new_id();
-                let row = sqlx::query(
-                    "INSERT INTO agents (id, key, scope, scope_id, scope_key, version, is_current, \
-                     is_active, model, system_prompt, credential_id, tool_keys, skill_ids, \
-                     runtime, reasoning, created_at) VALUES ($1, $2, $3, $4, $5, $6, TRUE, TRUE, \
-                     $7, $8, $9, $10, $11, $12, $13, $14) RETURNING *",
-                )
-                .bind(&id)
-                .bind(key)
-                .bind(scope.as_str())
-                .bind(scope_id)
-                .bind(&scope_key)
-                .bind(version)
-                .bind(&definition.model)
-                .bind(&definition.system_prompt)
-                .bind(&definition.credential_id)
-                .bind(&tool_keys)
-                .bind(&skill_ids)
-                .bind(&definition.runtime)
-                .bind(definition.reasoning.map(Reasoning::as_str))
-                .bind(self.clock.now().as_millis())
-                .fetch_one(&mut **tx)
-                .await
-                .map_err(|e| map_write("agent", key, e))?;
-                Self::agent_from_row(&row)
-            }
-
-            async fn set_agent_active(
-                &self,
-                key: &str,
-                scope: Scope,
-                scope_id: Option<&str>,
-                active: bool,
-            ) -> StoreResult<()> {
-                let scope_key = scope_key(scope, scope_id)?;
-                let done = sqlx::query(
-                    "UPDATE agents SET is_active = $1 WHERE key = $2 AND scope = $3 \
-                     AND scope_key = $4 AND is_current",
-                )
-                .bind(active)
-                .bind(key)
-                .bind(scope.as_str())
-                .bind(&scope_key)
-                .execute(&self.pool)
-                .await?;
-                if done.rows_affected() == 0 {
-                    return Err(StoreError::not_found("agent", key));
-                }
-                Ok(())
             }
 
             async fn reseal_column(
@@ -194,248 +65,6 @@ macro_rules! impl_library_stores {
         }
 
         #[async_trait::async_trait]
-        impl AgentStore for $store {
-            async fn create_agent(
-                &self,
-                key: &str,
-                scope: Scope,
-                scope_id: Option<&str>,
-                definition: AgentDefinition,
-            ) -> StoreResult<AgentVersion> {
-                limits::short_text("agent key", key)?;
-                let mut tx = self.pool.begin().await?;
-                let agent = self
-                    .insert_agent_version(&mut tx, key, scope, scope_id, 1, &definition)
-                    .await?;
-                tx.commit().await?;
-                Ok(agent)
-            }
-
-            async fn update_agent(
-                &self,
-                key: &str,
-                scope: Scope,
-                scope_id: Option<&str>,
-                expected_version: i64,
-                definition: AgentDefinition,
-            ) -> StoreResult<AgentVersion> {
-                limits::short_text("agent key", key)?;
-                let scope_key = scope_key(scope, scope_id)?;
-                let mut tx = self.pool.begin().await?;
-                // Retiring the expected current version first is the optimistic check: a
-                // concurrent edit already retired it and this update then touches no row.
-                let retired = sqlx::query(
-                    "UPDATE agents SET is_current = FALSE WHERE key = $1 AND scope = $2 \
-                     AND scope_key = $3 AND version = $4 AND is_current AND is_active",
-                )
-                .bind(key)
-                .bind(scope.as_str())
-                .bind(&scope_key)
-                .bind(expected_version)
-                .execute(&mut *tx)
-                .await?;
-                if retired.rows_affected() != 1 {
-                    tx.rollback().await?;
-                    let current = self.current_agent(key, scope, scope_id).await?;
-                    let detail = if current.is_active {
-                        format!(
-                            "AGENT_CHANGED: current version is {}, not {expected_version}",
-                            current.version
-                        )
-                    } else {
-                        "AGENT_INACTIVE: the agent is deactivated".to_owned()
-                    };
-                    return Err(StoreError::Conflict {
-                        entity: "agent",
-                        detail,
-                    });
-                }
-                let agent = self
-                    .insert_agent_version(
-                        &mut tx,
-                        key,
-                        scope,
-                        scope_id,
-                        expected_version + 1,
-                        &definition,
-                    )
-                    .await?;
-                tx.commit().await?;
-                Ok(agent)
-            }
-
-            async fn deactivate_agent(
-                &self,
-                key: &str,
-                scope: Scope,
-                scope_id: Option<&str>,
-            ) -> StoreResult<()> {
-                self.set_agent_active(key, scope, scope_id, false).await
-            }
-
-            async fn reactivate_agent(
-                &self,
-                key: &str,
-                scope: Scope,
-                scope_id: Option<&str>,
-            ) -> StoreResult<()> {
-                self.set_agent_active(key, scope, scope_id, true).await
-            }
-
-            async fn current_agent(
-                &self,
-                key: &str,
-                scope: Scope,
-                scope_id: Option<&str>,
-            ) -> StoreResult<AgentVersion> {
-                let scope_key = scope_key(scope, scope_id)?;
-                let row = sqlx::query(
-                    "SELECT * FROM agents WHERE key = $1 AND scope = $2 AND scope_key = $3 \
-                     AND is_current",
-                )
-                .bind(key)
-                .bind(scope.as_str())
-                .bind(&scope_key)
-                .fetch_optional(&self.pool)
-                .await?
-                .ok_or_else(|| StoreError::not_found("agent", key))?;
-                Self::agent_from_row(&row)
-            }
-
-            async fn get_agent_version(&self, id: &str) -> StoreResult<AgentVersion> {
-                let row = sqlx::query("SELECT * FROM agents WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(&self.pool)
-                    .await?
-                    .ok_or_else(|| StoreError::not_found("agent version", id))?;
-                Self::agent_from_row(&row)
-            }
-        }
-
-        #[async_trait::async_trait]
-        impl SkillStore for $store {
-            async fn create_skill(
-                &self,
-                name: &str,
-                scope: Scope,
-                scope_id: Option<&str>,
-                text: &str,
-                description: &str,
-                author: Option<&str>,
-            ) -> StoreResult<(Skill, SkillRevision)> {
-                limits::short_text("skill name", name)?;
-                limits::long_text("skill text", text)?;
-                limits::long_text("skill description", description)?;
-                limits::optional_short_text("author", author)?;
-                let scope_key = scope_key(scope, scope_id)?;
-                let id = new_id();
-                let now = self.clock.now().as_millis();
-                let mut tx = self.pool.begin().await?;
-                let skill = sqlx::query(
-                    "INSERT INTO skills (id, name, scope, scope_id, scope_key, is_active, \
-                     current_revision, created_at) VALUES ($1, $2, $3, $4, $5, TRUE, 1, $6) \
-                     RETURNING *",
-                )
-                .bind(&id)
-                .bind(name)
-                .bind(scope.as_str())
-                .bind(scope_id)
-                .bind(&scope_key)
-                .bind(now)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|e| map_write("skill", name, e))?;
-                let revision = sqlx::query(
-                    "INSERT INTO skill_revisions (skill_id, revision, text, description, hash, \
-                     author, created_at) VALUES ($1, 1, $2, $3, $4, $5, $6) RETURNING *",
-                )
-                .bind(&id)
-                .bind(text)
-                .bind(description)
-                .bind(sha256_hex(text.as_bytes()))
-                .bind(author)
-                .bind(now)
-                .fetch_one(&mut *tx)
-                .await?;
-                tx.commit().await?;
-                Ok((Self::skill_from_row(&skill)?, Self::skill_revision_from_row(&revision)?))
-            }
-
-            async fn revise_skill(
-                &self,
-                skill_id: &str,
-                expected_revision: i64,
-                text: &str,
-                description: &str,
-                author: Option<&str>,
-            ) -> StoreResult<SkillRevision> {
-                limits::long_text("skill text", text)?;
-                limits::long_text("skill description", description)?;
-                limits::optional_short_text("author", author)?;
-                let mut tx = self.pool.begin().await?;
-                let bumped = sqlx::query(
-                    "UPDATE skills SET current_revision = current_revision + 1 \
-                     WHERE id = $1 AND current_revision = $2",
-                )
-                .bind(skill_id)
-                .bind(expected_revision)
-                .execute(&mut *tx)
-                .await?;
-                if bumped.rows_affected() != 1 {
-                    tx.rollback().await?;
-                    let skill = self.get_skill(skill_id).await?;
-                    return Err(StoreError::Conflict {
-                        entity: "skill",
-                        detail: format!(
-                            "SKILL_CHANGED: current revision is {}, not {expected_revision}",
-                            skill.current_revision
-                        ),
-                    });
-                }
-                let row = sqlx::query(
-                    "INSERT INTO skill_revisions (skill_id, revision, text, description, hash, \
-                     author, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *",
-                )
-                .bind(skill_id)
-                .bind(expected_revision + 1)
-                .bind(text)
-                .bind(description)
-                .bind(sha256_hex(text.as_bytes()))
-                .bind(author)
-                .bind(self.clock.now().as_millis())
-                .fetch_one(&mut *tx)
-                .await?;
-                tx.commit().await?;
-                Self::skill_revision_from_row(&row)
-            }
-
-            async fn get_skill(&self, id: &str) -> StoreResult<Skill> {
-                let row = sqlx::query("SELECT * FROM skills WHERE id = $1")
-                    .bind(id)
-                    .fetch_optional(&self.pool)
-                    .await?
-                    .ok_or_else(|| StoreError::not_found("skill", id))?;
-                Self::skill_from_row(&row)
-            }
-
-            async fn get_skill_revision(
-                &self,
-                skill_id: &str,
-                revision: i64,
-            ) -> StoreResult<SkillRevision> {
-                let row = sqlx::query(
-                    "SELECT * FROM skill_revisions WHERE skill_id = $1 AND revision = $2",
-                )
-                .bind(skill_id)
-                .bind(revision)
-                .fetch_optional(&self.pool)
-                .await?
-                .ok_or_else(|| StoreError::not_found("skill revision", format!("{skill_id}@{revision}")))?;
-                Self::skill_revision_from_row(&row)
-            }
-        }
-
-        #[async_trait::async_trait]
         impl ProviderCredentialStore for $store {
             async fn create_provider_credential(
                 &self,
@@ -470,7 +99,7 @@ macro_rules! impl_library_stores {
                 .bind(scope_id)
                 .bind(label)
                 .bind(&sealed)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map_write("provider credential", label, e))?;
@@ -597,7 +226,7 @@ macro_rules! impl_library_stores {
                 )
                 .bind(&token.run_id)
                 .bind(effect_key)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| map_write("outcome", effect_key, e))?;
@@ -685,7 +314,7 @@ macro_rules! impl_library_stores {
                      WHERE run_id = $3 AND effect_key = $4 AND state = 'PENDING'",
                 )
                 .bind(&result)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .bind(&token.run_id)
                 .bind(effect_key)
                 .execute(&mut *tx)
@@ -714,7 +343,7 @@ macro_rules! impl_library_stores {
                     "INSERT INTO audit_log (at, actor, action, target_kind, target_id, detail) \
                      VALUES ($1, $2, $3, $4, $5, $6) RETURNING *",
                 )
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .bind(&entry.actor)
                 .bind(&entry.action)
                 .bind(&entry.target_kind)

@@ -27,7 +27,7 @@ macro_rules! impl_memory_shared {
                 .bind(&metadata)
                 .bind(&skills)
                 .bind(($encode)(item.embedding))
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map_write("memory item", &id, e))?;

@@ -1,6 +1,8 @@
 //! The two backends. All SQL of the crate lives under this module.
 
 #[macro_use]
+mod agents_impl;
+#[macro_use]
 mod execution_impl;
 #[macro_use]
 mod identity_impl;
@@ -32,10 +34,11 @@ pub(crate) mod prelude {
     pub(crate) use sqlx::Row;
 
     pub(crate) use super::shared::{
-        RunStanding, from_json_text, new_id, parse_scope, parse_stored, scope_key, sha256_hex,
+        RunStanding, from_json_text, new_id, parse_scope, parse_scope_ref, parse_skill_scope,
+        parse_stored, scope_key, scope_ref_columns, sha256_hex, skill_scope_columns, stored_number,
         to_json_text,
     };
-    pub(crate) use crate::clock::{Clock, Timestamp};
+    pub(crate) use crate::clock::Timestamp;
     pub(crate) use crate::error::{StoreError, StoreResult, map_write};
     pub(crate) use crate::limits;
     pub(crate) use crate::records::admin::{
@@ -57,9 +60,6 @@ pub(crate) mod prelude {
     pub(crate) use crate::records::journal::{
         AppendOutcome, JournalAppend, JournalEntry, JournalStore,
     };
-    pub(crate) use crate::records::library::{
-        AgentDefinition, AgentStore, AgentVersion, Skill, SkillRevision, SkillStore,
-    };
     pub(crate) use crate::records::memory::{
         MemoryHit, MemoryItem, MemoryQuery, MemoryStore, NewMemoryItem,
     };
@@ -73,7 +73,7 @@ pub(crate) mod prelude {
     };
     pub(crate) use crate::records::runs::{
         FinalizeOutcome, FinalizeRun, MonthlyUsage, NewRun, NewRunInput, Run, RunInput,
-        RunInputStore, RunStatus, RunStore, SubmitOutcome, Usage,
+        RunInputStore, RunPins, RunStatus, RunStore, SubmitOutcome, Usage,
     };
     pub(crate) use crate::records::templates::{
         NewTemplate, NewTemplateVersion, TemplateStore, TemplateVersion, WorkflowTemplate,
@@ -86,5 +86,9 @@ pub(crate) mod prelude {
         ApiToken, NewApiToken, ServicePrincipal, TokenOwner, TokenStore,
     };
     pub(crate) use crate::secret::{Keyring, SecretOwner, SecretString};
-    pub(crate) use auto_swe_agents::{Reasoning, Scope};
+    pub(crate) use auto_swe_agents::{
+        AgentLineageHead, AgentVersion, CredentialRef, ModelSpec, ReasoningLevel, Runtime, Scope,
+        ScopeRef, Skill, SkillRevision, StoreError as LibraryStoreError,
+    };
+    pub(crate) use auto_swe_scanners::Clock;
 }

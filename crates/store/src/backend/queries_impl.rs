@@ -94,7 +94,7 @@ macro_rules! impl_run_queries {
 
             async fn reap_candidates(&self, query: &ReapQuery) -> StoreResult<Vec<Run>> {
                 let limit = validate_page(query.limit)?;
-                let now = self.clock.now();
+                let now = Timestamp::now(&*self.clock);
                 let cutoff = now
                     .as_millis()
                     .saturating_sub(crate::records::queue::millis(query.older_than));

@@ -73,7 +73,7 @@ macro_rules! impl_queue_store {
                 ))
                 .bind(run_id)
                 .bind(crate::records::queue::millis(enqueue.delay))
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .bind(i64::from(enqueue.max_attempts))
                 .execute(&mut *tx)
                 .await
@@ -292,7 +292,7 @@ macro_rules! impl_queue_store {
                 .bind(run_id)
                 .bind(worker)
                 .bind(crate::records::queue::millis(lease))
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(|e| map_write("queue entry", run_id, e))?;

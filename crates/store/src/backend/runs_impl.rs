@@ -107,7 +107,7 @@ macro_rules! impl_run_stores {
                 let pins = to_json_text("pins", &run.pins)?;
                 let connections = to_json_text("connection ids", &run.authorized_connection_ids)?;
                 let id = new_id();
-                let now = self.clock.now().as_millis();
+                let now = Timestamp::now(&*self.clock).as_millis();
                 let row = sqlx::query(
                     "INSERT INTO workflow_runs (id, org_id, team_id, template_version_id, \
                      run_input_id, launched_by, status, spec_snapshot, pins, \
@@ -153,7 +153,7 @@ macro_rules! impl_run_stores {
                 let mut tx = self.fenced(token).await?;
                 sqlx::query("UPDATE workflow_runs SET status = $1, updated_at = $2 WHERE id = $3")
                     .bind(status.as_str())
-                    .bind(self.clock.now().as_millis())
+                    .bind(Timestamp::now(&*self.clock).as_millis())
                     .bind(&token.run_id)
                     .execute(&mut *tx)
                     .await?;
@@ -173,7 +173,7 @@ macro_rules! impl_run_stores {
                 .bind(usage.cost_micros)
                 .bind(usage.input_tokens)
                 .bind(usage.output_tokens)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .bind(&token.run_id)
                 .fetch_one(&mut *tx)
                 .await
@@ -246,7 +246,7 @@ macro_rules! impl_run_stores {
                 }
                 crate::records::runs::validate_usage(&finalize.usage)?;
                 limits::short_text("run id", &token.run_id)?;
-                let now = self.clock.now();
+                let now = Timestamp::now(&*self.clock);
                 let mut tx = self.pool.begin().await?;
                 // The fence and the end of the lease in one write: only the holder of the
                 // current epoch gets past it, and it takes the run out of the queue for good.
@@ -352,6 +352,58 @@ macro_rules! impl_run_stores {
                     runs_finalized: row.try_get("runs_finalized")?,
                 })
             }
+
+            async fn runtime_pins(
+                &self,
+                run_id: &str,
+            ) -> StoreResult<std::collections::BTreeMap<String, Option<Runtime>>> {
+                limits::short_text("run id", run_id)?;
+                let pins: String = sqlx::query_scalar("SELECT pins FROM workflow_runs WHERE id = $1")
+                    .bind(run_id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("run", run_id))?;
+                Ok(from_json_text::<RunPins>("workflow_runs", &pins)?.agent_runtimes)
+            }
+
+            async fn compare_and_set_runtime_pins(
+                &self,
+                token: &LeaseToken,
+                expected: &std::collections::BTreeMap<String, Option<Runtime>>,
+                next: &std::collections::BTreeMap<String, Option<Runtime>>,
+            ) -> StoreResult<bool> {
+                for key in next.keys() {
+                    limits::short_text("agent key", key)?;
+                }
+                let mut tx = self.fenced(token).await?;
+                // The fence holds the run's queue row, so no other holder writes in between;
+                // the text comparison below still refuses a write that raced a reader.
+                let stored: String =
+                    sqlx::query_scalar("SELECT pins FROM workflow_runs WHERE id = $1")
+                        .bind(&token.run_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                let mut pins: RunPins = from_json_text("workflow_runs", &stored)?;
+                if &pins.agent_runtimes != expected {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                pins.agent_runtimes.clone_from(next);
+                let written = sqlx::query(
+                    "UPDATE workflow_runs SET pins = $1 WHERE id = $2 AND pins = $3",
+                )
+                .bind(to_json_text("pins", &pins)?)
+                .bind(&token.run_id)
+                .bind(&stored)
+                .execute(&mut *tx)
+                .await?;
+                if written.rows_affected() != 1 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                tx.commit().await?;
+                Ok(true)
+            }
         }
 
         #[async_trait::async_trait]
@@ -380,7 +432,7 @@ macro_rules! impl_run_stores {
                 .bind(&input.billing_org_id)
                 .bind(&payload)
                 .bind(&hash)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(|e| map_write("run input", &id, e))?;
@@ -468,7 +520,7 @@ macro_rules! impl_run_stores {
                 .bind(entry.attempt)
                 .bind(&entry.kind)
                 .bind(&result)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(|e| map_write("journal entry", &entry.recording_id, e))?;
@@ -513,7 +565,7 @@ macro_rules! impl_run_stores {
                 .bind(&template.team_id)
                 .bind(&template.name)
                 .bind(&template.description)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map_write("template", &id, e))?;
@@ -561,7 +613,7 @@ macro_rules! impl_run_stores {
                 .bind(&schema)
                 .bind(sha256_hex(spec.as_bytes()))
                 .bind(&version.created_by)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(|e| map_write("template version", &id, e))?;

@@ -75,3 +75,63 @@ pub(crate) fn parse_scope(entity: &'static str, text: &str) -> StoreResult<auto_
     auto_swe_agents::Scope::parse(text)
         .ok_or_else(|| StoreError::corrupt(entity, format!("unexpected value {text:?}")))
 }
+
+/// The columns a library scope is stored in: scope, scope id and the lineage's scope key.
+pub(crate) fn scope_ref_columns(
+    scope: &auto_swe_agents::ScopeRef,
+) -> StoreResult<(auto_swe_agents::Scope, Option<&str>, String)> {
+    let id = scope.id();
+    let key = scope_key(scope.scope(), id)?;
+    Ok((scope.scope(), id, key))
+}
+
+/// Reads a stored library scope with its id.
+pub(crate) fn parse_scope_ref(
+    entity: &'static str,
+    scope: &str,
+    scope_id: Option<String>,
+) -> StoreResult<auto_swe_agents::ScopeRef> {
+    auto_swe_agents::ScopeRef::from_parts(parse_scope(entity, scope)?, scope_id)
+        .ok_or_else(|| StoreError::corrupt(entity, format!("scope {scope} with a wrong scope id")))
+}
+
+/// The columns a skill's visibility is stored in: scope, scope id (the org or the team) and
+/// the team's organization.
+pub(crate) fn skill_scope_columns(
+    scope: &auto_swe_agents::SkillScope,
+) -> StoreResult<(auto_swe_agents::Scope, Option<&str>, Option<&str>)> {
+    use auto_swe_agents::{Scope, SkillScope};
+    let columns = match scope {
+        SkillScope::Global => (Scope::Global, None, None),
+        SkillScope::Organization { org_id } => (Scope::Organization, Some(org_id.as_str()), None),
+        SkillScope::Team { team_id, org_id } => {
+            (Scope::Team, Some(team_id.as_str()), org_id.as_deref())
+        }
+        _ => return Err(StoreError::invalid("skill scope", "not a skill scope")),
+    };
+    crate::limits::optional_short_text("organization id", columns.2)?;
+    Ok(columns)
+}
+
+/// Reads a stored skill scope.
+pub(crate) fn parse_skill_scope(
+    scope: &str,
+    scope_id: Option<String>,
+    org_id: Option<String>,
+) -> StoreResult<auto_swe_agents::SkillScope> {
+    use auto_swe_agents::{Scope, SkillScope};
+    match (parse_scope("skills", scope)?, scope_id) {
+        (Scope::Global, None) => Ok(SkillScope::Global),
+        (Scope::Organization, Some(org_id)) => Ok(SkillScope::Organization { org_id }),
+        (Scope::Team, Some(team_id)) => Ok(SkillScope::Team { team_id, org_id }),
+        _ => Err(StoreError::corrupt(
+            "skills",
+            format!("scope {scope} is not a skill scope"),
+        )),
+    }
+}
+
+/// A stored version or revision number as the library counts them.
+pub(crate) fn stored_number(entity: &'static str, value: i64) -> StoreResult<u32> {
+    u32::try_from(value).map_err(|_| StoreError::corrupt(entity, format!("number {value}")))
+}

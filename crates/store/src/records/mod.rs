@@ -5,7 +5,6 @@ pub(crate) mod connections;
 pub(crate) mod execution;
 pub(crate) mod integrations;
 pub(crate) mod journal;
-pub(crate) mod library;
 pub(crate) mod memory;
 pub(crate) mod queries;
 pub(crate) mod queue;

@@ -120,16 +120,17 @@ impl<'de> serde::Deserialize<'de> for RunStatus {
     }
 }
 
-/// What a run froze at start: agent versions, skill revisions and agent runtimes.
+/// What a run froze at start, in the agent library's terms (what `ResolveCtx` reads).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunPins {
-    /// Agent key → pinned agent version id.
-    pub agent_versions: BTreeMap<String, String>,
-    /// Skill id → pinned revision number.
-    pub skill_revisions: BTreeMap<String, i64>,
-    /// Agent key → pinned runtime.
-    pub agent_runtimes: BTreeMap<String, String>,
+    /// Agent key → the GLOBAL version number the run started with (`agentVersions`).
+    pub agent_versions: BTreeMap<String, u32>,
+    /// Skill id → the revision the run started with (`skillRevisions`).
+    pub skill_revisions: BTreeMap<String, u32>,
+    /// Agent key → the runtime pinned for it, `None` when the agent had no opinion
+    /// (`agentRuntimes`; first-use pins are added by compare-and-set).
+    pub agent_runtimes: BTreeMap<String, Option<auto_swe_agents::Runtime>>,
 }
 
 /// Cost and token counters.
@@ -328,6 +329,19 @@ pub trait RunStore: Send + Sync {
     ) -> StoreResult<FinalizeOutcome>;
     /// An org's finalized usage for a `YYYY-MM` month.
     async fn monthly_usage(&self, org_id: &str, year_month: &str) -> StoreResult<MonthlyUsage>;
+    /// The run's pinned runtimes (`agentRuntimes`).
+    async fn runtime_pins(
+        &self,
+        run_id: &str,
+    ) -> StoreResult<BTreeMap<String, Option<auto_swe_agents::Runtime>>>;
+    /// Replaces the leased run's pinned runtimes with `next` if they are still `expected`;
+    /// reports whether it did. Fenced like every execution write.
+    async fn compare_and_set_runtime_pins(
+        &self,
+        token: &LeaseToken,
+        expected: &BTreeMap<String, Option<auto_swe_agents::Runtime>>,
+        next: &BTreeMap<String, Option<auto_swe_agents::Runtime>>,
+    ) -> StoreResult<bool>;
 }
 
 /// A work request to submit.

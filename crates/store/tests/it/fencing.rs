@@ -216,7 +216,7 @@ async fn zombie_worker_writes_nothing(db: &TestDb) {
         db.store.finalize_run(&za, failed).await.map(drop),
         "finalize",
     );
-    let month = db.clock.now().year_month();
+    let month = auto_swe_store::Timestamp::now(&db.clock).year_month();
     assert_eq!(
         db.store.monthly_usage(&org.id, &month).await.unwrap(),
         MonthlyUsage::default()

@@ -264,7 +264,9 @@ async fn tokens_store_only_hashes(db: &TestDb) {
         .create_token(NewApiToken {
             owner: TokenOwner::User(user.id.clone()),
             name: "laptop".to_owned(),
-            expires_at: Some(db.clock.now().plus(Duration::from_secs(3_600))),
+            expires_at: Some(
+                auto_swe_store::Timestamp::now(&db.clock).plus(Duration::from_secs(3_600)),
+            ),
         })
         .await
         .unwrap();
@@ -277,7 +279,10 @@ async fn tokens_store_only_hashes(db: &TestDb) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(authenticated.last_used_at, Some(db.clock.now()));
+    assert_eq!(
+        authenticated.last_used_at,
+        Some(auto_swe_store::Timestamp::now(&db.clock))
+    );
     let mut token = token;
     token.last_used_at = authenticated.last_used_at;
     assert_eq!(authenticated, token);

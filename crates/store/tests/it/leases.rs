@@ -264,7 +264,7 @@ async fn reapers_lease_stranded_runs_to_finalize_them(db: &TestDb) {
         )
         .await
         .unwrap();
-    let month = db.clock.now().year_month();
+    let month = auto_swe_store::Timestamp::now(&db.clock).year_month();
     assert_eq!(
         db.store
             .monthly_usage(&org.id, &month)

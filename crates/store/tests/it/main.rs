@@ -7,6 +7,7 @@
 
 mod support;
 
+mod agent_library;
 mod errors;
 mod execution;
 mod fencing;
@@ -15,10 +16,12 @@ mod integrations;
 mod journal;
 mod leases;
 mod library;
+mod library_migration;
 mod members;
 mod memory;
 mod queries;
 mod queue;
 mod runs;
+mod runtime_pins;
 mod scale;
 mod secrets;

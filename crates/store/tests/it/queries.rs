@@ -320,7 +320,7 @@ async fn spend_in_flight_and_trace_pages(db: &TestDb) {
         )
         .await
         .unwrap();
-    let month = db.clock.now().year_month();
+    let month = auto_swe_store::Timestamp::now(&db.clock).year_month();
     let total = db.store.org_month_spend(&org.id, &month).await.unwrap();
     assert_eq!(total.in_flight, spend(120).clone_with_tokens(2, 4));
     assert_eq!(total.in_flight_runs, 2);
@@ -561,7 +561,10 @@ async fn tokens_by_owner_and_audit_pages(db: &TestDb) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(used.last_used_at, Some(db.clock.now()));
+    assert_eq!(
+        used.last_used_at,
+        Some(auto_swe_store::Timestamp::now(&db.clock))
+    );
     let listed = db
         .store
         .list_tokens(&TokenOwner::User(alice.id.clone()))
@@ -572,7 +575,10 @@ async fn tokens_by_owner_and_audit_pages(db: &TestDb) {
             .iter()
             .map(|t| (t.name.as_str(), t.last_used_at))
             .collect::<Vec<_>>(),
-        vec![("ci", None), ("laptop", Some(db.clock.now()))]
+        vec![
+            ("ci", None),
+            ("laptop", Some(auto_swe_store::Timestamp::now(&db.clock)))
+        ]
     );
     assert!(
         db.store
@@ -583,7 +589,7 @@ async fn tokens_by_owner_and_audit_pages(db: &TestDb) {
     );
 
     // Audit: by actor and time, paged by cursor.
-    let start = db.clock.now();
+    let start = auto_swe_store::Timestamp::now(&db.clock);
     for n in 0..7 {
         db.store
             .append_audit(NewAuditEntry {

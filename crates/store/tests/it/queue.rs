@@ -369,7 +369,7 @@ async fn queue_refuses_bad_input(db: &TestDb) {
     let ghost = Claim {
         run_id: "no-such-run".to_owned(),
         worker: "w".to_owned(),
-        lease_until: db.clock.now(),
+        lease_until: auto_swe_store::Timestamp::now(&db.clock),
         epoch: 1,
     };
     assert_eq!(

@@ -18,9 +18,16 @@ async fn runs_round_trip(db: &TestDb) {
     let org = db.store.create_org("acme", "Acme").await.unwrap();
     let team = db.store.create_team(&org.id, "core").await.unwrap();
     let pins = RunPins {
-        agent_versions: [("implementer".to_owned(), "v-1".to_owned())].into(),
+        agent_versions: [("implementer".to_owned(), 2)].into(),
         skill_revisions: [("skill-1".to_owned(), 3)].into(),
-        agent_runtimes: [("implementer".to_owned(), "native".to_owned())].into(),
+        agent_runtimes: [
+            (
+                "implementer".to_owned(),
+                Some(auto_swe_agents::Runtime::Native),
+            ),
+            ("reviewer".to_owned(), None),
+        ]
+        .into(),
     };
     let (run, claim) = db
         .leased_run(

@@ -167,7 +167,7 @@ async fn every_run_is_claimed_and_completed_once_by_separate_pools(db: &TestDb) 
     assert_eq!(seen.len(), runs, "a run was never claimed");
     assert!(seen.values().all(|n| *n == 1), "a run was claimed twice");
     assert!(busy >= 2, "claims were not concurrent");
-    let month = db.clock.now().year_month();
+    let month = auto_swe_store::Timestamp::now(&db.clock).year_month();
     let usage = db.store.monthly_usage(&org.id, &month).await.unwrap();
     let expected = i64::try_from(runs).unwrap();
     assert_eq!(

@@ -62,76 +62,8 @@ impl TestDb {
     }
 
     pub(crate) async fn with_keyring(kind: Kind, keyring: Keyring) -> Option<Self> {
-        let clock = ManualClock::new(Timestamp::from_millis(START));
-        match kind {
-            Kind::Sqlite => {
-                let dir = tempfile::tempdir().unwrap();
-                let url = format!("sqlite://{}", dir.path().join("store.db").display());
-                let store = Store::open(
-                    StoreConfig::new(&url, keyring).with_clock(Arc::new(clock.clone())),
-                )
-                .await
-                .unwrap();
-                Some(Self {
-                    kind,
-                    url,
-                    clock,
-                    store,
-                    _dir: Some(dir),
-                    admin_url: None,
-                    db_name: None,
-                })
-            }
-            Kind::Postgres => {
-                let Some(admin_url) = std::env::var("AUTO_SWE_POSTGRES_URL")
-                    .ok()
-                    .filter(|url| !url.is_empty())
-                else {
-                    assert!(
-                        !require_postgres(),
-                        "AUTO_SWE_REQUIRE_POSTGRES=1 but AUTO_SWE_POSTGRES_URL is not set"
-                    );
-                    eprintln!(
-                        "skipped: AUTO_SWE_POSTGRES_URL is not set (scripts/dev-postgres.sh starts one)"
-                    );
-                    return None;
-                };
-                let mut admin = match sqlx::PgConnection::connect(&admin_url).await {
-                    Ok(conn) => conn,
-                    Err(error) => {
-                        assert!(
-                            !require_postgres(),
-                            "AUTO_SWE_REQUIRE_POSTGRES=1 but PostgreSQL is unreachable: {error}"
-                        );
-                        eprintln!("skipped: PostgreSQL is unreachable: {error}");
-                        return None;
-                    }
-                };
-                let name = format!("t_{}", uuid_like());
-                sqlx::query(&format!("CREATE DATABASE \"{name}\""))
-                    .execute(&mut admin)
-                    .await
-                    .unwrap();
-                admin.close().await.unwrap();
-                let url = with_database(&admin_url, &name);
-                let store = Store::open(
-                    StoreConfig::new(&url, keyring)
-                        .with_clock(Arc::new(clock.clone()))
-                        .with_max_connections(12),
-                )
-                .await
-                .unwrap();
-                Some(Self {
-                    kind,
-                    url,
-                    clock,
-                    store,
-                    _dir: None,
-                    admin_url: Some(admin_url),
-                    db_name: Some(name),
-                })
-            }
-        }
+        let blank = BlankDb::new(kind).await?;
+        Some(blank.open(keyring).await)
     }
 
     /// Another store on the same database (another process, as far as the store can tell).
@@ -155,7 +87,7 @@ impl TestDb {
                 .as_millis(),
         )
         .unwrap();
-        let clock = ManualClock::new(Timestamp::from_millis(now + skew));
+        let clock = ManualClock::at_wall(Timestamp::from_millis(now + skew).to_system_time());
         Store::open(
             StoreConfig::new(&self.url, keyring())
                 .with_clock(Arc::new(clock))
@@ -252,6 +184,93 @@ impl TestDb {
                     .await;
                 let _ = admin.close().await;
             }
+        }
+    }
+}
+
+/// A created database no migration has touched yet (to test a migration on older rows).
+pub(crate) struct BlankDb {
+    pub(crate) kind: Kind,
+    pub(crate) url: String,
+    dir: Option<tempfile::TempDir>,
+    admin_url: Option<String>,
+    db_name: Option<String>,
+}
+
+impl BlankDb {
+    /// A fresh, empty database; `None` when `PostgreSQL` is not configured and not required.
+    pub(crate) async fn new(kind: Kind) -> Option<Self> {
+        match kind {
+            Kind::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                let url = format!("sqlite://{}", dir.path().join("store.db").display());
+                Some(Self {
+                    kind,
+                    url,
+                    dir: Some(dir),
+                    admin_url: None,
+                    db_name: None,
+                })
+            }
+            Kind::Postgres => {
+                let Some(admin_url) = std::env::var("AUTO_SWE_POSTGRES_URL")
+                    .ok()
+                    .filter(|url| !url.is_empty())
+                else {
+                    assert!(
+                        !require_postgres(),
+                        "AUTO_SWE_REQUIRE_POSTGRES=1 but AUTO_SWE_POSTGRES_URL is not set"
+                    );
+                    eprintln!(
+                        "skipped: AUTO_SWE_POSTGRES_URL is not set (scripts/dev-postgres.sh starts one)"
+                    );
+                    return None;
+                };
+                let mut admin = match sqlx::PgConnection::connect(&admin_url).await {
+                    Ok(conn) => conn,
+                    Err(error) => {
+                        assert!(
+                            !require_postgres(),
+                            "AUTO_SWE_REQUIRE_POSTGRES=1 but PostgreSQL is unreachable: {error}"
+                        );
+                        eprintln!("skipped: PostgreSQL is unreachable: {error}");
+                        return None;
+                    }
+                };
+                let name = format!("t_{}", uuid_like());
+                sqlx::query(&format!("CREATE DATABASE \"{name}\""))
+                    .execute(&mut admin)
+                    .await
+                    .unwrap();
+                admin.close().await.unwrap();
+                let url = with_database(&admin_url, &name);
+                Some(Self {
+                    kind,
+                    url,
+                    dir: None,
+                    admin_url: Some(admin_url),
+                    db_name: Some(name),
+                })
+            }
+        }
+    }
+
+    /// Opens the store on it (applying every pending migration).
+    pub(crate) async fn open(self, keyring: Keyring) -> TestDb {
+        let clock = ManualClock::at_wall(Timestamp::from_millis(START).to_system_time());
+        let mut config = StoreConfig::new(&self.url, keyring).with_clock(Arc::new(clock.clone()));
+        if self.kind == Kind::Postgres {
+            config = config.with_max_connections(12);
+        }
+        let store = Store::open(config).await.unwrap();
+        TestDb {
+            kind: self.kind,
+            url: self.url,
+            clock,
+            store,
+            _dir: self.dir,
+            admin_url: self.admin_url,
+            db_name: self.db_name,
         }
     }
 }

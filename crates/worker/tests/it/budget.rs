@@ -94,7 +94,7 @@ async fn a_run_whose_org_runs_out_stops_with_budget_exceeded(db: &TestStore) {
     assert_eq!(run.status, RunStatus::FAILED);
     // What it spent before the refusal is kept on the run and billed to the org's month.
     assert!(run.usage.cost_micros > 0, "{:?}", run.usage);
-    let month = auto_swe_store::Clock::now(&auto_swe_store::SystemClock).year_month();
+    let month = auto_swe_store::Timestamp::now(&auto_swe_store::SystemClock).year_month();
     let billed = db.store.monthly_usage(&org, &month).await.unwrap();
     assert_eq!(billed.usage.cost_micros, run.usage.cost_micros);
     assert_eq!(billed.runs_finalized, 1);

@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use auto_swe_store::{
-    Clock as _, Enqueue, NewRun, Release, RunStatus, Store, SystemClock, TerminalStatus, Usage,
-    WakeOn,
+    Enqueue, NewRun, Release, RunStatus, Store, SystemClock, TerminalStatus, Usage, WakeOn,
 };
 use auto_swe_worker::{DurableEngine, ExecutionState, ReapReport, Reaper, ReaperConfig, RunEnd};
 use serde_json::json;
@@ -46,7 +45,7 @@ async fn stranded_runs_end_failed_and_are_billed_once(db: &TestStore) {
     let store = &db.store;
     let engine = db.engine();
     let org = store.create_org("acme", "Acme").await.unwrap();
-    let month = SystemClock.now().year_month();
+    let month = auto_swe_store::Timestamp::now(&SystemClock).year_month();
     let spec = json!({ "name": "t" });
 
     // Dead-lettered: one attempt allowed, its holder vanished after spending.
@@ -161,7 +160,7 @@ async fn a_run_its_worker_ends_while_the_reaper_looks_is_billed_once(db: &TestSt
     let store = &db.store;
     let engine = db.engine();
     let org = store.create_org("acme", "Acme").await.unwrap();
-    let month = SystemClock.now().year_month();
+    let month = auto_swe_store::Timestamp::now(&SystemClock).year_month();
     let run = store
         .create_run(NewRun::new(json!({ "name": "t" })).with_org(&org.id))
         .await
