@@ -196,7 +196,7 @@ macro_rules! impl_run_stores {
                      RETURNING cancel_requested_at",
                 )
                 .bind(run_id)
-                .bind(self.clock.now().as_millis())
+                .bind(Timestamp::now(&*self.clock).as_millis())
                 .fetch_optional(&mut *tx)
                 .await?;
                 let Some(row) = row else {
@@ -499,7 +499,7 @@ macro_rules! impl_run_stores {
                     .bind(entry.attempt)
                     .bind(&entry.kind)
                     .bind(&result)
-                    .bind(self.clock.now().as_millis())
+                    .bind(Timestamp::now(&*self.clock).as_millis())
                     .bind(token.epoch)
                     .fetch_optional(&self.pool)
                     .await

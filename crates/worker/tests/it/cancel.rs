@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use auto_swe_store::{Clock as _, NewRun, RunStatus, SystemClock, TerminalStatus, Usage};
+use auto_swe_store::{NewRun, RunStatus, SystemClock, TerminalStatus, Usage};
 use auto_swe_worker::{DriveEnd, DurableEngine, Worker, WorkerConfig};
 use serde_json::json;
 use tokio::sync::Notify;
@@ -70,7 +70,7 @@ async fn a_stop_asked_for_while_a_worker_drives_the_run_ends_it_cancelled_and_bi
     let ended = store.get_run(&run.id).await.unwrap();
     assert_eq!(ended.status, RunStatus::CANCELLED);
     assert!(ended.cancel_requested_at.is_some());
-    let month = SystemClock.now().year_month();
+    let month = auto_swe_store::Timestamp::now(&SystemClock).year_month();
     let billed = store.monthly_usage(&org.id, &month).await.unwrap();
     assert_eq!(billed.runs_finalized, 1);
     assert_eq!(billed.runs_completed, 0);
