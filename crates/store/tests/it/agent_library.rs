@@ -263,6 +263,14 @@ async fn refused_agent_values_write_nothing(db: &TestDb) {
     );
     assert_eq!(store.keys().await.unwrap(), Vec::<String>::new());
     assert_eq!(db.raw_count("SELECT COUNT(*) FROM agents").await, 0);
+
+    // A skill whose first revision is refused leaves neither row behind.
+    let skill = Skill::new("big", "big", SkillScope::Global);
+    let first = SkillRevision::new("big", 1, "d", &"x".repeat(2 * 1024 * 1024));
+    let err = store.create(skill, first, &no_conflicts).await.unwrap_err();
+    assert_eq!(err.code(), "STORE_INVALID", "{err}");
+    assert_eq!(store.get("big").await.unwrap(), None);
+    assert_eq!(db.raw_count("SELECT COUNT(*) FROM skills").await, 0);
 }
 
 fn no_conflicts(_: &[Skill]) -> Vec<String> {
