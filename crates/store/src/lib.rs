@@ -31,8 +31,8 @@ use std::sync::Arc;
 // The vocabulary the store shares with the crates below it, re-exported so a store user
 // names one type: how runs end (spec), how steps and human steps end (interpreter; `StepEnd`
 // and `HumanStepEnd` here, since the store's own `StepStatus` and `HumanStepStatus` are the
-// lifecycles that wrap them) and library scopes (agents).
-pub use auto_swe_agents::Scope;
+// lifecycles that wrap them) and library scopes with their ids (agents).
+pub use auto_swe_agents::ScopeRef;
 pub use auto_swe_interpreter::{HumanStepStatus as HumanStepEnd, StepStatus as StepEnd};
 pub use auto_swe_scanners::{Clock, ManualClock, SystemClock};
 pub use auto_swe_spec::TerminalStatus;

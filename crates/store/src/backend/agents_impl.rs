@@ -467,6 +467,7 @@ macro_rules! impl_agent_library {
                 Ok(Some((active, versions)))
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(key = %next.key, scope = %next.scope, version = next.version))]
             async fn append(
                 &self,
                 next: AgentVersion,
@@ -475,6 +476,7 @@ macro_rules! impl_agent_library {
                 Ok(self.library_append(&next, expected_latest).await?)
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(key = %key, scope = %scope, active))]
             async fn set_active(
                 &self,
                 key: &str,
@@ -563,6 +565,7 @@ macro_rules! impl_agent_library {
                     .collect::<StoreResult<_>>()?)
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(skill_id = %skill.id))]
             async fn create(
                 &self,
                 skill: Skill,
@@ -572,6 +575,7 @@ macro_rules! impl_agent_library {
                 Ok(self.library_create_skill(&skill, &first, conflicts).await?)
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(skill_id = %skill.id, expected_revision))]
             async fn update(
                 &self,
                 skill: Skill,

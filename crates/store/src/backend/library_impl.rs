@@ -9,8 +9,7 @@ macro_rules! impl_library_stores {
                 Ok(ProviderCredential {
                     id: row.try_get("id")?,
                     provider: row.try_get("provider")?,
-                    scope: parse_scope("provider_credentials", &scope)?,
-                    scope_id: row.try_get("scope_id")?,
+                    scope: parse_scope_ref("provider_credentials", &scope, row.try_get("scope_id")?)?,
                     label: row.try_get("label")?,
                     created_at: Timestamp::from_millis(row.try_get("created_at")?),
                 })
@@ -69,8 +68,7 @@ macro_rules! impl_library_stores {
             async fn create_provider_credential(
                 &self,
                 provider: &str,
-                scope: Scope,
-                scope_id: Option<&str>,
+                scope: &ScopeRef,
                 label: &str,
                 api_key: &SecretString,
             ) -> StoreResult<ProviderCredential> {
@@ -79,7 +77,7 @@ macro_rules! impl_library_stores {
                 if api_key.expose().is_empty() || api_key.expose().len() > 8 * 1024 {
                     return Err(StoreError::invalid("api key", "must be 1-8192 bytes"));
                 }
-                scope_key(scope, scope_id)?;
+                let (scope, scope_id, _) = scope_ref_columns(scope)?;
                 let id = new_id();
                 let sealed = self.keyring.seal_string(
                     SecretOwner {

@@ -34,9 +34,8 @@ pub(crate) mod prelude {
     pub(crate) use sqlx::Row;
 
     pub(crate) use super::shared::{
-        RunStanding, from_json_text, new_id, parse_scope, parse_scope_ref, parse_skill_scope,
-        parse_stored, scope_key, scope_ref_columns, sha256_hex, skill_scope_columns, stored_number,
-        to_json_text,
+        RunStanding, from_json_text, new_id, parse_scope_ref, parse_skill_scope, parse_stored,
+        scope_key, scope_ref_columns, sha256_hex, skill_scope_columns, stored_number, to_json_text,
     };
     pub(crate) use crate::clock::Timestamp;
     pub(crate) use crate::error::{StoreError, StoreResult, map_write};
@@ -87,7 +86,7 @@ pub(crate) mod prelude {
     };
     pub(crate) use crate::secret::{Keyring, SecretOwner, SecretString};
     pub(crate) use auto_swe_agents::{
-        AgentLineageHead, AgentVersion, CredentialRef, ModelSpec, ReasoningLevel, Runtime, Scope,
+        AgentLineageHead, AgentVersion, CredentialRef, ModelSpec, ReasoningLevel, Runtime,
         ScopeRef, Skill, SkillRevision, StoreError as LibraryStoreError,
     };
     pub(crate) use auto_swe_scanners::Clock;

@@ -366,6 +366,7 @@ macro_rules! impl_run_stores {
                 Ok(from_json_text::<RunPins>("workflow_runs", &pins)?.agent_runtimes)
             }
 
+            #[tracing::instrument(level = "debug", skip_all, fields(run_id = %token.run_id, epoch = token.epoch))]
             async fn compare_and_set_runtime_pins(
                 &self,
                 token: &LeaseToken,

@@ -6,7 +6,7 @@ use crate::clock::Timestamp;
 use crate::enums::string_enum;
 use crate::error::StoreResult;
 use crate::secret::SecretString;
-use auto_swe_agents::Scope;
+use auto_swe_agents::ScopeRef;
 
 /// A model-provider API key (sealed at rest).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,10 +16,8 @@ pub struct ProviderCredential {
     pub id: String,
     /// Provider (`anthropic`, `openai`, …).
     pub provider: String,
-    /// Scope.
-    pub scope: Scope,
-    /// Scope id.
-    pub scope_id: Option<String>,
+    /// Where it lives.
+    pub scope: ScopeRef,
     /// Label.
     pub label: String,
     /// Creation time.
@@ -36,8 +34,7 @@ pub trait ProviderCredentialStore: Send + Sync {
     async fn create_provider_credential(
         &self,
         provider: &str,
-        scope: Scope,
-        scope_id: Option<&str>,
+        scope: &ScopeRef,
         label: &str,
         api_key: &SecretString,
     ) -> StoreResult<ProviderCredential>;

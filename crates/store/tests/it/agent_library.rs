@@ -11,7 +11,7 @@ use auto_swe_agents::{
     SkillProvenance, SkillRevision, SkillScope, StaticPatterns, StoreError as LibraryStoreError,
     name_conflicts,
 };
-use auto_swe_store::{Scope, SecretString, Store};
+use auto_swe_store::{SecretString, Store};
 
 use crate::conformance;
 use crate::support::TestDb;
@@ -263,6 +263,14 @@ async fn refused_agent_values_write_nothing(db: &TestDb) {
     );
     assert_eq!(store.keys().await.unwrap(), Vec::<String>::new());
     assert_eq!(db.raw_count("SELECT COUNT(*) FROM agents").await, 0);
+
+    // A skill whose first revision is refused leaves neither row behind.
+    let skill = Skill::new("big", "big", SkillScope::Global);
+    let first = SkillRevision::new("big", 1, "d", &"x".repeat(2 * 1024 * 1024));
+    let err = store.create(skill, first, &no_conflicts).await.unwrap_err();
+    assert_eq!(err.code(), "STORE_INVALID", "{err}");
+    assert_eq!(store.get("big").await.unwrap(), None);
+    assert_eq!(db.raw_count("SELECT COUNT(*) FROM skills").await, 0);
 }
 
 fn no_conflicts(_: &[Skill]) -> Vec<String> {
@@ -433,11 +441,11 @@ async fn credentials_are_found_by_scope_and_must_open(db: &TestDb) {
     let store = &db.store;
     let key = SecretString::new("sk-test-123".to_owned());
     let global = store
-        .create_provider_credential("anthropic", Scope::Global, None, "platform", &key)
+        .create_provider_credential("anthropic", &ScopeRef::Global, "platform", &key)
         .await
         .unwrap();
     let team = store
-        .create_provider_credential("anthropic", Scope::Team, Some("t1"), "team", &key)
+        .create_provider_credential("anthropic", &ScopeRef::Team("t1".to_owned()), "team", &key)
         .await
         .unwrap();
     let found = store.by_id(&global.id).await.unwrap().unwrap();
@@ -491,8 +499,7 @@ async fn the_agent_library_runs_on_the_store(db: &TestDb) {
     let credential = store
         .create_provider_credential(
             "anthropic",
-            Scope::Global,
-            None,
+            &auto_swe_agents::ScopeRef::Global,
             "platform",
             &SecretString::new("sk-test".to_owned()),
         )

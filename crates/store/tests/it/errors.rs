@@ -27,9 +27,12 @@ fn invalid_enum_values_are_typed_errors() {
         "ADMIN".parse::<OrgRole>().unwrap_err().code(),
         "STORE_INVALID_INPUT"
     );
-    assert_eq!(Scope::parse("x"), None);
-    assert_eq!(Scope::parse("global"), None);
-    assert_eq!(Scope::parse("TEAM"), Some(Scope::Team));
+    assert_eq!(auto_swe_agents::Scope::parse("x"), None);
+    assert_eq!(auto_swe_agents::Scope::parse("global"), None);
+    assert_eq!(
+        auto_swe_agents::Scope::parse("TEAM"),
+        Some(auto_swe_agents::Scope::Team)
+    );
     assert_eq!(
         "x".parse::<HumanStepKind>().unwrap_err().code(),
         "STORE_INVALID_INPUT"

@@ -58,8 +58,7 @@ async fn sealed_values_are_bound_to_row_and_key(db: &TestDb) {
         .store
         .create_provider_credential(
             "anthropic",
-            Scope::Global,
-            None,
+            &auto_swe_agents::ScopeRef::Global,
             "main",
             &SecretString::new("sk-secret"),
         )
@@ -138,8 +137,7 @@ async fn rotation_reseals_every_envelope(db: &TestDb) {
         .store
         .create_provider_credential(
             "openai",
-            Scope::Team,
-            Some(&team.id),
+            &auto_swe_agents::ScopeRef::Team(team.id.clone()),
             "team key",
             &SecretString::new("sk-team"),
         )
