@@ -1,0 +1,109 @@
+//! A `CONNECT` tunnel after the 200: hold the client's bytes until its TLS `ClientHello` names
+//! the `CONNECT` host, then connect to a checked address and relay both ways. Nothing reaches
+//! the upstream before the server name has been checked.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::proxy::{Ask, EgressProxy};
+use crate::refusal::{EgressRefusal, Verdict};
+use crate::sni::{Hello, MAX_CLIENT_HELLO, server_name};
+
+/// A fatal TLS alert, `unrecognized_name`, sent to a client whose server name was refused so
+/// its TLS library reports a handshake failure rather than a bare reset.
+const UNRECOGNIZED_NAME_ALERT: [u8; 7] = [21, 3, 3, 0, 2, 2, 112];
+/// The relay's buffer per direction; large enough that a bulk download is not syscall-bound.
+const RELAY_BUFFER: usize = 64 * 1024;
+/// The most bytes held while waiting for a whole `ClientHello` (its records' headers included).
+const MAX_HELD: usize = 2 * MAX_CLIENT_HELLO;
+
+/// What reading the start of the tunnel came to.
+enum Start {
+    Hello { held: Vec<u8> },
+    Refused(EgressRefusal),
+    Gone,
+}
+
+async fn read_client_hello<IO: AsyncRead + Unpin>(client: &mut IO, host: &str) -> Start {
+    let mut held = Vec::with_capacity(2048);
+    let mut chunk = [0_u8; 4096];
+    loop {
+        match client.read(&mut chunk).await {
+            Ok(0) | Err(_) => return Start::Gone,
+            Ok(read) => held.extend_from_slice(&chunk[..read]),
+        }
+        match server_name(&held) {
+            Ok(Hello::NeedMore) if held.len() > MAX_HELD => {
+                return Start::Refused(EgressRefusal::NotTls {
+                    detail: "the ClientHello is too large",
+                });
+            }
+            Ok(Hello::NeedMore) => {}
+            Ok(Hello::ServerName(name)) if name == host => return Start::Hello { held },
+            Ok(Hello::ServerName(sni)) => {
+                return Start::Refused(EgressRefusal::SniMismatch { sni });
+            }
+            Err(refusal) => return Start::Refused(refusal),
+        }
+    }
+}
+
+/// Runs the tunnel to its end. `addresses` were all checked; only they are connected to.
+pub(crate) async fn tunnel<IO>(
+    proxy: Arc<EgressProxy>,
+    ask: Ask,
+    rule: String,
+    addresses: Vec<IpAddr>,
+    mut client: IO,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    let Some(target) = ask.target.clone() else {
+        return;
+    };
+    let start = tokio::time::timeout(
+        proxy.config().handshake_timeout,
+        read_client_hello(&mut client, &target.host),
+    )
+    .await
+    .unwrap_or(Start::Refused(EgressRefusal::NotTls {
+        detail: "no ClientHello arrived in time",
+    }));
+    let held = match start {
+        Start::Hello { held } => held,
+        Start::Refused(refusal) => {
+            if matches!(refusal, EgressRefusal::SniMismatch { .. }) {
+                let _ = client.write_all(&UNRECOGNIZED_NAME_ALERT).await;
+            }
+            let _ = client.shutdown().await;
+            proxy.record(&ask, Verdict::refused(&refusal));
+            return;
+        }
+        Start::Gone => return,
+    };
+    let (mut upstream, address) = match proxy.connect(&target, &addresses).await {
+        Ok(connected) => connected,
+        Err(stop) => {
+            proxy.record(&ask, stop.verdict());
+            let _ = client.shutdown().await;
+            return;
+        }
+    };
+    proxy.record(&ask, Verdict::Allowed { rule, address });
+    if upstream.write_all(&held).await.is_err() {
+        return;
+    }
+    match tokio::io::copy_bidirectional_with_sizes(
+        &mut client,
+        &mut upstream,
+        RELAY_BUFFER,
+        RELAY_BUFFER,
+    )
+    .await
+    {
+        Ok((sent, received)) => tracing::debug!(sent, received, "tunnel closed"),
+        Err(error) => tracing::debug!(%error, "tunnel ended with an error"),
+    }
+}

@@ -1,0 +1,3 @@
+//! Integration tests of the egress proxy, against servers on loopback.
+
+mod proxy;
