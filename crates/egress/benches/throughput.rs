@@ -170,10 +170,8 @@ async fn latencies(connect_to: SocketAddr, uri: &str, host: &str) -> Vec<Duratio
 }
 
 fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg").map_or_else(
-        |_| "unavailable".into(),
-        |text| text.trim().to_owned(),
-    )
+    std::fs::read_to_string("/proc/loadavg")
+        .map_or_else(|_| "unavailable".into(), |text| text.trim().to_owned())
 }
 
 async fn bench() {

@@ -79,6 +79,12 @@ impl<IO> Rewind<IO> {
             inner,
         }
     }
+
+    /// The prefix bytes not yet read, and the stream.
+    pub(crate) fn into_parts(self) -> (Vec<u8>, IO) {
+        let rest = self.prefix.get(self.offset..).unwrap_or_default().to_vec();
+        (rest, self.inner)
+    }
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Rewind<IO> {

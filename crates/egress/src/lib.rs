@@ -12,6 +12,7 @@ mod io;
 mod policy;
 mod proxy;
 mod refusal;
+mod relay;
 mod resolve;
 mod sni;
 mod target;

@@ -27,7 +27,7 @@ use crate::policy::{Access, EgressPolicy};
 use crate::refusal::{EgressDecision, EgressRefusal, EgressSink, Verdict};
 use crate::resolve::Resolve;
 use crate::target::{Target, connect_target, host_header_agrees, http_target};
-use crate::tunnel::tunnel;
+use crate::tunnel::{Client, tunnel};
 
 /// The body of a response the proxy sends: the upstream's, or its own.
 pub(crate) type ProxyBody = Either<Incoming, Full<Bytes>>;
@@ -301,14 +301,8 @@ impl EgressProxy {
             async move {
                 match hyper::upgrade::on(request).await {
                     Ok(upgraded) => {
-                        tunnel(
-                            proxy,
-                            tunnel_ask,
-                            allowed.rule,
-                            addresses,
-                            TokioIo::new(upgraded),
-                        )
-                        .await;
+                        let client = Client::of(upgraded);
+                        tunnel(proxy, tunnel_ask, allowed.rule, addresses, client).await;
                     }
                     Err(error) => tracing::debug!(%error, "CONNECT upgrade failed"),
                 }
