@@ -453,3 +453,109 @@ async fn deny_rules_win_and_methods_are_limited() {
         assert_eq!(status_and_body(&answer).0, "HTTP/1.1 200 OK", "{request}");
     }
 }
+
+#[tokio::test]
+async fn a_client_hello_sent_with_the_connect_is_held_and_checked_too() {
+    let upstream = Upstream::start(Serve::Raw).await;
+    let origin = format!("registry.test:{}", upstream.port());
+    let proxy = Proxy::start(
+        policy(&[&origin], &[&origin]),
+        Arc::new(loopback_names(&["registry.test"])),
+    )
+    .await;
+    // The head and the ClientHello in one write, before the 200 arrives.
+    for (sni, forwarded) in [("registry.test", true), ("evil.test", false)] {
+        let mut request = format!("CONNECT {origin} HTTP/1.1\r\n\r\n").into_bytes();
+        request.extend_from_slice(&client_hello_for_tests(&[sni]));
+        let answer = proxy.exchange(&request).await;
+        let text = String::from_utf8_lossy(&answer);
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert_eq!(text.ends_with("TUNNEL-OK"), forwarded, "{text}");
+    }
+    assert_eq!(
+        *upstream.raw.lock().unwrap(),
+        [client_hello_for_tests(&["registry.test"])]
+    );
+    assert_eq!(upstream.connections().await, 1);
+    let decisions = proxy.sink.wait_for(2).await;
+    assert_eq!(refused(&decisions[1]).0, "SNI_MISMATCH");
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_a_gateway_error_and_recorded() {
+    let closed = std::net::TcpListener::bind((LOOPBACK, 0)).unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let origin = format!("registry.test:{port}");
+    let proxy = Proxy::start(
+        policy(&[&origin, &format!("nowhere.test:{port}")], &[&origin]),
+        Arc::new(loopback_names(&["registry.test"])),
+    )
+    .await;
+    let answer = proxy
+        .exchange(format!("GET http://{origin}/ HTTP/1.1\r\nHost: {origin}\r\n\r\n").as_bytes())
+        .await;
+    let (status, body) = status_and_body(&answer);
+    assert_eq!(status, "HTTP/1.1 502 Bad Gateway");
+    assert!(body.starts_with("EGRESS_FAILED (CONNECT_FAILED)"), "{body}");
+    let answer = proxy
+        .exchange(format!("CONNECT nowhere.test:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await;
+    let (status, body) = status_and_body(&answer);
+    assert_eq!(status, "HTTP/1.1 502 Bad Gateway");
+    assert!(body.starts_with("EGRESS_FAILED (RESOLVE_FAILED)"), "{body}");
+    let decisions = proxy.sink.wait_for(2).await;
+    let json = serde_json::to_value(&decisions).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!([
+            {
+                "connection": 1,
+                "access": {"kind": "http", "method": "GET"},
+                "host": "registry.test",
+                "port": port,
+                "verdict": {
+                    "verdict": "failed",
+                    "reason": "CONNECT_FAILED",
+                    "message": format!("127.0.0.1:{port}: Connection refused (os error 111)"),
+                },
+            },
+            {
+                "connection": 2,
+                "access": {"kind": "tunnel"},
+                "host": "nowhere.test",
+                "port": port,
+                "verdict": {
+                    "verdict": "failed",
+                    "reason": "RESOLVE_FAILED",
+                    "message": "egress resolve failed (RESOLVE_FAILED): nowhere.test has no addresses",
+                },
+            },
+        ])
+    );
+}
+
+#[tokio::test]
+async fn refusals_are_recorded_in_the_trace_shape() {
+    let proxy = Proxy::start(policy(&[], &[]), Arc::new(StaticResolver::new())).await;
+    let answer = proxy
+        .exchange(b"CONNECT crates.io:443 HTTP/1.1\r\n\r\n")
+        .await;
+    assert_refused(&proxy, &answer, "DEFAULT_DENY").await;
+    let json = serde_json::to_value(proxy.sink.decisions()).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!([{
+            "connection": 1,
+            "access": {"kind": "tunnel"},
+            "host": "crates.io",
+            "port": 443,
+            "verdict": {
+                "verdict": "refused",
+                "reason": "DEFAULT_DENY",
+                "rule": null,
+                "message": "no allow rule covers this host and port",
+            },
+        }])
+    );
+}
