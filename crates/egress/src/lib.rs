@@ -26,3 +26,28 @@ pub use refusal::{EgressDecision, EgressRefusal, EgressSink, MemorySink, Verdict
 pub use resolve::{Resolve, ResolveError, StaticResolver, SystemResolver};
 #[doc(hidden)]
 pub use sni::client_hello_for_tests;
+
+/// Entry points for the fuzz targets (`fuzz/fuzz_targets/egress_parsers.rs`); not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::refusal::EgressRefusal;
+
+    /// The `ClientHello` reader: `Ok(None)` while more bytes are needed.
+    pub fn server_name(bytes: &[u8]) -> Result<Option<String>, EgressRefusal> {
+        crate::sni::server_name(bytes).map(|hello| match hello {
+            crate::sni::Hello::NeedMore => None,
+            crate::sni::Hello::ServerName(name) => Some(name),
+        })
+    }
+
+    /// The `CONNECT` target reader.
+    pub fn connect_target(text: &str) -> Result<(String, u16), EgressRefusal> {
+        crate::target::connect_target(text).map(|target| (target.host, target.port))
+    }
+
+    /// The request-head end finder.
+    #[must_use]
+    pub fn head_end(bytes: &[u8]) -> Option<usize> {
+        crate::io::head_end(bytes)
+    }
+}
