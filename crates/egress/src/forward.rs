@@ -1,6 +1,6 @@
 //! One plain HTTP request forwarded over a connection to a checked address: the request in
 //! origin form with its `Host` set to the checked target, hop-by-hop and proxy headers dropped
-//! both ways, bodies streamed.
+//! both ways, the request body framed anew, bodies streamed.
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, Version};
@@ -69,6 +69,10 @@ pub(crate) async fn forward(
         .map_err(|_| "the request path is not valid".to_owned())?;
     parts.version = Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers);
+    // The body is framed again from what was read (its exact length, or chunked), so a request
+    // whose Content-Length and Transfer-Encoding disagreed cannot reach the upstream framed two
+    // ways.
+    parts.headers.remove(header::CONTENT_LENGTH);
     let host = if target.port == 80 {
         target.host.clone()
     } else {
