@@ -17,8 +17,8 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream, UnixListener};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -140,6 +140,13 @@ impl std::fmt::Debug for EgressProxy {
     }
 }
 
+/// Out of descriptors, or a connection reset before it was accepted: back off briefly rather
+/// than spin.
+async fn accept_failed(error: &std::io::Error) {
+    tracing::warn!(%error, "egress proxy accept failed");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
 impl EgressProxy {
     /// A proxy deciding with `policy`, resolving with `resolver` and reporting to `sink`.
     #[must_use]
@@ -178,29 +185,54 @@ impl EgressProxy {
             match accepted {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    let proxy = Arc::clone(&self);
-                    tokio::spawn(async move {
-                        proxy.serve_connection(stream, Some(peer)).await;
-                        drop(permit);
-                    });
+                    self.spawn_connection(stream, &peer.to_string(), permit);
                 }
-                Err(error) => {
-                    // Out of descriptors or a connection reset before accept: back off briefly
-                    // rather than spin.
-                    tracing::warn!(%error, "egress proxy accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                Err(error) => accept_failed(&error).await,
             }
         }
     }
 
-    /// Serves one client connection (one request; a `CONNECT` becomes a tunnel).
-    pub async fn serve_connection<IO>(self: Arc<Self>, mut io: IO, peer: Option<SocketAddr>)
+    /// [`EgressProxy::serve`] on a Unix socket — the form in which the proxy is bind-mounted
+    /// into a workspace that has no network of its own.
+    pub async fn serve_unix(self: Arc<Self>, listener: UnixListener, shutdown: CancellationToken) {
+        loop {
+            let Ok(permit) = Arc::clone(&self.permits).acquire_owned().await else {
+                return;
+            };
+            let accepted = tokio::select! {
+                () = shutdown.cancelled() => return,
+                accepted = listener.accept() => accepted,
+            };
+            match accepted {
+                Ok((stream, _)) => self.spawn_connection(stream, "unix", permit),
+                Err(error) => accept_failed(&error).await,
+            }
+        }
+    }
+
+    fn spawn_connection<IO>(self: &Arc<Self>, io: IO, peer: &str, permit: OwnedSemaphorePermit)
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let proxy = Arc::clone(self);
+        let span = tracing::info_span!("egress.accept", peer);
+        tokio::spawn(
+            async move {
+                proxy.serve_connection(io).await;
+                drop(permit);
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Serves one client connection (one request; a `CONNECT` becomes a tunnel). A TCP or Unix
+    /// socket's tunnel is relayed in the kernel; any other stream's by copying.
+    pub async fn serve_connection<IO>(self: Arc<Self>, mut io: IO)
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let connection = self.next_connection.fetch_add(1, Ordering::Relaxed);
-        let span = tracing::info_span!("egress.connection", connection, peer = ?peer);
+        let span = tracing::info_span!("egress.connection", connection);
         async move {
             let head = tokio::time::timeout(
                 self.config.handshake_timeout,

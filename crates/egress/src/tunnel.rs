@@ -8,12 +8,12 @@ use std::sync::Arc;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 
 use crate::io::Rewind;
 use crate::proxy::{Ask, EgressProxy};
 use crate::refusal::{EgressRefusal, Verdict};
-use crate::relay::relay;
+use crate::relay::{Socket, relay};
 use crate::sni::{Hello, MAX_CLIENT_HELLO, server_name};
 
 /// A fatal TLS alert, `unrecognized_name`, sent to a client whose server name was refused so
@@ -55,27 +55,47 @@ async fn read_client_hello<IO: AsyncRead + Unpin>(client: &mut IO, host: &str) -
     }
 }
 
-/// The client side of a tunnel: a TCP socket (relayed with `splice`) with the bytes already
-/// read from it, or any other stream (relayed by copying).
+/// The client side of a tunnel: a socket (relayed with `splice`) with the bytes already read
+/// from it, or any other stream (relayed by copying).
 pub(crate) enum Client {
-    Tcp { pending: Vec<u8>, stream: TcpStream },
+    Tcp {
+        pending: Vec<u8>,
+        stream: TcpStream,
+    },
+    Unix {
+        pending: Vec<u8>,
+        stream: UnixStream,
+    },
     Stream(TokioIo<Upgraded>),
 }
 
 impl Client {
-    /// Takes back the socket under an upgraded connection when it is TCP.
+    /// Takes back the socket under an upgraded connection when it is TCP or Unix.
     pub(crate) fn of(upgraded: Upgraded) -> Self {
-        match upgraded.downcast::<TokioIo<Rewind<TcpStream>>>() {
+        let upgraded = match upgraded.downcast::<TokioIo<Rewind<TcpStream>>>() {
             Ok(parts) => {
-                // Hyper's read-ahead came from the replayed prefix first, so it goes first.
-                let (rest, stream) = parts.io.into_inner().into_parts();
-                let mut pending = parts.read_buf.to_vec();
-                pending.extend_from_slice(&rest);
-                Self::Tcp { pending, stream }
+                let (pending, stream) = take_back(parts.io.into_inner(), &parts.read_buf);
+                return Self::Tcp { pending, stream };
+            }
+            Err(upgraded) => upgraded,
+        };
+        match upgraded.downcast::<TokioIo<Rewind<UnixStream>>>() {
+            Ok(parts) => {
+                let (pending, stream) = take_back(parts.io.into_inner(), &parts.read_buf);
+                Self::Unix { pending, stream }
             }
             Err(upgraded) => Self::Stream(TokioIo::new(upgraded)),
         }
     }
+}
+
+/// The bytes read but not yet used, and the stream. Hyper's read-ahead came from the replayed
+/// prefix first, so it goes first.
+fn take_back<IO>(rewind: Rewind<IO>, read_ahead: &[u8]) -> (Vec<u8>, IO) {
+    let (rest, stream) = rewind.into_parts();
+    let mut pending = read_ahead.to_vec();
+    pending.extend_from_slice(&rest);
+    (pending, stream)
 }
 
 /// Runs the tunnel to its end. `addresses` were all checked; only they are connected to.
@@ -86,41 +106,68 @@ pub(crate) async fn tunnel(
     addresses: Vec<IpAddr>,
     client: Client,
 ) {
-    match client {
+    let ended = match client {
         Client::Tcp {
             pending,
             mut stream,
         } => {
-            let mut reader = Rewind::new(pending, &mut stream);
-            let Some(mut upstream) = open(&proxy, &ask, rule, &addresses, &mut reader).await else {
+            let Some(upstream) =
+                open_held(&proxy, &ask, rule, &addresses, pending, &mut stream).await
+            else {
                 return;
             };
-            let (rest, _) = reader.into_parts();
-            if !rest.is_empty() && upstream.write_all(&rest).await.is_err() {
+            relay(Socket::Tcp(&stream), &upstream).await
+        }
+        Client::Unix {
+            pending,
+            mut stream,
+        } => {
+            let Some(upstream) =
+                open_held(&proxy, &ask, rule, &addresses, pending, &mut stream).await
+            else {
                 return;
-            }
-            match relay(&stream, &upstream).await {
-                Ok((sent, received)) => tracing::debug!(sent, received, "tunnel closed"),
-                Err(error) => tracing::debug!(%error, "tunnel ended with an error"),
-            }
+            };
+            relay(Socket::Unix(&stream), &upstream).await
         }
         Client::Stream(mut io) => {
             let Some(mut upstream) = open(&proxy, &ask, rule, &addresses, &mut io).await else {
                 return;
             };
-            match tokio::io::copy_bidirectional_with_sizes(
+            tokio::io::copy_bidirectional_with_sizes(
                 &mut io,
                 &mut upstream,
                 RELAY_BUFFER,
                 RELAY_BUFFER,
             )
             .await
-            {
-                Ok((sent, received)) => tracing::debug!(sent, received, "tunnel closed"),
-                Err(error) => tracing::debug!(%error, "tunnel ended with an error"),
-            }
         }
+    };
+    match ended {
+        Ok((sent, received)) => tracing::debug!(sent, received, "tunnel closed"),
+        Err(error) => tracing::debug!(%error, "tunnel ended with an error"),
     }
+}
+
+/// [`open`] for a socket with bytes already read from it: the bytes the `ClientHello` check did
+/// not use go upstream too, before the relay takes over the socket.
+async fn open_held<IO>(
+    proxy: &EgressProxy,
+    ask: &Ask,
+    rule: String,
+    addresses: &[IpAddr],
+    pending: Vec<u8>,
+    stream: &mut IO,
+) -> Option<TcpStream>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut reader = Rewind::new(pending, stream);
+    let mut upstream = open(proxy, ask, rule, addresses, &mut reader).await?;
+    let (rest, _) = reader.into_parts();
+    if !rest.is_empty() {
+        upstream.write_all(&rest).await.ok()?;
+    }
+    Some(upstream)
 }
 
 /// Reads and checks the `ClientHello`, connects to a checked address and sends it the bytes

@@ -12,7 +12,7 @@ use tokio::process::{Child, Command};
 use crate::support::{PATIENCE, Proxy, Serve, Upstream, loopback_names, policy};
 
 /// A command with a clean environment: no proxy variables or user configuration leak in.
-fn command(program: &str, home: &Path) -> Command {
+pub(crate) fn command(program: &str, home: &Path) -> Command {
     #[expect(
         clippy::disallowed_methods,
         reason = "the tests drive real clients (curl, git, openssl) through the proxy"
@@ -29,14 +29,14 @@ fn command(program: &str, home: &Path) -> Command {
     command
 }
 
-async fn run(mut command: Command) -> Output {
+pub(crate) async fn run(mut command: Command) -> Output {
     tokio::time::timeout(PATIENCE, command.output())
         .await
         .unwrap()
         .unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
@@ -94,7 +94,7 @@ async fn curl_fetches_over_plain_http_and_the_proxy_credential_stays_behind() {
 
 /// An `openssl s_server` on loopback with a certificate for `registry.test`, and the port it
 /// chose (read from its own announcement, not guessed).
-async fn tls_server(dir: &Path) -> (Child, u16) {
+pub(crate) async fn tls_server(dir: &Path) -> (Child, u16) {
     let mut req = command("openssl", dir);
     req.current_dir(dir).args([
         "req",

@@ -9,3 +9,4 @@
 mod clients;
 mod proxy;
 mod support;
+mod unix;
