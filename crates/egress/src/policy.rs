@@ -396,6 +396,28 @@ mod tests {
     }
 
     #[test]
+    fn rules_report_their_methods_and_errors_their_code() {
+        assert_eq!(
+            Rule::parse("crates.io:443").unwrap().methods(),
+            &MethodLimit::Any
+        );
+        assert_eq!(
+            Rule::parse("GET,HEAD deb.debian.org:80").unwrap().methods(),
+            &MethodLimit::Only(["GET".to_owned(), "HEAD".to_owned()].into())
+        );
+        let error = Rule::parse("*:443").unwrap_err();
+        assert_eq!(
+            (error.code(), error.is_retryable()),
+            ("EGRESS_RULE_INVALID", false)
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("egress rule invalid (EGRESS_RULE_INVALID): ")
+        );
+    }
+
+    #[test]
     fn bad_rules_are_refused() {
         for text in [
             "*:443",

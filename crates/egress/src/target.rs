@@ -132,12 +132,36 @@ mod tests {
             "a/b",
             &"a".repeat(64),
             &format!("{}.com", "a.".repeat(126)),
+            // 254 characters: one over what DNS carries.
+            &format!(
+                "{}.{}.{}.{}",
+                "a".repeat(63),
+                "b".repeat(63),
+                "c".repeat(63),
+                "d".repeat(62)
+            ),
         ] {
             assert!(
                 matches!(normalize_host(bad), Err(EgressRefusal::BadTarget { .. })),
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn names_at_the_dns_limits_pass() {
+        let label = "a".repeat(63);
+        assert_eq!(normalize_host(&label).unwrap(), label);
+        let longest = format!(
+            "{}.{}.{}.{}",
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(63),
+            "d".repeat(61)
+        );
+        assert_eq!(longest.len(), 253);
+        assert_eq!(normalize_host(&longest).unwrap(), longest);
+        assert_eq!(normalize_host(&format!("{longest}.")).unwrap(), longest);
     }
 
     #[test]
