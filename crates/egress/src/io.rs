@@ -151,12 +151,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn rewind_replays_its_prefix_through_small_reads() {
+        let mut stream = Rewind::new(b"head".to_vec(), &b" and the rest"[..]);
+        let mut out = Vec::new();
+        let mut byte = [0_u8; 1];
+        while stream.read(&mut byte).await.unwrap() == 1 {
+            out.push(byte[0]);
+        }
+        assert_eq!(out, b"head and the rest");
+        let mut partly = Rewind::new(b"abc".to_vec(), &b"d"[..]);
+        assert_eq!(partly.read(&mut byte).await.unwrap(), 1);
+        assert_eq!(partly.into_parts(), (b"bc".to_vec(), &b"d"[..]));
+    }
+
+    #[tokio::test]
     async fn read_head_limits_and_split_terminators() {
         let head = b"GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n";
         let mut whole = &head[..];
         assert!(matches!(
             read_head(&mut whole, 1024, 10).await.unwrap(),
             Head::Complete(bytes) if bytes == head
+        ));
+        let mut exact = &head[..];
+        assert!(matches!(
+            read_head(&mut exact, head.len(), 3).await.unwrap(),
+            Head::Complete(_)
         ));
         let mut short = &head[..];
         assert!(matches!(

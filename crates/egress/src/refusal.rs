@@ -282,3 +282,41 @@ impl EgressSink for MemorySink {
             .send_modify(|decisions| decisions.push(decision.clone()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_final_and_name_their_reason() {
+        let refusals = [
+            EgressRefusal::NoRule,
+            EgressRefusal::DenyRule {
+                rule: "deny a.test:*".into(),
+            },
+            EgressRefusal::IpLiteral,
+            EgressRefusal::Address {
+                refusal: UrlRefusal::Metadata {
+                    host: "169.254.169.254".into(),
+                },
+            },
+        ];
+        let shown: Vec<_> = refusals
+            .iter()
+            .map(|r| (r.code(), r.reason(), r.rule(), r.is_retryable()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("EGRESS_REFUSED", "DEFAULT_DENY", None, false),
+                ("EGRESS_REFUSED", "DENY_RULE", Some("deny a.test:*"), false),
+                ("EGRESS_REFUSED", "IP_LITERAL", None, false),
+                ("EGRESS_REFUSED", "METADATA", None, false),
+            ]
+        );
+        assert_eq!(
+            refusals[1].body(),
+            "EGRESS_REFUSED (DENY_RULE): refused by rule `deny a.test:*`\nrule: deny a.test:*\n"
+        );
+    }
+}

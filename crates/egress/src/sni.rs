@@ -253,6 +253,31 @@ mod tests {
     }
 
     #[test]
+    fn record_and_message_lengths_at_their_limits() {
+        let record = |length: u16| {
+            let mut bytes = vec![HANDSHAKE, 3, 1];
+            bytes.extend_from_slice(&length.to_be_bytes());
+            bytes
+        };
+        assert_eq!(server_name(&record(16_384)), Ok(Hello::NeedMore));
+        assert!(server_name(&record(16_385)).is_err());
+        assert!(server_name(&record(0)).is_err());
+        // A ClientHello of exactly the most the proxy reads is awaited; one byte more is refused.
+        let hello = |length: [u8; 3]| {
+            let mut bytes = record(4);
+            bytes.extend_from_slice(&[CLIENT_HELLO, length[0], length[1], length[2]]);
+            bytes
+        };
+        assert_eq!(server_name(&hello([1, 0, 0])), Ok(Hello::NeedMore));
+        assert!(server_name(&hello([1, 0, 1])).is_err());
+        assert!(server_name(&hello([2, 0, 0])).is_err());
+        // A first byte that cannot start a handshake is refused before five bytes arrive.
+        assert_eq!(server_name(&[HANDSHAKE]), Ok(Hello::NeedMore));
+        assert!(server_name(b"G").is_err());
+        assert!(server_name(b"GE").is_err());
+    }
+
+    #[test]
     fn refuses_what_is_not_one_server_name() {
         let refused =
             |bytes: &[u8]| matches!(server_name(bytes), Err(EgressRefusal::NotTls { .. }));
