@@ -284,6 +284,8 @@ mod tests {
         assert!(refused(b"GET / HTTP/1.1\r\n\r\n"));
         assert!(refused(b"SSH-2.0-OpenSSH_9.6\r\n"));
         assert!(refused(&[HANDSHAKE, 2]));
+        assert!(refused(&[HANDSHAKE, 2, 0, 0, 5]));
+        assert!(refused(&[23, 3, 3, 0, 5]));
         assert!(refused(&client_hello_for_tests(&[])));
         assert!(refused(&client_hello_for_tests(&["a.test", "b.test"])));
         assert!(refused(&client_hello_for_tests(&["127.0.0.1"])));
