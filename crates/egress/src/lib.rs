@@ -1,0 +1,53 @@
+//! auto-swe workspace egress: an allowlisting HTTP(S) forward proxy, deny by default.
+//!
+//! A workspace reaches the network only through [`EgressProxy`]. Each request is decided by the
+//! workspace's [`EgressPolicy`] (allow rules, deny rules that win, method limits); the proxy then
+//! resolves the name itself, once, through a [`Resolve`], judges the name and every address with
+//! the scanners' [`auto_swe_scanners::UrlPolicy`], and connects only to an address it judged.
+//! A `CONNECT` tunnel must carry TLS whose `ClientHello` names the `CONNECT` host. Every decision
+//! goes to an [`EgressSink`] as an [`EgressDecision`]; every refusal is a 403 naming its reason.
+
+mod forward;
+mod io;
+mod policy;
+mod proxy;
+mod refusal;
+mod relay;
+mod resolve;
+mod sni;
+mod target;
+mod tunnel;
+
+pub use policy::{
+    Access, Allowed, EgressPolicy, MethodLimit, Preset, REGISTRY_RULES, Rule, RuleError,
+};
+pub use proxy::{EgressProxy, ProxyConfig};
+pub use refusal::{EgressDecision, EgressRefusal, EgressSink, MemorySink, Verdict};
+pub use resolve::{Resolve, ResolveError, StaticResolver, SystemResolver};
+#[doc(hidden)]
+pub use sni::client_hello_for_tests;
+
+/// Entry points for the fuzz targets (`fuzz/fuzz_targets/egress_parsers.rs`); not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::refusal::EgressRefusal;
+
+    /// The `ClientHello` reader: `Ok(None)` while more bytes are needed.
+    pub fn server_name(bytes: &[u8]) -> Result<Option<String>, EgressRefusal> {
+        crate::sni::server_name(bytes).map(|hello| match hello {
+            crate::sni::Hello::NeedMore => None,
+            crate::sni::Hello::ServerName(name) => Some(name),
+        })
+    }
+
+    /// The `CONNECT` target reader.
+    pub fn connect_target(text: &str) -> Result<(String, u16), EgressRefusal> {
+        crate::target::connect_target(text).map(|target| (target.host, target.port))
+    }
+
+    /// The request-head end finder.
+    #[must_use]
+    pub fn head_end(bytes: &[u8]) -> Option<usize> {
+        crate::io::head_end(bytes)
+    }
+}

@@ -1,0 +1,12 @@
+//! Integration tests of the egress proxy, against servers on loopback.
+
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test helpers outside #[test] functions fail loudly too"
+)]
+
+mod clients;
+mod proxy;
+mod support;
+mod unix;
