@@ -4,38 +4,14 @@
 //! answered with one `error:` line, exit 2, and no deserializer internals.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
-use crate::doctor::with_env;
+use crate::with_env;
 
-/// A git repository with one commit under `dir`.
+/// A git repository with one commit under `dir`, as a path argument.
 fn repository(dir: &Path) -> String {
-    let repo = dir.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
-    for args in [
-        &["init", "-q", "-b", "main"][..],
-        &["add", "-A"],
-        &["commit", "-qm", "one"],
-    ] {
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "the test makes a repository to point the CLI at"
-        )]
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(&repo)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-    repo.to_str().unwrap().to_owned()
+    crate::git_repository(dir).to_str().unwrap().to_owned()
 }
 
 fn runs(home: &Path) -> usize {

@@ -2,66 +2,9 @@
 //! failing with its fix; the effective configuration with every secret masked, whichever way
 //! it was given; completion scripts that name the subcommands.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-
 use serde_json::Value;
 
-use crate::Run;
-
-/// Runs `auto-swe ARGS` with `home` as its home and `env` added to a clean model-key slate.
-pub(crate) fn with_env(
-    home: &Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-    stdin: Option<&str>,
-) -> Run {
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the tests run the real built binary, as users do"
-    )]
-    let mut command = Command::new(env!("CARGO_BIN_EXE_auto-swe"));
-    command
-        .args(args)
-        .current_dir(home)
-        .env("AUTO_SWE_HOME", home)
-        .env_remove("AUTO_SWE_CONFIG")
-        .env_remove("AUTO_SWE_STORE_URL")
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("GEMINI_API_KEY")
-        .env_remove("OPENAI_COMPATIBLE_API_KEY")
-        .envs(env.iter().copied())
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().unwrap();
-    if let Some(text) = stdin {
-        use std::io::Write as _;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    let output = child.wait_with_output().unwrap();
-    Run {
-        code: output.status.code().unwrap(),
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
-    }
-}
-
-fn json(run: &Run) -> Value {
-    let parsed = serde_json::from_str(&run.stdout);
-    assert!(parsed.is_ok(), "not JSON: {}\n{}", run.stdout, run.stderr);
-    parsed.unwrap()
-}
+use crate::{json, with_env};
 
 fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
     report["checks"]

@@ -4,52 +4,11 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use serde_json::Value;
-
-use crate::Run;
+use crate::{Run, json};
 
 /// Runs `auto-swe ARGS` with `home` as its home (and `stdin`, when given).
 pub(crate) fn local(home: &Path, args: &[&str], stdin: Option<&str>) -> Run {
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the tests run the real built binary, as users do"
-    )]
-    let mut command = Command::new(env!("CARGO_BIN_EXE_auto-swe"));
-    command
-        .args(args)
-        .current_dir(home)
-        .env("AUTO_SWE_HOME", home)
-        .env_remove("AUTO_SWE_STORE_URL")
-        .env_remove("ANTHROPIC_API_KEY")
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().unwrap();
-    if let Some(text) = stdin {
-        use std::io::Write as _;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    let output = child.wait_with_output().unwrap();
-    Run {
-        code: output.status.code().unwrap(),
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
-    }
-}
-
-fn json(run: &Run) -> Value {
-    let parsed = serde_json::from_str(&run.stdout);
-    assert!(parsed.is_ok(), "not JSON: {}\n{}", run.stdout, run.stderr);
-    parsed.unwrap()
+    crate::with_env(home, args, &[], stdin)
 }
 
 /// Whether a workspace backend can run here; `false` skips (and fails under
@@ -247,28 +206,7 @@ fn bad_input_is_one_clear_line_and_changes_nothing() {
 
 /// A live model without its key is refused before anything is recorded.
 fn live_models_need_their_key(h: &Path) {
-    let repo = h.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
-    let git = |args: &[&str]| {
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "the test makes a repository to point the CLI at"
-        )]
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(&repo)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .status()
-            .unwrap();
-        assert!(status.success());
-    };
-    git(&["init", "-q", "-b", "main"]);
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "one"]);
+    let repo = crate::git_repository(h);
     let repo_path = repo.to_str().unwrap();
     let run_with_ticket_on_stdin = |ticket: &str| {
         local(
