@@ -157,26 +157,7 @@ fn ticket_to_merge() -> Value {
     );
     nodes.push(lesson("lesson", "merged", "done", "Memory"));
     nodes.push(merged());
-    nodes.push(lesson(
-        "reviewLesson",
-        "review budget exhausted",
-        "reviewFailed",
-        "Review",
-    ));
-    nodes.push(failed(
-        "reviewFailed",
-        "The change was still rejected after three reviews.",
-    ));
-    nodes.push(lesson(
-        "ciLesson",
-        "CI still failing after two fixes",
-        "ciFailed",
-        "CI",
-    ));
-    nodes.push(failed(
-        "ciFailed",
-        "CI still failed after two fix attempts.",
-    ));
+    nodes.extend(review_and_ci_give_up());
     nodes.push(failed(
         "gatesFailed",
         "The quality gates still failed after two fixes.",
@@ -321,6 +302,29 @@ fn approve_before_pr() -> Value {
         200,
         nodes,
     )
+}
+
+/// Where a run gives up on review or on CI: a lesson about it, then FAILED with the reason.
+pub(super) fn review_and_ci_give_up() -> Vec<Value> {
+    vec![
+        lesson(
+            "reviewLesson",
+            "review budget exhausted",
+            "reviewFailed",
+            "Review",
+        ),
+        failed(
+            "reviewFailed",
+            "The change was still rejected after three reviews.",
+        ),
+        lesson(
+            "ciLesson",
+            "CI still failing after two fixes",
+            "ciFailed",
+            "CI",
+        ),
+        failed("ciFailed", "CI still failed after two fix attempts."),
+    ]
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use super::authoring::{
     approval, ci_verdict, cond, count, implement, lesson, open_pull_request, review_loop, set,
     step, terminate, validate_phase,
 };
-use super::{ci_timed_out, failed, spec};
+use super::{ci_timed_out, failed, review_and_ci_give_up, spec};
 
 /// Sign-off change requests (four-eyes) and consensus attempts (consensus-review) allowed.
 const JUDGEMENT_BUDGET: u32 = 3;
@@ -241,26 +241,7 @@ pub(super) fn four_eyes() -> Value {
         "ci": "$.context.ci",
         "approvedBy": ["$.nodes.signoffFirst.output.answeredBy", "$.nodes.signoffSecond.output.answeredBy"],
     })));
-    nodes.push(lesson(
-        "reviewLesson",
-        "review budget exhausted",
-        "reviewFailed",
-        "Review",
-    ));
-    nodes.push(failed(
-        "reviewFailed",
-        "The change was still rejected after three reviews.",
-    ));
-    nodes.push(lesson(
-        "ciLesson",
-        "CI still failing after two fixes",
-        "ciFailed",
-        "CI",
-    ));
-    nodes.push(failed(
-        "ciFailed",
-        "CI still failed after two fix attempts.",
-    ));
+    nodes.extend(review_and_ci_give_up());
     nodes.push(failed(
         "signoffFailed",
         "Changes were requested a third time; the sign-off failed.",
