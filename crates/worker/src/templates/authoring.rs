@@ -286,7 +286,7 @@ pub(crate) fn ci_loop(
     timed_out: &str,
 ) -> Vec<Value> {
     let mut nodes = ci_verdict(fixes, green, exhausted, timed_out);
-    nodes.extend([
+    nodes.push(
         set(
             "ciFixCount",
             json!({
@@ -297,6 +297,15 @@ pub(crate) fn ci_loop(
         )
         .group("CI")
         .done(),
+    );
+    nodes.extend(ci_logs_and_fix(after_fix));
+    nodes
+}
+
+/// The fix half of a CI loop: fetch the CI log of the head, have the CI fixer fix it, then
+/// `after_fix`.
+pub(crate) fn ci_logs_and_fix(after_fix: &str) -> [Value; 2] {
+    [
         step("ciLogs", "fetchCiLogs", json!({}))
             .next("ciFix")
             .group("CI")
@@ -312,8 +321,7 @@ pub(crate) fn ci_loop(
         .group("CI")
         .title("Fix CI")
         .done(),
-    ]);
-    nodes
+    ]
 }
 
 /// The verdict half of a CI loop: wait for CI on the pull request's current head (a verdict

@@ -7,8 +7,8 @@
 use serde_json::{Value, json};
 
 use super::authoring::{
-    approval, ci_verdict, cond, count, implement, lesson, open_pull_request, review_loop, set,
-    step, terminate, validate_phase,
+    approval, ci_logs_and_fix, ci_verdict, cond, count, implement, lesson, open_pull_request,
+    review_loop, set, step, terminate, validate_phase,
 };
 use super::{ci_timed_out, failed, review_and_ci_give_up, spec};
 
@@ -25,23 +25,9 @@ const CI_FIXES: u32 = 2;
 /// can follow for a head CI already judged.
 fn guarded_ci_loop(green: &str, exhausted: &str, timed_out: &str) -> Vec<Value> {
     let mut nodes = ci_verdict(CI_FIXES, green, exhausted, timed_out);
-    nodes.extend([
-        count("ciFixCount", "ciFixes", "ciLogs").group("CI").done(),
-        step("ciLogs", "fetchCiLogs", json!({}))
-            .next("ciFix")
-            .group("CI")
-            .title("Fetch CI logs")
-            .done(),
-        step(
-            "ciFix",
-            "implementerSession",
-            json!({ "feedback": "$.nodes.ciLogs.output.logs" }),
-        )
-        .with("config", json!({ "agent": "ciFixer" }))
-        .next("ciFixChanged")
-        .group("CI")
-        .title("Fix CI")
-        .done(),
+    nodes.push(count("ciFixCount", "ciFixes", "ciLogs").group("CI").done());
+    nodes.extend(ci_logs_and_fix("ciFixChanged"));
+    nodes.push(
         cond(
             "ciFixChanged",
             "$.nodes.ciFix.output.changed == true",
@@ -50,7 +36,7 @@ fn guarded_ci_loop(green: &str, exhausted: &str, timed_out: &str) -> Vec<Value> 
         )
         .group("CI")
         .done(),
-    ]);
+    );
     nodes
 }
 
