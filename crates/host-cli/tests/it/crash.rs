@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The lease the workers take, in seconds: short, so a takeover happens within the test.
-const LEASE: &str = "3";
+/// The lease the workers take, in seconds: short, so a takeover happens within the test, and
+/// long enough that a live worker's renewals (every third of it) keep it on a loaded machine —
+/// a live worker that lost its lease mid-send would end the run `OUTCOME_AMBIGUOUS`, rightly.
+const LEASE: &str = "6";
 
 fn bin() -> Command {
     #[expect(
@@ -90,11 +92,16 @@ impl Env {
     }
 }
 
-fn cli(env: &Env, args: &[&str]) -> Value {
+/// Runs `auto-swe ARGS` over `env`, with no standard input.
+fn output(env: &Env, args: &[&str]) -> std::process::Output {
     let mut command = bin();
-    command.args(args);
+    command.args(args).stdin(Stdio::null());
     env.apply(&mut command);
-    let output = command.output().unwrap();
+    command.output().unwrap()
+}
+
+fn cli(env: &Env, args: &[&str]) -> Value {
+    let output = output(env, args);
     assert!(
         output.status.success(),
         "{args:?}: {}",
@@ -322,7 +329,7 @@ fn paused_past_the_lease(env: &Env) {
     std::thread::sleep(Duration::from_millis(800));
     signal(&paused, "STOP");
     // Past the lease, a second worker takes the run and drives it to the merge wait.
-    std::thread::sleep(Duration::from_secs(4));
+    std::thread::sleep(Duration::from_secs(7));
     let taker = worker(env, &[]);
     wait_for(env, &run, "the merge wait", parked_for_merge);
     stop(taker);
@@ -409,10 +416,7 @@ fn a_worker_killed_between_claiming_the_pull_request_and_recording_it_stops_the_
     assert_eq!(finished(&shown, "implement"), 1, "{shown}");
     assert!(!fifo.exists(), "nothing wrote the pull request's text");
     // The text view names the claim for the person who must check it.
-    let mut command = bin();
-    command.args(["runs", "show", &run]);
-    env.apply(&mut command);
-    let text = String::from_utf8(command.output().unwrap().stdout).unwrap();
+    let text = String::from_utf8(output(&env, &["runs", "show", &run]).stdout).unwrap();
     assert!(text.contains("was claimed and never recorded"), "{text}");
 }
 
@@ -426,20 +430,14 @@ fn runs_show_follow_tracks_a_run_a_worker_drives_until_it_parks() {
     let env = Env::sqlite();
     let run = start_demo(&env);
     let driver = worker(&env, &[]);
-    let mut command = bin();
-    env.apply(&mut command);
-    let output = command
-        .args(["runs", "show", &run, "--follow"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let followed = output(&env, &["runs", "show", &run, "--follow"]);
     stop(driver);
-    let stdout = String::from_utf8(output.stdout).unwrap();
+    let stdout = String::from_utf8(followed.stdout).unwrap();
     assert_eq!(
-        output.status.code(),
+        followed.status.code(),
         Some(0),
         "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
+        String::from_utf8_lossy(&followed.stderr)
     );
     assert!(!stdout.contains('\x1b'), "{stdout:?}");
     for expected in [
@@ -451,12 +449,7 @@ fn runs_show_follow_tracks_a_run_a_worker_drives_until_it_parks() {
         assert!(stdout.contains(expected), "{expected}: {stdout}");
     }
     // An unknown run is refused at once.
-    let mut command = bin();
-    env.apply(&mut command);
-    let unknown = command
-        .args(["runs", "show", "no-such-run", "--follow"])
-        .output()
-        .unwrap();
+    let unknown = output(&env, &["runs", "show", "no-such-run", "--follow"]);
     assert_eq!(unknown.status.code(), Some(2));
 }
 
@@ -471,18 +464,12 @@ fn cancel_stops_a_run_a_worker_is_driving() {
     let run = start_demo(&env);
     let driver = worker(&env, &[]);
     wait_for(&env, &run, "validate", |s| finished(s, "validate") == 1);
-    let mut command = bin();
-    command.args(["cancel", &run]);
-    env.apply(&mut command);
-    let output = command.output().unwrap();
-    assert!(output.status.success(), "{output:?}");
+    let cancelled = output(&env, &["cancel", &run]);
+    assert!(cancelled.status.success(), "{cancelled:?}");
     let shown = wait_for(&env, &run, "the stop", |s| s["status"] == "CANCELLED");
     stop(driver);
     // Nothing past the merge: the run stopped where it was.
     assert_eq!(finished(&shown, "ciWait"), 0, "{shown}");
-    let mut again = bin();
-    again.args(["cancel", &run]);
-    env.apply(&mut again);
-    let output = again.output().unwrap();
-    assert!(!output.status.success(), "{output:?}");
+    let again = output(&env, &["cancel", &run]);
+    assert!(!again.status.success(), "{again:?}");
 }
