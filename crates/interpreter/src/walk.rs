@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use auto_swe_spec::{Binding, Flow, Node, NodeKind, OnError, OnFail, RetryPolicy, TerminalStatus};
+use auto_swe_spec::{Binding, Flow, Node, NodeKind, NodeRetry, OnError, OnFail, TerminalStatus};
 use futures_util::future::BoxFuture;
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
@@ -391,7 +391,7 @@ impl<'a> Walk<'a> {
                 .await?;
             if let Some(
                 OnFail::Route(target)
-                | OnFail::Retry(RetryPolicy {
+                | OnFail::Retry(NodeRetry {
                     then: Some(target), ..
                 }),
             ) = &flow.on_fail

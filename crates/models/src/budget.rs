@@ -118,6 +118,47 @@ pub struct MeterTotals {
     pub calls: u64,
 }
 
+impl MeterTotals {
+    /// These totals as a [`Spend`]: counted input, output and the cost in micro-dollars.
+    #[must_use]
+    pub fn spend(&self) -> Spend {
+        Spend {
+            cost_micros: usd_to_micros(self.cost_usd),
+            input_tokens: i64::try_from(self.counted_input).unwrap_or(i64::MAX),
+            output_tokens: i64::try_from(self.output).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+/// What has been spent: money and tokens, summed over model calls. The one spend figure every
+/// layer above the meter uses: a step's meter yields it, the store adds it to a run and bills it
+/// at finalize. (One call's token counts are [`crate::Usage`].)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spend {
+    /// Cost in millionths of a US dollar (integers, so sums are exact).
+    pub cost_micros: i64,
+    /// Input (prompt) tokens.
+    pub input_tokens: i64,
+    /// Output (completion) tokens.
+    pub output_tokens: i64,
+}
+
+/// USD as integer micro-dollars, rounded to the nearest; negative, NaN and infinite amounts are
+/// zero.
+#[must_use]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a cost in micro-dollars is far inside i64; the value is rounded and clamped"
+)]
+pub fn usd_to_micros(usd: f64) -> i64 {
+    if usd.is_finite() {
+        (usd * 1_000_000.0).round().clamp(0.0, 9.0e15) as i64
+    } else {
+        0
+    }
+}
+
 /// Accrues calls and enforces caps. Shared by reference between concurrent callers.
 #[derive(Debug)]
 pub struct Meter {

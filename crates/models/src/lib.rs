@@ -26,7 +26,10 @@ mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use budget::{Charge, Meter, MeterConfig, MeterTotals, Tier, TokenCaps, budget_message, group};
+pub use budget::{
+    Charge, Meter, MeterConfig, MeterTotals, Spend, Tier, TokenCaps, budget_message, group,
+    usd_to_micros,
+};
 pub use capabilities::{
     Adjustment, CacheSupport, Efforts, ModelCapabilities, ResponseStorage, Thinking, capabilities,
 };

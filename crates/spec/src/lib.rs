@@ -32,9 +32,9 @@ pub use model::{
     AgentNode, Command, CondNode, ContainerStepNode, DecisionOption, EvalNode, FanOutNode,
     FieldType, Flow, FormField, HumanApprovalNode, HumanCommon, HumanDecisionNode, HumanInputNode,
     HumanReviewNode, InputDecl, InputType, Join, MAX_TIMEOUT_MS, McpNode, NODE_TYPES, Node, NodeId,
-    NodeKind, OnBranchFail, OnError, OnFail, RetryPolicy, Scorer, ScorerKind, SetNode,
-    ShellNetwork, ShellNode, Sidecar, SignalNode, StepNode, Subgraph, TerminalStatus,
-    TerminateNode, Transport, WorkflowSpec, WritePath,
+    NodeKind, NodeRetry, OnBranchFail, OnError, OnFail, Scorer, ScorerKind, SetNode, ShellNetwork,
+    ShellNode, Sidecar, SignalNode, StepNode, Subgraph, TerminalStatus, TerminateNode, Transport,
+    WorkflowSpec, WritePath,
 };
 pub use path::{ContextRoot, PathSegment};
 pub use presentation::{

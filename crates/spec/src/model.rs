@@ -171,13 +171,13 @@ pub enum OnFail {
     /// Route to this node after recording the error at `nodes.<id>.error`.
     Route(NodeId),
     /// Dispatch again up to `retry` more times, then route to `then` or fail the run.
-    Retry(RetryPolicy),
+    Retry(NodeRetry),
 }
 
 /// `onFail: { retry: N, then? }`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct RetryPolicy {
+pub struct NodeRetry {
     /// Extra attempts after the first (1–10).
     #[schemars(range(min = 1, max = 10))]
     pub retry: u32,

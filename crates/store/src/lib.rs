@@ -71,7 +71,7 @@ pub use records::queue::{
 };
 pub use records::runs::{
     FinalizeOutcome, FinalizeRun, MonthlyUsage, NewRun, NewRunInput, Run, RunInput, RunInputStore,
-    RunPins, RunStatus, RunStore, SubmitOutcome, Usage,
+    RunPins, RunStatus, RunStore, Spend, SubmitOutcome,
 };
 pub use records::templates::{
     NewTemplate, NewTemplateVersion, TemplateStore, TemplateVersion, WorkflowTemplate,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use auto_swe_store::{
     Claim, ClaimRequest, FinalizeOutcome, FinalizeRun, JournalAppend, LeaseToken, QueueState,
-    Release, RunStatus, Store, TerminalStatus, Timestamp, Usage, WakeOn,
+    Release, RunStatus, Spend, Store, TerminalStatus, Timestamp, WakeOn,
 };
 use serde_json::Value;
 
@@ -135,7 +135,7 @@ impl DurableEngine for EmbeddedEngine {
     async fn complete(&self, lease: &RunLease, end: RunEnd) -> Result<(), WorkerError> {
         let finalize = FinalizeRun {
             status: RunStatus::Ended(end.status),
-            usage: Usage::default(),
+            usage: Spend::default(),
         };
         match self
             .store
@@ -188,7 +188,7 @@ impl DurableEngine for EmbeddedEngine {
         };
         let finalize = FinalizeRun {
             status: RunStatus::Ended(status),
-            usage: Usage::default(),
+            usage: Spend::default(),
         };
         match self.store.finalize_run(&claim.token(), finalize).await {
             Ok(FinalizeOutcome::AlreadyFinalized) => Ok(false),

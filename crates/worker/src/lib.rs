@@ -45,6 +45,6 @@ pub use steps::{
     ANSWERED_BY, CONTAINER_OUTPUT_BYTES, CONTAINER_TIMEOUT_CAP, GATE_FILE, GateConfig, GateOutcome,
     GateResult, GateScope, MCP_OUTPUT_CHARS, McpNodeStep, ModelRouter, OUTCOME_AMBIGUOUS,
     RunDispatcher, RunScope, SingleModel, StepContext, StepEffects, StepExecutor, StepRegistry,
-    WorkerServices, WorkspaceTemplate, hashed_embedding, run_branch, run_gates, usd_to_micros,
+    WorkerServices, WorkspaceTemplate, hashed_embedding, run_branch, run_gates,
 };
 pub use worker::{DriveEnd, DriveReport, EffectsFactory, Worker, WorkerConfig};

@@ -2,7 +2,7 @@
 
 use auto_swe_models::{
     ANTHROPIC_CACHE, CacheMultipliers, Meter, MeterConfig, ModelSpec, Price, PriceCatalog,
-    PriceSource, Rates, Tier, TokenCaps, Usage, counted_input, group,
+    PriceSource, Rates, Spend, Tier, TokenCaps, Usage, counted_input, group, usd_to_micros,
 };
 
 fn spec(text: &str) -> ModelSpec {
@@ -19,6 +19,33 @@ fn cached(uncached: u64, read: u64, w5: u64, w1: u64, output: u64) -> Usage {
         reasoning: 0,
         cache_reported: true,
     }
+}
+
+#[test]
+fn spend_is_integer_micro_dollars() {
+    assert_eq!(usd_to_micros(0.000_000_4), 0);
+    assert_eq!(usd_to_micros(0.000_000_5), 1);
+    assert_eq!(usd_to_micros(1.25), 1_250_000);
+    for bad in [-3.0, f64::NAN, f64::NEG_INFINITY, f64::INFINITY] {
+        assert_eq!(usd_to_micros(bad), 0, "{bad}");
+    }
+    assert_eq!(usd_to_micros(1e300), 9_000_000_000_000_000);
+
+    let totals = auto_swe_models::MeterTotals {
+        counted_input: 1_500,
+        raw_input: 9_000,
+        output: 70,
+        cost_usd: 0.012_345_6,
+        calls: 2,
+    };
+    assert_eq!(
+        totals.spend(),
+        Spend {
+            cost_micros: 12_346,
+            input_tokens: 1_500,
+            output_tokens: 70,
+        }
+    );
 }
 
 #[test]

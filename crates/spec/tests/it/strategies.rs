@@ -5,9 +5,9 @@
 use auto_swe_spec::{
     AgentNode, Binding, Command, CondNode, ContainerStepNode, DecisionOption, EvalNode, FanOutNode,
     FieldType, Flow, FormField, HumanApprovalNode, HumanCommon, HumanDecisionNode, HumanInputNode,
-    HumanReviewNode, InputDecl, InputType, Join, McpNode, Node, NodeKind, OnBranchFail, OnError,
-    OnFail, RetryPolicy, Scorer, ScorerKind, SetNode, ShellNetwork, ShellNode, SignalNode,
-    StepNode, Subgraph, TerminalStatus, TerminateNode, Timeout, Transport, WorkflowSpec,
+    HumanReviewNode, InputDecl, InputType, Join, McpNode, Node, NodeKind, NodeRetry, OnBranchFail,
+    OnError, OnFail, Scorer, ScorerKind, SetNode, ShellNetwork, ShellNode, SignalNode, StepNode,
+    Subgraph, TerminalStatus, TerminateNode, Timeout, Transport, WorkflowSpec,
 };
 use indexmap::IndexMap;
 use proptest::collection::{SizeRange, vec};
@@ -113,7 +113,7 @@ fn flow() -> impl Strategy<Value = Flow> {
     let on_fail = prop_oneof![
         ident().prop_map(OnFail::Route),
         (any::<u32>(), option::of(ident()))
-            .prop_map(|(retry, then)| OnFail::Retry(RetryPolicy { retry, then })),
+            .prop_map(|(retry, then)| OnFail::Retry(NodeRetry { retry, then })),
     ];
     let on_error = prop_oneof![Just(OnError::Fail), Just(OnError::Continue)];
     (

@@ -109,7 +109,7 @@ macro_rules! impl_execution_stores {
                     payload: from_json_text("agent_traces", &row.try_get::<String, _>("payload")?)?,
                     spend_owner_org_id: row.try_get("spend_owner_org_id")?,
                     model: row.try_get("model")?,
-                    usage: Usage {
+                    usage: Spend {
                         cost_micros: row.try_get("cost_micros")?,
                         input_tokens: row.try_get("input_tokens")?,
                         output_tokens: row.try_get("output_tokens")?,

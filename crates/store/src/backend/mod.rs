@@ -72,7 +72,7 @@ pub(crate) mod prelude {
     };
     pub(crate) use crate::records::runs::{
         FinalizeOutcome, FinalizeRun, MonthlyUsage, NewRun, NewRunInput, Run, RunInput,
-        RunInputStore, RunPins, RunStatus, RunStore, SubmitOutcome, Usage,
+        RunInputStore, RunPins, RunStatus, RunStore, Spend, SubmitOutcome,
     };
     pub(crate) use crate::records::templates::{
         NewTemplate, NewTemplateVersion, TemplateStore, TemplateVersion, WorkflowTemplate,

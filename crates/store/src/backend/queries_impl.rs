@@ -135,7 +135,7 @@ macro_rules! impl_run_queries {
                 .await?;
                 Ok(OrgSpend {
                     finalized,
-                    in_flight: Usage {
+                    in_flight: Spend {
                         cost_micros: row.try_get("cost_micros")?,
                         input_tokens: row.try_get("input_tokens")?,
                         output_tokens: row.try_get("output_tokens")?,

@@ -26,7 +26,7 @@ macro_rules! impl_run_stores {
                         "workflow_runs",
                         &row.try_get::<String, _>("authorized_connection_ids")?,
                     )?,
-                    usage: Usage {
+                    usage: Spend {
                         cost_micros: row.try_get("cost_micros")?,
                         input_tokens: row.try_get("input_tokens")?,
                         output_tokens: row.try_get("output_tokens")?,
@@ -161,7 +161,7 @@ macro_rules! impl_run_stores {
                 Ok(())
             }
 
-            async fn add_run_usage(&self, token: &LeaseToken, usage: Usage) -> StoreResult<Usage> {
+            async fn add_run_usage(&self, token: &LeaseToken, usage: Spend) -> StoreResult<Spend> {
                 crate::records::runs::validate_usage(&usage)?;
                 let mut tx = self.fenced(token).await?;
                 let row = sqlx::query(
@@ -179,7 +179,7 @@ macro_rules! impl_run_stores {
                 .await
                 .map_err(|e| map_write("run usage", &token.run_id, e))?;
                 tx.commit().await?;
-                Ok(Usage {
+                Ok(Spend {
                     cost_micros: row.try_get("cost_micros")?,
                     input_tokens: row.try_get("input_tokens")?,
                     output_tokens: row.try_get("output_tokens")?,
@@ -290,7 +290,7 @@ macro_rules! impl_run_stores {
                     return Ok(FinalizeOutcome::AlreadyFinalized);
                 };
                 let org_id: Option<String> = row.try_get("org_id")?;
-                let usage = Usage {
+                let usage = Spend {
                     cost_micros: row.try_get("cost_micros")?,
                     input_tokens: row.try_get("input_tokens")?,
                     output_tokens: row.try_get("output_tokens")?,
@@ -343,7 +343,7 @@ macro_rules! impl_run_stores {
                     return Ok(MonthlyUsage::default());
                 };
                 Ok(MonthlyUsage {
-                    usage: Usage {
+                    usage: Spend {
                         cost_micros: row.try_get("cost_micros")?,
                         input_tokens: row.try_get("input_tokens")?,
                         output_tokens: row.try_get("output_tokens")?,

@@ -352,7 +352,7 @@ pub struct AgentTrace {
     /// Model.
     pub model: Option<String>,
     /// Spend.
-    pub usage: crate::records::runs::Usage,
+    pub usage: crate::records::runs::Spend,
     /// Creation time.
     pub created_at: Timestamp,
 }
@@ -379,7 +379,7 @@ pub struct NewAgentTrace {
     /// Model.
     pub model: Option<String>,
     /// Spend.
-    pub usage: crate::records::runs::Usage,
+    pub usage: crate::records::runs::Spend,
 }
 
 /// Agent traces.

@@ -9,7 +9,7 @@ use crate::clock::Timestamp;
 use crate::error::{StoreError, StoreResult};
 use crate::records::admin::AuditEntry;
 use crate::records::execution::{AgentTrace, HumanStep};
-use crate::records::runs::{MonthlyUsage, Run, RunStatus, Usage};
+use crate::records::runs::{MonthlyUsage, Run, RunStatus, Spend};
 
 /// The most rows one page may hold.
 pub const MAX_PAGE: u32 = 500;
@@ -92,7 +92,7 @@ pub struct OrgSpend {
     /// Finalized runs of the month.
     pub finalized: MonthlyUsage,
     /// Spend so far of the org's runs that have not ended.
-    pub in_flight: Usage,
+    pub in_flight: Spend,
     /// How many runs are in flight.
     pub in_flight_runs: i64,
 }

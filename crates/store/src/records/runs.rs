@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+/// What a run has spent (defined by the models crate, which meters it).
+pub use auto_swe_models::Spend;
 use auto_swe_spec::TerminalStatus;
 
 use crate::clock::Timestamp;
@@ -133,18 +135,6 @@ pub struct RunPins {
     pub agent_runtimes: BTreeMap<String, Option<auto_swe_agents::Runtime>>,
 }
 
-/// Cost and token counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Usage {
-    /// Cost in millionths of a US dollar.
-    pub cost_micros: i64,
-    /// Input (prompt) tokens.
-    pub input_tokens: i64,
-    /// Output (completion) tokens.
-    pub output_tokens: i64,
-}
-
 /// A run to create.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
@@ -252,7 +242,7 @@ pub struct Run {
     /// Authorized connections.
     pub authorized_connection_ids: Vec<String>,
     /// Cost and token totals so far.
-    pub usage: Usage,
+    pub usage: Spend,
     /// Creation time.
     pub created_at: Timestamp,
     /// Set once, by the finalize that billed the run.
@@ -267,7 +257,7 @@ pub struct FinalizeRun {
     /// A terminal status.
     pub status: RunStatus,
     /// Spend not yet added with [`RunStore::add_run_usage`].
-    pub usage: Usage,
+    pub usage: Spend,
 }
 
 /// What a finalize call did.
@@ -277,7 +267,7 @@ pub enum FinalizeOutcome {
     /// This call set `ended_at` and billed the run's totals.
     Billed {
         /// The totals billed.
-        usage: Usage,
+        usage: Spend,
         /// The org billed, if any.
         org_id: Option<String>,
         /// The `YYYY-MM` bucket billed.
@@ -291,7 +281,7 @@ pub enum FinalizeOutcome {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MonthlyUsage {
     /// Cost and tokens of finalized runs.
-    pub usage: Usage,
+    pub usage: Spend,
     /// Finalized runs that succeeded.
     pub runs_completed: i64,
     /// Finalized runs of any terminal status.
@@ -314,7 +304,7 @@ pub trait RunStore: Send + Sync {
     /// Moves the leased run to a non-terminal status (terminal ones go through finalize).
     async fn set_run_status(&self, token: &LeaseToken, status: RunStatus) -> StoreResult<()>;
     /// Adds spend to the leased run's totals.
-    async fn add_run_usage(&self, token: &LeaseToken, usage: Usage) -> StoreResult<Usage>;
+    async fn add_run_usage(&self, token: &LeaseToken, usage: Spend) -> StoreResult<Spend>;
     /// Asks for an unfinished run to be stopped: recorded once (a second request keeps the
     /// first time), and a parked run is made runnable so a worker takes it and ends it
     /// `CANCELLED` at once. Not fenced: a person's request, not a worker's write. `RUN_ENDED`
@@ -460,7 +450,7 @@ pub(crate) fn request_hash(input: &NewRunInput) -> String {
 }
 
 /// Refuses negative spend (cost and tokens are whole numbers, so there is no NaN to refuse).
-pub(crate) fn validate_usage(usage: &Usage) -> StoreResult<()> {
+pub(crate) fn validate_usage(usage: &Spend) -> StoreResult<()> {
     for (field, value) in [
         ("cost", usage.cost_micros),
         ("input tokens", usage.input_tokens),

@@ -217,7 +217,7 @@ async fn artifacts_and_traces(db: &TestDb) {
             payload: json!({"n": n}),
             spend_owner_org_id: Some("org-1".to_owned()),
             model: Some("anthropic:claude".to_owned()),
-            usage: Usage {
+            usage: Spend {
                 cost_micros: 10,
                 input_tokens: 1,
                 output_tokens: 1,

@@ -39,12 +39,12 @@ fn trace(run_id: Option<&str>, payload: serde_json::Value) -> NewAgentTrace {
         payload,
         spend_owner_org_id: None,
         model: None,
-        usage: Usage::default(),
+        usage: Spend::default(),
     }
 }
 
-fn usage(cost_micros: i64) -> Usage {
-    Usage {
+fn usage(cost_micros: i64) -> Spend {
+    Spend {
         cost_micros,
         input_tokens: cost_micros,
         output_tokens: cost_micros,
@@ -530,7 +530,7 @@ async fn lapsed_leases_take_no_writes_until_revived(db: &TestDb) {
             &token,
             FinalizeRun {
                 status: RunStatus::FAILED,
-                usage: Usage::default(),
+                usage: Spend::default(),
             },
         )
         .await;
@@ -566,7 +566,7 @@ async fn ended_runs_are_closed(db: &TestDb) {
             &token,
             FinalizeRun {
                 status: RunStatus::CANCELLED,
-                usage: Usage::default(),
+                usage: Spend::default(),
             },
         )
         .await
@@ -668,7 +668,7 @@ async fn ended_runs_are_closed(db: &TestDb) {
     let stored = db.store.get_run(&run.id).await.unwrap();
     assert_eq!(
         (stored.status, stored.usage),
-        (RunStatus::CANCELLED, Usage::default())
+        (RunStatus::CANCELLED, Spend::default())
     );
     assert_eq!(db.store.read_journal(&run.id).await.unwrap(), vec![]);
     assert!(
@@ -731,9 +731,9 @@ async fn tokens_for_another_run_are_refused(db: &TestDb) {
         .store
         .add_run_usage(
             &tx,
-            Usage {
+            Spend {
                 input_tokens: -1,
-                ..Usage::default()
+                ..Spend::default()
             },
         )
         .await;
@@ -752,7 +752,7 @@ async fn tokens_for_another_run_are_refused(db: &TestDb) {
     assert!(db.store.read_journal(&y.id).await.unwrap().is_empty());
     assert_eq!(
         db.store.get_run(&x.id).await.unwrap().usage,
-        Usage::default()
+        Spend::default()
     );
     assert_eq!(
         db.store.list_steps(&y.id).await.unwrap()[0].status,

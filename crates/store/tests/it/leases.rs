@@ -210,7 +210,7 @@ async fn reapers_lease_stranded_runs_to_finalize_them(db: &TestDb) {
             &reaped.token(),
             FinalizeRun {
                 status: RunStatus::FAILED,
-                usage: Usage::default(),
+                usage: Spend::default(),
             },
         )
         .await
@@ -259,7 +259,7 @@ async fn reapers_lease_stranded_runs_to_finalize_them(db: &TestDb) {
             &reaped.token(),
             FinalizeRun {
                 status: RunStatus::TIMED_OUT,
-                usage: Usage::default(),
+                usage: Spend::default(),
             },
         )
         .await

@@ -234,7 +234,7 @@ async fn visibility_inputs_and_reaper_candidates(db: &TestDb) {
             &claim.token(),
             FinalizeRun {
                 status: RunStatus::FAILED,
-                usage: Usage::default(),
+                usage: Spend::default(),
             },
         )
         .await
@@ -300,7 +300,7 @@ async fn spend_in_flight_and_trace_pages(db: &TestDb) {
     let (_, c) = db
         .leased_run(NewRun::new(json!({})).with_org(&org.id), "w")
         .await;
-    let spend = |cost: i64| Usage {
+    let spend = |cost: i64| Spend {
         cost_micros: cost,
         input_tokens: 1,
         output_tokens: 2,
@@ -342,7 +342,7 @@ async fn spend_in_flight_and_trace_pages(db: &TestDb) {
             payload: json!(n),
             spend_owner_org_id: None,
             model: None,
-            usage: Usage::default(),
+            usage: Spend::default(),
         })
         .collect();
     db.store.append_traces(&token, traces).await.unwrap();
@@ -373,7 +373,7 @@ trait WithTokens {
     fn clone_with_tokens(self, input: i64, output: i64) -> Self;
 }
 
-impl WithTokens for Usage {
+impl WithTokens for Spend {
     fn clone_with_tokens(mut self, input: i64, output: i64) -> Self {
         self.input_tokens = input;
         self.output_tokens = output;

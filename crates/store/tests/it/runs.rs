@@ -55,7 +55,7 @@ async fn runs_round_trip(db: &TestDb) {
         .store
         .add_run_usage(
             &token,
-            Usage {
+            Spend {
                 cost_micros: 5,
                 input_tokens: 7,
                 output_tokens: 11,
@@ -65,7 +65,7 @@ async fn runs_round_trip(db: &TestDb) {
         .unwrap();
     assert_eq!(
         usage,
-        Usage {
+        Spend {
             cost_micros: 5,
             input_tokens: 7,
             output_tokens: 11
@@ -93,7 +93,7 @@ async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
     db.store
         .add_run_usage(
             &token,
-            Usage {
+            Spend {
                 cost_micros: 1_000,
                 input_tokens: 10,
                 output_tokens: 20,
@@ -114,7 +114,7 @@ async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
                     &token,
                     FinalizeRun {
                         status: RunStatus::SUCCESS,
-                        usage: Usage {
+                        usage: Spend {
                             cost_micros: 500,
                             input_tokens: 1,
                             output_tokens: 2,
@@ -137,7 +137,7 @@ async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
     assert_eq!(
         billed,
         vec![FinalizeOutcome::Billed {
-            usage: Usage {
+            usage: Spend {
                 cost_micros: 1_500,
                 input_tokens: 11,
                 output_tokens: 22
@@ -149,7 +149,7 @@ async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
     assert_eq!(
         db.store.monthly_usage(&org.id, "2024-06").await.unwrap(),
         MonthlyUsage {
-            usage: Usage {
+            usage: Spend {
                 cost_micros: 1_500,
                 input_tokens: 11,
                 output_tokens: 22
@@ -174,9 +174,9 @@ async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
         .store
         .add_run_usage(
             &token,
-            Usage {
+            Spend {
                 cost_micros: 1,
-                ..Usage::default()
+                ..Spend::default()
             },
         )
         .await;
@@ -198,7 +198,7 @@ async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
             &failed.token(),
             FinalizeRun {
                 status: RunStatus::FAILED,
-                usage: Usage {
+                usage: Spend {
                     cost_micros: 3,
                     input_tokens: 0,
                     output_tokens: 0,
@@ -233,7 +233,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
                 &forged,
                 FinalizeRun {
                     status: RunStatus::FAILED,
-                    usage: Usage::default(),
+                    usage: Spend::default(),
                 },
             )
             .await;
@@ -249,7 +249,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
             &token,
             FinalizeRun {
                 status: RunStatus::Running,
-                usage: Usage::default(),
+                usage: Spend::default(),
             },
         )
         .await;
@@ -260,9 +260,9 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
             &token,
             FinalizeRun {
                 status: RunStatus::FAILED,
-                usage: Usage {
+                usage: Spend {
                     cost_micros: -1,
-                    ..Usage::default()
+                    ..Spend::default()
                 },
             },
         )
@@ -277,7 +277,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
             },
             FinalizeRun {
                 status: RunStatus::FAILED,
-                usage: Usage::default(),
+                usage: Spend::default(),
             },
         )
         .await;
@@ -289,7 +289,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
             &token,
             FinalizeRun {
                 status: RunStatus::CANCELLED,
-                usage: Usage::default(),
+                usage: Spend::default(),
             },
         )
         .await
@@ -297,7 +297,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
     assert_eq!(
         outcome,
         FinalizeOutcome::Billed {
-            usage: Usage::default(),
+            usage: Spend::default(),
             org_id: None,
             year_month: "2024-05".to_owned()
         }

@@ -137,7 +137,7 @@ async fn every_run_is_claimed_and_completed_once_by_separate_pools(db: &TestDb) 
                             &token,
                             FinalizeRun {
                                 status: RunStatus::SUCCESS,
-                                usage: Usage {
+                                usage: Spend {
                                     cost_micros: 1,
                                     input_tokens: 0,
                                     output_tokens: 0,

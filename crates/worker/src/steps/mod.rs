@@ -29,7 +29,7 @@ use auto_swe_runtime::{NodeAttribution, TraceRecord, TraceSink, TraceSinkError, 
 use auto_swe_scanners::{CompiledPatterns, Redactor};
 use auto_swe_spec::{StepCatalog, StepDescriptor};
 use auto_swe_store::{
-    HumanStepKind, LeaseToken, NewAgentTrace, NewHumanStep, StepStatus, Store, StoreError, Usage,
+    HumanStepKind, LeaseToken, NewAgentTrace, NewHumanStep, Spend, StepStatus, Store, StoreError,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -298,8 +298,8 @@ impl TraceSink for StoreTraceSink {
                 payload: serde_json::to_value(row).unwrap_or(Value::Null),
                 spend_owner_org_id: None,
                 model: row.call.as_ref().map(|call| call.model.clone()),
-                usage: row.call.as_ref().map_or_else(Usage::default, |call| Usage {
-                    cost_micros: usd_to_micros(call.cost_usd),
+                usage: row.call.as_ref().map_or_else(Spend::default, |call| Spend {
+                    cost_micros: auto_swe_models::usd_to_micros(call.cost_usd),
                     input_tokens: i64::try_from(call.input_tokens).unwrap_or(i64::MAX),
                     output_tokens: i64::try_from(call.output_tokens).unwrap_or(i64::MAX),
                 }),
@@ -311,20 +311,6 @@ impl TraceSink for StoreTraceSink {
             .map_err(|e| TraceSinkError {
                 message: e.to_string(),
             })
-    }
-}
-
-/// USD as integer micro-dollars (what the store bills), rounded to the nearest.
-#[must_use]
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "a run's cost in micro-dollars is far inside i64; the value is rounded and clamped"
-)]
-pub fn usd_to_micros(usd: f64) -> i64 {
-    if usd.is_finite() {
-        (usd * 1_000_000.0).round().clamp(0.0, 9.0e15) as i64
-    } else {
-        0
     }
 }
 
@@ -476,11 +462,7 @@ impl RunDispatcher {
         }
         let totals = meter.totals();
         if totals.calls > 0 {
-            let usage = Usage {
-                cost_micros: usd_to_micros(totals.cost_usd),
-                input_tokens: i64::try_from(totals.counted_input).unwrap_or(i64::MAX),
-                output_tokens: i64::try_from(totals.output).unwrap_or(i64::MAX),
-            };
+            let usage = totals.spend();
             self.services
                 .store
                 .add_run_usage(&self.run.token, usage)

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use auto_swe_store::{NewRun, RunStatus, SystemClock, TerminalStatus, Usage};
+use auto_swe_store::{NewRun, RunStatus, Spend, SystemClock, TerminalStatus};
 use auto_swe_worker::{DriveEnd, DurableEngine, Worker, WorkerConfig};
 use serde_json::json;
 use tokio::sync::Notify;
@@ -42,7 +42,7 @@ async fn a_stop_asked_for_while_a_worker_drives_the_run_ends_it_cancelled_and_bi
                 run_id: run.id.clone(),
                 epoch: lease.fencing_token,
             },
-            Usage {
+            Spend {
                 cost_micros: 4_000,
                 input_tokens: 100,
                 output_tokens: 10,

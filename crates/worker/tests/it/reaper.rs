@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use auto_swe_store::{
-    Enqueue, NewRun, Release, RunStatus, Store, SystemClock, TerminalStatus, Usage, WakeOn,
+    Enqueue, NewRun, Release, RunStatus, Spend, Store, SystemClock, TerminalStatus, WakeOn,
 };
 use auto_swe_worker::{DurableEngine, ExecutionState, ReapReport, Reaper, ReaperConfig, RunEnd};
 use serde_json::json;
@@ -18,8 +18,8 @@ on_both_backends!(
     a_run_its_worker_ends_while_the_reaper_looks_is_billed_once,
 );
 
-fn spend(cost_micros: i64) -> Usage {
-    Usage {
+fn spend(cost_micros: i64) -> Spend {
+    Spend {
         cost_micros,
         input_tokens: 10,
         output_tokens: 5,

@@ -432,7 +432,7 @@ pub(crate) fn cancel(args: &CancelArgs) -> anyhow::Result<Status> {
                     status: auto_swe_store::RunStatus::Ended(
                         auto_swe_store::TerminalStatus::Cancelled,
                     ),
-                    usage: auto_swe_store::Usage::default(),
+                    usage: auto_swe_store::Spend::default(),
                 },
             )
             .await
