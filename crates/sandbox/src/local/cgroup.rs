@@ -341,7 +341,7 @@ impl CgroupPool {
     /// and its launcher still runs. Its members were shown to be the launcher alone before it
     /// was pooled; since then only the launcher has forked there (the sandbox it built for the
     /// next workspace), as no other process can join a cgroup of ours.
-    pub(crate) fn take_warm(&self, limits: &ResourceLimits) -> Option<Warm> {
+    pub(crate) async fn take_warm(&self, limits: &ResourceLimits) -> Option<Warm> {
         loop {
             // Oldest first: its waiting sandbox has had the longest to build.
             let warm = {
@@ -351,7 +351,7 @@ impl CgroupPool {
             if warm.launcher.running() && warm.cgroup.reset(limits, false) {
                 return Some(warm);
             }
-            warm.discard();
+            warm.discard_async().await;
         }
     }
 
@@ -421,7 +421,21 @@ fn wipe(data: &Path, identity: &super::identity::HostIdentity) -> bool {
 }
 
 impl Warm {
-    /// Ends the launcher and removes the cgroup once it has left (bounded wait).
+    /// [`Warm::discard`] without blocking the runtime while the launcher leaves.
+    async fn discard_async(self) {
+        self.launcher.end_async().await;
+        let _ = std::fs::remove_dir_all(&self.data);
+        for _ in 0..200 {
+            if self.cgroup.pids().is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        self.cgroup.remove();
+    }
+
+    /// Ends the launcher and removes the cgroup once it has left (bounded, blocking wait: for
+    /// `Drop` and shutdown).
     fn discard(self) {
         self.launcher.end();
         let _ = std::fs::remove_dir_all(&self.data);

@@ -23,7 +23,7 @@ impl LocalBackend {
     /// The cgroups and launcher of a new workspace: warm ones from the pool when there are,
     /// else new ones; none when this host lets us make no cgroup. Warm ones (only when
     /// `warm_ok`) come with the data directory they were pooled with.
-    pub(super) fn caps_for(
+    pub(super) async fn caps_for(
         &self,
         name: &str,
         limits: &ResourceLimits,
@@ -32,7 +32,7 @@ impl LocalBackend {
         let Some(root) = self.config.cgroup_root.as_deref() else {
             return Ok((None, None, None));
         };
-        if warm_ok && let Some(warm) = self.cgroups.take_warm(limits) {
+        if warm_ok && let Some(warm) = self.cgroups.take_warm(limits).await {
             return Ok((Some(warm.cgroup), Some(warm.launcher), Some(warm.data)));
         }
         let Some(cg) = self.cgroups.take(root, name, limits) else {
@@ -219,7 +219,7 @@ impl LocalBackend {
         if ws.paused.load(Ordering::SeqCst) {
             return Err(SandboxError::Paused(id.to_owned()));
         }
-        let launcher = self.live_launcher(ws)?;
+        let launcher = self.live_launcher(ws).await?;
         self.start(
             launcher.as_ref(),
             id,
@@ -235,31 +235,39 @@ impl LocalBackend {
 
     /// The workspace's launcher, replaced by a new one in the same cgroups when the old one has
     /// ended or stopped answering (its sandboxes end with it).
-    pub(super) fn live_launcher(&self, ws: &LocalWorkspace) -> Result<Option<Arc<Launcher>>> {
-        let mut slot = ws.launcher.lock().map_err(|_| poisoned())?;
-        let Some(current) = slot.as_ref() else {
-            return Ok(None);
+    pub(super) async fn live_launcher(&self, ws: &LocalWorkspace) -> Result<Option<Arc<Launcher>>> {
+        let stale = {
+            let mut slot = ws.launcher.lock().map_err(|_| poisoned())?;
+            let Some(current) = slot.as_ref() else {
+                return Ok(None);
+            };
+            if current.running() {
+                return Ok(Some(Arc::clone(current)));
+            }
+            let Some(cgroup) = ws.cgroup.as_ref() else {
+                return Ok(None);
+            };
+            tracing::warn!(
+                pid = current.pid(),
+                "replacing a workspace launcher that stopped answering"
+            );
+            let dir = self.launch_dir()?;
+            let fresh = Arc::new(Launcher::start(
+                &cgroup.procs_files(),
+                &dir,
+                &self.tools(),
+                &self.identity,
+            )?);
+            slot.replace(Arc::clone(&fresh)).map(|old| (old, fresh))
         };
-        if current.running() {
-            return Ok(Some(Arc::clone(current)));
-        }
-        let Some(cgroup) = ws.cgroup.as_ref() else {
-            return Ok(None);
-        };
-        tracing::warn!(
-            pid = current.pid(),
-            "replacing a workspace launcher that stopped answering"
-        );
-        current.end();
-        let dir = self.launch_dir()?;
-        let fresh = Arc::new(Launcher::start(
-            &cgroup.procs_files(),
-            &dir,
-            &self.tools(),
-            &self.identity,
-        )?);
-        *slot = Some(Arc::clone(&fresh));
-        Ok(Some(fresh))
+        // The stale launcher is reaped off the lock and without blocking the runtime.
+        Ok(match stale {
+            Some((old, fresh)) => {
+                old.end_async().await;
+                Some(fresh)
+            }
+            None => None,
+        })
     }
 
     pub(super) fn kill_all(id: &str) {

@@ -417,7 +417,7 @@ impl WorkspaceBackend for LocalBackend {
         passage_dir(&self.config.state_dir)?;
         passage_dir(&self.data_root())?;
         private_dir(&dir)?;
-        let (cgroup, launcher, pooled) = match self.caps_for(&id, &spec.limits, true) {
+        let (cgroup, launcher, pooled) = match self.caps_for(&id, &spec.limits, true).await {
             Ok(caps) => caps,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -522,7 +522,7 @@ impl WorkspaceBackend for LocalBackend {
             backend: "local",
             message: format!("unreadable workspace metadata: {e}"),
         })?;
-        let (cgroup, launcher, _) = self.caps_for(id, &meta.limits, false)?;
+        let (cgroup, launcher, _) = self.caps_for(id, &meta.limits, false).await?;
         let data = meta.data_dir(&dir);
         let (protections, missing) = Self::protections(&meta, cgroup.as_ref());
         self.workspaces.lock().map_err(|_| poisoned())?.insert(
