@@ -29,12 +29,12 @@ pub use duration::{DurationError, Timeout, parse_duration};
 pub use expr::{EvalError, Expr, ExprError, MAX_EXPR_BYTES, MAX_EXPR_NESTING, truthy};
 pub use input::InputError;
 pub use model::{
-    AgentNode, Command, CondNode, ContainerStepNode, DecisionOption, EvalNode, FanOutNode,
-    FieldType, Flow, FormField, HumanApprovalNode, HumanCommon, HumanDecisionNode, HumanInputNode,
-    HumanReviewNode, InputDecl, InputType, Join, MAX_TIMEOUT_MS, McpNode, NODE_TYPES, Node, NodeId,
-    NodeKind, NodeRetry, OnBranchFail, OnError, OnFail, Scorer, ScorerKind, SetNode, ShellNetwork,
-    ShellNode, Sidecar, SignalNode, StepNode, Subgraph, TerminalStatus, TerminateNode, Transport,
-    WorkflowSpec, WritePath,
+    AgentNode, BudgetPolicy, Command, CondNode, ContainerStepNode, DEFAULT_RAISE_PERCENT,
+    DecisionOption, EvalNode, FanOutNode, FieldType, Flow, FormField, HumanApprovalNode,
+    HumanCommon, HumanDecisionNode, HumanInputNode, HumanReviewNode, InputDecl, InputType, Join,
+    MAX_TIMEOUT_MS, McpNode, NODE_TYPES, Node, NodeId, NodeKind, NodeRetry, OnBranchFail, OnError,
+    OnFail, Scorer, ScorerKind, SetNode, ShellNetwork, ShellNode, Sidecar, SignalNode, StepNode,
+    Subgraph, TerminalStatus, TerminateNode, Transport, WhenSpent, WorkflowSpec, WritePath,
 };
 pub use path::{ContextRoot, PathSegment};
 pub use presentation::{

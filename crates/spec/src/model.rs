@@ -47,12 +47,46 @@ pub struct WorkflowSpec {
     /// the interpreter's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_transitions: Option<u32>,
+    /// What a run does when its budget tier is spent. Absent means it fails with
+    /// `BUDGET_EXCEEDED`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetPolicy>,
     /// Free-form metadata (owner, tags, …). Never read by the interpreter.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub metadata: IndexMap<String, Value>,
     /// The nodes of the top-level graph.
     pub nodes: Vec<Node>,
 }
+
+/// `budget`: how a run meets the end of its budget tier.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BudgetPolicy {
+    /// What happens when the tier's token caps are spent.
+    #[serde(default)]
+    pub when_spent: WhenSpent,
+    /// How much one approved raise adds, in percent of the tier's caps (1–1000; absent means
+    /// 50). The person answering may name another percentage in the same range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub raise_percent: Option<u32>,
+}
+
+/// What a run does when its budget tier is spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum WhenSpent {
+    /// The step that ran out fails with `BUDGET_EXCEEDED` (the default).
+    #[default]
+    Fail,
+    /// The run parks and asks a person: raise the budget (by `raisePercent`) or stop. A raise
+    /// runs the step that ran out again; a stop fails it with `BUDGET_EXCEEDED`.
+    Ask,
+}
+
+/// The raise one approval adds when `raisePercent` is absent.
+pub const DEFAULT_RAISE_PERCENT: u32 = 50;
 
 /// One declared run input.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

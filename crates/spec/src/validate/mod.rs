@@ -125,6 +125,8 @@ codes! {
     InvalidResource = "INVALID_RESOURCE", Error;
     /// `maxTransitions` is 0.
     InvalidMaxTransitions = "INVALID_MAX_TRANSITIONS", Error;
+    /// `budget.raisePercent` is outside 1–1000.
+    RaisePercentOutOfRange = "RAISE_PERCENT_OUT_OF_RANGE", Error;
     /// A node no path from the entry reaches.
     UnreachableNode = "UNREACHABLE_NODE", Warning;
     /// Nodes of one `group` do not form one connected piece.

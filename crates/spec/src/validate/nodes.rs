@@ -137,6 +137,16 @@ impl<'a> Validator<'a> {
                 "`maxTransitions` must be at least 1".into(),
             );
         }
+        if let Some(percent) = spec.budget.as_ref().and_then(|b| b.raise_percent)
+            && !(1..=1000).contains(&percent)
+        {
+            self.push(
+                Code::RaisePercentOutOfRange,
+                None,
+                Some("budget.raisePercent".into()),
+                format!("`raisePercent` must be 1 to 1000, found {percent}"),
+            );
+        }
         self.inputs = declared_inputs(spec);
         collect_writes(&spec.nodes, 0, &mut self.writes);
         self.graph(

@@ -532,6 +532,7 @@ pub(crate) fn spec() -> impl Strategy<Value = WorkflowSpec> {
                     inputs,
                     input_schema,
                     max_transitions,
+                    budget: None,
                     metadata,
                     nodes,
                 }

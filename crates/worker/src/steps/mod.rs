@@ -12,6 +12,7 @@ mod mcp;
 mod memory;
 mod outcome;
 mod pull_request;
+mod raise;
 mod review;
 mod ticket;
 mod workspace;
@@ -45,7 +46,7 @@ pub use outcome::OUTCOME_AMBIGUOUS;
 pub use workspace::WorkspaceTemplate;
 
 use crate::local_git::LocalGit;
-use crate::parking::Parking;
+use crate::parking::{Parking, Working};
 use crate::scm::LocalScm;
 
 /// What every step of every run shares: the store, the sandbox, the models, the SCM.
@@ -349,9 +350,9 @@ impl RunDispatcher {
         }
     }
 
-    /// A meter holding what is left of the run's tier budget, read fresh from the store (so a
-    /// resumed run keeps counting what it spent before).
-    async fn meter(&self) -> Result<Arc<Meter>, DispatchError> {
+    /// The run's tier budget, read fresh from the store (so a resumed run keeps counting what
+    /// it spent before), with every raise a person approved.
+    async fn tier_budget(&self) -> Result<(raise::TierBudget, Option<String>), DispatchError> {
         let run = self
             .services
             .store
@@ -365,28 +366,38 @@ impl RunDispatcher {
             .and_then(Value::as_str)
             .and_then(parse_tier)
             .unwrap_or(self.services.tier);
-        let caps = tier.default_caps();
-        let spent_in = u64::try_from(run.usage.input_tokens).unwrap_or(0);
-        let spent_out = u64::try_from(run.usage.output_tokens).unwrap_or(0);
-        if spent_in >= caps.input || spent_out >= caps.output {
-            return Err(DispatchError::non_retryable(
-                "BUDGET_EXCEEDED",
-                format!(
-                    "the run has used its {} budget ({spent_in} input / {spent_out} output tokens)",
-                    tier.as_str()
-                ),
-            ));
+        let mut budget = raise::TierBudget {
+            tier,
+            caps: tier.default_caps(),
+            spent_in: u64::try_from(run.usage.input_tokens).unwrap_or(0),
+            spent_out: u64::try_from(run.usage.output_tokens).unwrap_or(0),
+            policy: raise::policy_of(&run.spec_snapshot),
+        };
+        if budget.asks() {
+            let added = raise::granted(&self.services.store, &self.run.run_id, tier).await?;
+            budget.caps.input = budget.caps.input.saturating_add(added.input);
+            budget.caps.output = budget.caps.output.saturating_add(added.output);
         }
+        Ok((budget, run.org_id))
+    }
+
+    /// A meter holding what is left of the run's tier budget (`budget`, not spent) and of its
+    /// org's month.
+    async fn meter(
+        &self,
+        budget: &raise::TierBudget,
+        org_id: Option<&str>,
+    ) -> Result<Arc<Meter>, DispatchError> {
         // The org's monthly cap: refused outright once met, else what is left of it caps this
         // step's spend in dollars.
-        let usd_cap = match &run.org_id {
+        let usd_cap = match org_id {
             Some(org_id) => {
-                let budget = self
+                let org = self
                     .org_budget
                     .read(&self.services.store, org_id)
                     .await
                     .map_err(|e| store_failure(&e))?;
-                if budget.exhausted() {
+                if org.exhausted() {
                     return Err(DispatchError::non_retryable(
                         "BUDGET_EXCEEDED",
                         "the organization's monthly budget is spent; a model call waits until \
@@ -397,17 +408,16 @@ impl RunDispatcher {
                     clippy::cast_precision_loss,
                     reason = "a dollar amount well inside f64's exact range"
                 )]
-                budget
-                    .remaining_micros()
+                org.remaining_micros()
                     .map(|micros| micros as f64 / 1_000_000.0)
             }
             None => None,
         };
         let config = MeterConfig {
-            tier,
+            tier: budget.tier,
             caps: TokenCaps {
-                input: caps.input - spent_in,
-                output: caps.output - spent_out,
+                input: budget.caps.input - budget.spent_in,
+                output: budget.caps.output - budget.spent_out,
             },
             usd_cap,
         };
@@ -430,10 +440,11 @@ impl RunDispatcher {
         Arc::new(Tracer::new(sink, node, Redactor::new()))
     }
 
-    async fn run_step(
-        &self,
+    async fn run_step<'a>(
+        &'a self,
         request: &StepDispatch,
         cancel: &CancellationToken,
+        working: &mut Option<Working<'a>>,
     ) -> Result<Value, DispatchError> {
         let Some(executor) = self.registry.get(&request.step) else {
             return Err(DispatchError::non_retryable(
@@ -444,7 +455,60 @@ impl RunDispatcher {
                 ),
             ));
         };
-        let meter = self.meter().await?;
+        loop {
+            let (budget, org_id) = self.tier_budget().await?;
+            if budget.spent() {
+                if !budget.asks() {
+                    return Err(budget.exceeded(None));
+                }
+                self.ask_while_idle(request, &budget, cancel, working)
+                    .await?;
+                continue;
+            }
+            let meter = self.meter(&budget, org_id.as_deref()).await?;
+            match self
+                .execute_once(executor.as_ref(), request, cancel, &meter)
+                .await?
+            {
+                // A call passed a cap. When it was the tier's (not the org's month) and the spec
+                // asks, a person decides whether the step runs again with more.
+                Err(error) if error.code() == "BUDGET_EXCEEDED" => {
+                    let (after, _) = self.tier_budget().await?;
+                    if !(after.spent() && after.asks()) {
+                        return Err(error);
+                    }
+                    self.ask_while_idle(request, &after, cancel, working)
+                        .await?;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// [`RunDispatcher::ask_for_budget`] with this step not counted as working, so a run with
+    /// nothing else in flight parks while the question is open.
+    async fn ask_while_idle<'a>(
+        &'a self,
+        request: &StepDispatch,
+        budget: &raise::TierBudget,
+        cancel: &CancellationToken,
+        working: &mut Option<Working<'a>>,
+    ) -> Result<(), DispatchError> {
+        drop(working.take());
+        let asked = self.ask_for_budget(request, budget, cancel).await;
+        *working = Some(self.parking.working());
+        asked
+    }
+
+    /// Runs the step once with `meter` and adds what it spent to the run. The outer error is
+    /// the store's; the inner result is the step's.
+    async fn execute_once(
+        &self,
+        executor: &dyn StepExecutor,
+        request: &StepDispatch,
+        cancel: &CancellationToken,
+        meter: &Arc<Meter>,
+    ) -> Result<Result<Value, DispatchError>, DispatchError> {
         let tracer = self.tracer(request);
         let context = StepContext {
             services: &self.services,
@@ -452,7 +516,7 @@ impl RunDispatcher {
             request,
             cancel,
             tracer: Arc::clone(&tracer),
-            meter: Arc::clone(&meter),
+            meter: Arc::clone(meter),
         };
         let started = Instant::now();
         let result = executor.execute(&context).await;
@@ -462,10 +526,9 @@ impl RunDispatcher {
         }
         let totals = meter.totals();
         if totals.calls > 0 {
-            let usage = totals.spend();
             self.services
                 .store
-                .add_run_usage(&self.run.token, usage)
+                .add_run_usage(&self.run.token, totals.spend())
                 .await
                 .map_err(|e| store_failure(&e))?;
         }
@@ -476,63 +539,11 @@ impl RunDispatcher {
             ok = result.is_ok(),
             "step ended"
         );
-        result
-    }
-}
-
-fn parse_tier(text: &str) -> Option<Tier> {
-    [Tier::Standard, Tier::Large, Tier::Epic]
-        .into_iter()
-        .find(|tier| tier.as_str().eq_ignore_ascii_case(text))
-}
-
-fn human_kind(node_type: &str) -> HumanStepKind {
-    match node_type {
-        "humanDecision" => HumanStepKind::Decision,
-        "humanInput" => HumanStepKind::Input,
-        "humanReview" => HumanStepKind::Review,
-        _ => HumanStepKind::Approval,
-    }
-}
-
-#[async_trait]
-impl Dispatcher for RunDispatcher {
-    async fn dispatch_step(
-        &self,
-        request: &StepDispatch,
-        cancellation: &CancellationToken,
-    ) -> Result<Value, DispatchError> {
-        let _working = self.parking.working();
-        let span = tracing::info_span!(
-            "node",
-            run_id = %self.run.run_id,
-            node = %request.spec_node_id,
-            recording_id = %request.recording_id,
-            step = %request.step,
-            attempt = request.attempt,
-        );
-        self.run_step(request, cancellation).instrument(span).await
+        Ok(result)
     }
 
-    async fn dispatch_shell(
-        &self,
-        request: &StepDispatch,
-        cancellation: &CancellationToken,
-    ) -> Result<Value, DispatchError> {
-        let _working = self.parking.working();
-        let span = tracing::info_span!(
-            "node",
-            run_id = %self.run.run_id,
-            node = %request.spec_node_id,
-            recording_id = %request.recording_id,
-            step = "shell",
-        );
-        workspace::run_shell_node(&self.services, request, cancellation)
-            .instrument(span)
-            .await
-    }
-
-    async fn wait_signal(
+    /// Waits for `wait`'s signal; parks the run (a cancellation) once nothing else of it works.
+    pub(crate) async fn wait_for(
         &self,
         wait: &SignalWait,
         abandoned: &CancellationToken,
@@ -579,6 +590,69 @@ impl Dispatcher for RunDispatcher {
                 () = tokio::time::sleep(SIGNAL_POLL) => {}
             }
         }
+    }
+}
+
+fn parse_tier(text: &str) -> Option<Tier> {
+    [Tier::Standard, Tier::Large, Tier::Epic]
+        .into_iter()
+        .find(|tier| tier.as_str().eq_ignore_ascii_case(text))
+}
+
+fn human_kind(node_type: &str) -> HumanStepKind {
+    match node_type {
+        "humanDecision" => HumanStepKind::Decision,
+        "humanInput" => HumanStepKind::Input,
+        "humanReview" => HumanStepKind::Review,
+        _ => HumanStepKind::Approval,
+    }
+}
+
+#[async_trait]
+impl Dispatcher for RunDispatcher {
+    async fn dispatch_step(
+        &self,
+        request: &StepDispatch,
+        cancellation: &CancellationToken,
+    ) -> Result<Value, DispatchError> {
+        let mut working = Some(self.parking.working());
+        let span = tracing::info_span!(
+            "node",
+            run_id = %self.run.run_id,
+            node = %request.spec_node_id,
+            recording_id = %request.recording_id,
+            step = %request.step,
+            attempt = request.attempt,
+        );
+        self.run_step(request, cancellation, &mut working)
+            .instrument(span)
+            .await
+    }
+
+    async fn dispatch_shell(
+        &self,
+        request: &StepDispatch,
+        cancellation: &CancellationToken,
+    ) -> Result<Value, DispatchError> {
+        let _working = self.parking.working();
+        let span = tracing::info_span!(
+            "node",
+            run_id = %self.run.run_id,
+            node = %request.spec_node_id,
+            recording_id = %request.recording_id,
+            step = "shell",
+        );
+        workspace::run_shell_node(&self.services, request, cancellation)
+            .instrument(span)
+            .await
+    }
+
+    async fn wait_signal(
+        &self,
+        wait: &SignalWait,
+        abandoned: &CancellationToken,
+    ) -> Result<SignalWake, DispatchError> {
+        self.wait_for(wait, abandoned).await
     }
 
     async fn record_step(&self, record: &StepRecord) -> Result<(), DispatchError> {

@@ -6,6 +6,7 @@
 )]
 
 mod budget;
+mod budget_ask;
 mod cancel;
 mod end_to_end;
 mod node_executors;

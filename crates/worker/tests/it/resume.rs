@@ -262,8 +262,20 @@ async fn heartbeats_keep_a_long_step_s_lease_and_a_refused_one_stops_the_run(db:
     assert!(renewed, "the lease was never renewed");
 
     // Another worker takes the run; the first one's next renewal is refused and it stops.
-    db.age_lease(&run_id, Duration::from_secs(3600)).await;
-    let taken = engine.acquire("worker-b", 1).await.unwrap().remove(0);
+    // A renewal landing between the ageing and the claim gives the lease back to the first
+    // worker (an expired lease nobody claimed is still its own), so age and claim until the
+    // claim wins; bounded.
+    let mut taken = None;
+    for _ in 0..50 {
+        db.age_lease(&run_id, Duration::from_secs(3600)).await;
+        if let Some(lease) = engine.acquire("worker-b", 1).await.unwrap().pop() {
+            taken = Some(lease);
+            break;
+        }
+    }
+    let Some(taken) = taken else {
+        panic!("worker-b never claimed the aged lease");
+    };
     let stopped = driving.await.unwrap().unwrap_err();
     assert_eq!(stopped.code(), "LEASE_LOST");
     assert_eq!(steps.records(), counts(&[("a", 1)]));
