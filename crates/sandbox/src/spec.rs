@@ -180,6 +180,9 @@ pub enum MetadataBlock {
 /// to the workspace's memory cap as kernel memory as well.
 pub const OPEN_FILES_PER_PROCESS: u32 = 4096;
 
+/// Default bound on the entries (files, directories, links) a workspace's writable trees hold.
+pub const DEFAULT_FILES: u64 = 1_000_000;
+
 /// Resource caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceLimits {
@@ -189,6 +192,14 @@ pub struct ResourceLimits {
     pub nano_cpus: u64,
     /// Maximum number of processes.
     pub pids: u32,
+    /// Most entries the workspace's writable trees may hold (counted from the host while an
+    /// exec runs and when it ends; see `docs/sandbox.md`).
+    #[serde(default = "default_files")]
+    pub files: u64,
+}
+
+fn default_files() -> u64 {
+    DEFAULT_FILES
 }
 
 impl Default for ResourceLimits {
@@ -197,6 +208,7 @@ impl Default for ResourceLimits {
             memory_bytes: 4 * 1024 * 1024 * 1024,
             nano_cpus: 2_000_000_000,
             pids: 512,
+            files: DEFAULT_FILES,
         }
     }
 }

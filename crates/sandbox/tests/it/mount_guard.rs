@@ -156,6 +156,7 @@ fn ephemeral(mounts: Vec<Mount>) -> EphemeralSpec {
             memory_bytes: 256 * 1024 * 1024,
             nano_cpus: 1_000_000_000,
             pids: 128,
+            ..ResourceLimits::default()
         },
         network: NetworkMode::None,
     }

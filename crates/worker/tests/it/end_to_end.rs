@@ -106,6 +106,7 @@ pub(crate) fn services_with(
                 memory_bytes: 512 * 1024 * 1024,
                 nano_cpus: 1_000_000_000,
                 pids: 256,
+                ..ResourceLimits::default()
             },
         ),
         models: Arc::new(SingleModel::new(client)),

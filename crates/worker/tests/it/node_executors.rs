@@ -48,6 +48,7 @@ fn services(
                 memory_bytes: 256 * 1024 * 1024,
                 nano_cpus: 1_000_000_000,
                 pids: 128,
+                ..ResourceLimits::default()
             },
         ),
         models: Arc::new(SingleModel::new(Arc::new(
