@@ -500,7 +500,7 @@ pub(crate) async fn file_count_bound_ends_an_endless_maker(
     let ended = backend
         .exec(
             &ws,
-            &ExecRequest::shell(&script).timeout(Duration::from_secs(600)),
+            &ExecRequest::shell(&script).timeout(Duration::from_secs(120)),
         )
         .await
         .unwrap_err();
