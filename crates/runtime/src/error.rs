@@ -79,6 +79,15 @@ pub enum HarnessError {
         /// The runtime name asked for.
         runtime: String,
     },
+    /// The runtime's pinned CLI is missing in the workspace or is not the pinned build (its
+    /// SHA-256 differs); the turn did not start.
+    #[error("harness {runtime} is unavailable: {reason}")]
+    CliUnavailable {
+        /// The runtime name.
+        runtime: String,
+        /// What the check found.
+        reason: String,
+    },
     /// The harness failed while running a turn.
     #[error("harness turn failed: {message}")]
     TurnFailed {
@@ -99,7 +108,7 @@ impl HarnessError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::PolicyUnenforceable { .. } => "HARNESS_POLICY_UNENFORCEABLE",
-            Self::Unavailable { .. } => "HARNESS_UNAVAILABLE",
+            Self::Unavailable { .. } | Self::CliUnavailable { .. } => "HARNESS_UNAVAILABLE",
             Self::TurnFailed { .. } => "HARNESS_TURN_FAILED",
             Self::Provisioning { .. } => "HARNESS_PROVISIONING_FAILED",
         }
@@ -109,7 +118,9 @@ impl HarnessError {
     #[must_use]
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::PolicyUnenforceable { .. } | Self::Unavailable { .. } => false,
+            Self::PolicyUnenforceable { .. }
+            | Self::Unavailable { .. }
+            | Self::CliUnavailable { .. } => false,
             Self::TurnFailed { .. } | Self::Provisioning { .. } => true,
         }
     }

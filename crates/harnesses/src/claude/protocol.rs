@@ -1,0 +1,358 @@
+//! Claude Code's stream-json protocol, as the pinned CLI speaks it: the events it writes, the
+//! control requests it sends and the answers it takes. Pure functions over JSON, so the golden
+//! corpus recorded from the pinned version exercises every one of them.
+
+use auto_swe_models::Usage;
+use auto_swe_runtime::{CanonicalCall, Decision};
+use serde_json::{Map, Value, json};
+
+use crate::error::{ProtocolError, cut};
+
+/// The id of our `PreToolUse` hook callback.
+pub const PRE_TOOL_USE_CALLBACK: &str = "auto-swe-pre-tool-use";
+
+/// The tools the CLI is offered (`--tools`); anything else it asks for is refused anyway.
+pub const OFFERED_TOOLS: &str = "Bash,Read,Write,Edit,Glob,Grep";
+
+/// One line the CLI wrote, classified.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// `system`/`init`: the session started.
+    Init {
+        /// The CLI's session id (for `--resume`).
+        session_id: String,
+    },
+    /// Another `system` event (status, hook progress, compaction notes).
+    System,
+    /// An assistant message (one per content block; a message id repeats).
+    Assistant {
+        /// The provider's message id.
+        message_id: String,
+        /// The usage the message carries.
+        usage: Value,
+    },
+    /// A user message (tool results, replayed input).
+    User,
+    /// The turn's result.
+    Result {
+        /// `success`, or an `error_…` subtype.
+        subtype: String,
+        /// Whether the CLI counts the turn as failed.
+        is_error: bool,
+        /// The final text.
+        text: String,
+        /// The turn's totals.
+        usage: Value,
+        /// The session id.
+        session_id: Option<String>,
+    },
+    /// A control request the worker must answer.
+    ControlRequest {
+        /// Its id (echoed in the answer).
+        request_id: String,
+        /// Its `request` object.
+        request: Map<String, Value>,
+    },
+    /// The CLI's answer to one of our control requests.
+    ControlResponse {
+        /// The request it answers.
+        request_id: String,
+        /// `success` or `error`.
+        subtype: String,
+        /// The error text, if any.
+        error: Option<String>,
+    },
+    /// The CLI withdrew a control request (our answer, if late, is ignored).
+    ControlCancel,
+    /// Progress, partial messages and notices the worker does not act on.
+    Ignored,
+}
+
+fn text(map: &Map<String, Value>, key: &str) -> Option<String> {
+    map.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// Classifies one line. An unknown `type` is an error: the CLI is pinned, and a version that
+/// writes new events must pass the golden corpus before it is pinned.
+pub fn classify(line: &Map<String, Value>) -> Result<Event, ProtocolError> {
+    let kind = line.get("type").and_then(Value::as_str).unwrap_or("");
+    Ok(match kind {
+        "system" if line.get("subtype").and_then(Value::as_str) == Some("init") => Event::Init {
+            session_id: text(line, "session_id").ok_or(ProtocolError::MissingField {
+                kind: "system/init",
+                field: "session_id",
+            })?,
+        },
+        "system" => Event::System,
+        "assistant" => {
+            let message = line.get("message").and_then(Value::as_object).ok_or(
+                ProtocolError::MissingField {
+                    kind: "assistant",
+                    field: "message",
+                },
+            )?;
+            Event::Assistant {
+                message_id: text(message, "id").unwrap_or_default(),
+                usage: message.get("usage").cloned().unwrap_or(Value::Null),
+            }
+        }
+        "user" => Event::User,
+        "result" => Event::Result {
+            subtype: text(line, "subtype").unwrap_or_default(),
+            is_error: line
+                .get("is_error")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+            text: text(line, "result").unwrap_or_default(),
+            usage: line.get("usage").cloned().unwrap_or(Value::Null),
+            session_id: text(line, "session_id"),
+        },
+        "control_request" => Event::ControlRequest {
+            request_id: text(line, "request_id").ok_or(ProtocolError::MissingField {
+                kind: "control_request",
+                field: "request_id",
+            })?,
+            request: line
+                .get("request")
+                .and_then(Value::as_object)
+                .cloned()
+                .ok_or(ProtocolError::MissingField {
+                    kind: "control_request",
+                    field: "request",
+                })?,
+        },
+        "control_response" => {
+            let response = line.get("response").and_then(Value::as_object).ok_or(
+                ProtocolError::MissingField {
+                    kind: "control_response",
+                    field: "response",
+                },
+            )?;
+            Event::ControlResponse {
+                request_id: text(response, "request_id").unwrap_or_default(),
+                subtype: text(response, "subtype").unwrap_or_default(),
+                error: text(response, "error"),
+            }
+        }
+        "control_cancel_request" => Event::ControlCancel,
+        "stream_event" | "keep_alive" | "rate_limit_event" | "tool_progress"
+        | "tool_use_summary" | "auth_status" | "streamlined_text" => Event::Ignored,
+        other => {
+            return Err(ProtocolError::UnknownEvent {
+                kind: cut(other, 64),
+            });
+        }
+    })
+}
+
+/// The `initialize` request: our `PreToolUse` hook on every tool.
+#[must_use]
+pub fn initialize(request_id: &str) -> Value {
+    json!({
+        "type": "control_request",
+        "request_id": request_id,
+        "request": {
+            "subtype": "initialize",
+            "hooks": {
+                "PreToolUse": [{ "matcher": null, "hookCallbackIds": [PRE_TOOL_USE_CALLBACK] }]
+            }
+        }
+    })
+}
+
+/// The user message that starts a turn.
+#[must_use]
+pub fn user_message(prompt: &str) -> Value {
+    json!({
+        "type": "user",
+        "message": { "role": "user", "content": prompt },
+        "parent_tool_use_id": null,
+        "session_id": ""
+    })
+}
+
+/// A successful control response.
+#[must_use]
+pub fn success(request_id: &str, response: &Value) -> Value {
+    json!({
+        "type": "control_response",
+        "response": { "subtype": "success", "request_id": request_id, "response": response }
+    })
+}
+
+/// An error control response (the CLI treats the request as failed: for a permission or a
+/// hook, that is a refusal).
+#[must_use]
+pub fn error(request_id: &str, message: &str) -> Value {
+    json!({
+        "type": "control_response",
+        "response": { "subtype": "error", "request_id": request_id, "error": message }
+    })
+}
+
+/// A tool call a control request asks about, in Claude Code's vocabulary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AskedCall {
+    /// The tool's name.
+    pub tool: String,
+    /// Its input, exactly as the CLI will run it.
+    pub input: Value,
+}
+
+/// The call a `can_use_tool` request asks about.
+#[must_use]
+pub fn can_use_tool_call(request: &Map<String, Value>) -> Option<AskedCall> {
+    Some(AskedCall {
+        tool: text(request, "tool_name")?,
+        input: request.get("input")?.clone(),
+    })
+}
+
+/// The call a `hook_callback` for our `PreToolUse` hook asks about (`None` for another
+/// callback id or event).
+#[must_use]
+pub fn hook_call(request: &Map<String, Value>) -> Option<AskedCall> {
+    if request.get("callback_id").and_then(Value::as_str) != Some(PRE_TOOL_USE_CALLBACK) {
+        return None;
+    }
+    let input = request.get("input")?.as_object()?;
+    if input.get("hook_event_name").and_then(Value::as_str) != Some("PreToolUse") {
+        return None;
+    }
+    Some(AskedCall {
+        tool: text(input, "tool_name")?,
+        input: input.get("tool_input")?.clone(),
+    })
+}
+
+/// The answer to `can_use_tool`: an allow names the very input that was decided.
+#[must_use]
+pub fn permission_answer(decision: &Decision, input: &Value) -> Value {
+    match decision {
+        Decision::Allow => json!({ "behavior": "allow", "updatedInput": input }),
+        Decision::Deny { reason } => json!({ "behavior": "deny", "message": reason }),
+        _ => json!({ "behavior": "deny", "message": "refused" }),
+    }
+}
+
+/// The answer to our `PreToolUse` hook.
+#[must_use]
+pub fn hook_answer(decision: &Decision) -> Value {
+    let (verdict, reason) = match decision {
+        Decision::Allow => ("allow", "allowed by the worker's policy"),
+        Decision::Deny { reason } => ("deny", reason.as_str()),
+        _ => ("deny", "refused"),
+    };
+    json!({
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": verdict,
+            "permissionDecisionReason": reason
+        }
+    })
+}
+
+fn string(input: &Value, key: &str, tool: &str) -> Result<String, String> {
+    input
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{tool} needs a string {key}"))
+}
+
+/// A glob the CLI expands itself must stay inside the checkout: no `..` segment, and an
+/// absolute one is checked as the path it starts from.
+fn glob_root(pattern: &str) -> Result<Option<String>, String> {
+    if pattern.split('/').any(|segment| segment == "..") {
+        return Err("UNSAFE_PATH: a pattern may not climb out with ..".to_owned());
+    }
+    if !pattern.starts_with('/') {
+        return Ok(None);
+    }
+    let literal: Vec<&str> = pattern
+        .split('/')
+        .take_while(|s| !s.contains(['*', '?', '[', '{']))
+        .collect();
+    Ok(Some(literal.join("/")))
+}
+
+/// Maps a Claude Code tool call onto the canonical vocabulary: Bash → shell, Write and Edit →
+/// write, Read → read, Glob and Grep → search. Anything else is refused.
+pub fn map_call(tool: &str, input: &Value) -> Result<CanonicalCall, String> {
+    match tool {
+        "Bash" => Ok(CanonicalCall::Shell {
+            command: string(input, "command", tool)?,
+        }),
+        "Write" => Ok(CanonicalCall::Write {
+            path: string(input, "file_path", tool)?,
+            content: string(input, "content", tool)?,
+        }),
+        "Edit" => Ok(CanonicalCall::Write {
+            path: string(input, "file_path", tool)?,
+            content: string(input, "new_string", tool)?,
+        }),
+        "Read" => Ok(CanonicalCall::Read {
+            path: string(input, "file_path", tool)?,
+        }),
+        "Glob" | "Grep" => {
+            let mut path = input
+                .get("path")
+                .and_then(Value::as_str)
+                .unwrap_or(".")
+                .to_owned();
+            let key = if tool == "Glob" { "pattern" } else { "glob" };
+            if let Some(pattern) = input.get(key).and_then(Value::as_str)
+                && let Some(root) = glob_root(pattern)?
+            {
+                if input.get("path").is_some() {
+                    return Err("UNSAFE_PATH: an absolute pattern under a path".to_owned());
+                }
+                path = if root.is_empty() {
+                    "/".to_owned()
+                } else {
+                    root
+                };
+            }
+            Ok(CanonicalCall::Search { path })
+        }
+        other => Err(format!(
+            "the {} tool is not offered to this agent",
+            cut(other, 64)
+        )),
+    }
+}
+
+fn count(value: &Value, key: &str) -> u64 {
+    value.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// An Anthropic `usage` object (an assistant message's or the result's totals).
+#[must_use]
+pub fn usage(reported: &Value) -> Option<Usage> {
+    let object = reported.as_object()?;
+    if !object.contains_key("input_tokens") && !object.contains_key("output_tokens") {
+        return None;
+    }
+    let split = reported.get("cache_creation").filter(|c| c.is_object());
+    let short = split.map_or(0, |c| count(c, "ephemeral_5m_input_tokens"));
+    let long = split.map_or(0, |c| count(c, "ephemeral_1h_input_tokens"));
+    // Without a split (or an all-zero one) the sum is taken as 5-minute writes.
+    let (five_minute, one_hour) = if short + long == 0 {
+        (count(reported, "cache_creation_input_tokens"), 0)
+    } else {
+        (short, long)
+    };
+    let read = count(reported, "cache_read_input_tokens");
+    // Anthropic's `input_tokens` is the uncached part; ours is every prompt token.
+    Some(Usage {
+        input: count(reported, "input_tokens") + read + five_minute + one_hour,
+        output: count(reported, "output_tokens"),
+        cache_read: read,
+        cache_write_5m: five_minute,
+        cache_write_1h: one_hour,
+        reasoning: 0,
+        cache_reported: object.contains_key("cache_read_input_tokens")
+            || object.contains_key("cache_creation_input_tokens"),
+    })
+}
