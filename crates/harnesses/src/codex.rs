@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use auto_swe_models::Usage;
@@ -20,11 +19,14 @@ use auto_swe_sandbox::{EnvName, SecretEnv, SecretValue};
 use serde_json::{Map, Value};
 
 use crate::error::{ProtocolError, cut};
-use crate::lines::JsonLines;
+use crate::lines::{JsonLines, Transcript};
 use crate::pinned::PinnedCli;
 
 /// The runtime name.
 pub const CODEX_RUNTIME: &str = "codex";
+
+/// The longest prompt (one argument; the kernel takes at most 128 KiB per argument).
+pub const MAX_PROMPT_BYTES: usize = 120 * 1024;
 
 /// How the adapter runs the CLI.
 #[derive(Clone)]
@@ -33,12 +35,15 @@ pub struct CodexConfig {
     pub cli: PinnedCli,
     /// The model (`--model`).
     pub model: String,
-    /// `OPENAI_BASE_URL` (the Responses API's base, ending in `/v1`), when not the provider's.
+    /// The Responses API's base (ending in `/v1`), when not the provider's: the CLI is given
+    /// a model provider of ours with it.
     pub base_url: Option<String>,
     /// `OPENAI_API_KEY`, delivered out of band.
     pub api_key: Option<String>,
     /// `CODEX_HOME` inside the workspace (outside the checkout).
     pub home: String,
+    /// Every line the CLI writes (recording the golden corpus only).
+    pub transcript: Option<Transcript>,
 }
 
 impl std::fmt::Debug for CodexConfig {
@@ -49,6 +54,7 @@ impl std::fmt::Debug for CodexConfig {
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("home", &self.home)
+            .field("transcript", &self.transcript.is_some())
             .finish()
     }
 }
@@ -63,6 +69,7 @@ impl CodexConfig {
             base_url: None,
             api_key: None,
             home: "/workspace/.auto-swe/codex-home".to_owned(),
+            transcript: None,
         }
     }
 }
@@ -185,12 +192,28 @@ impl CodexAdapter {
             .map(str::to_owned),
         );
         args.push(c.model.clone());
+        if let Some(url) = &c.base_url {
+            // A provider of our own: the CLI's built-in one ignores `OPENAI_BASE_URL` in this
+            // version. The URL is a TOML string (JSON's escapes are TOML's).
+            let url = serde_json::to_string(url).unwrap_or_default();
+            args.extend([
+                "-c".to_owned(),
+                "model_provider=\"auto-swe\"".to_owned(),
+                "-c".to_owned(),
+                format!(
+                    "model_providers.auto-swe={{name=\"auto-swe\", base_url={url}, \
+                     env_key=\"OPENAI_API_KEY\", wire_api=\"responses\"}}"
+                ),
+            ]);
+        }
         if let Some(thread) = resume {
             args.push(thread);
         }
-        // The prompt is read from standard input.
-        args.push("-".to_owned());
-        crate::lifeline::argv(&c.cli.path, args)
+        // The prompt is the last positional argument (never evaluated as shell text); the
+        // CLI's input is left empty, so the worker's input is only the lifeline.
+        args.push("--".to_owned());
+        args.push(turn.prompt.clone());
+        crate::lifeline::watching(&c.cli.path, args)
     }
 }
 
@@ -214,23 +237,19 @@ impl HarnessAdapter for CodexAdapter {
         plain.insert(env("CODEX_HOME")?, c.home.clone());
         plain.insert(env("HOME")?, c.home.clone());
         plain.insert(env("PATH")?, "/usr/local/bin:/usr/bin:/bin".to_owned());
-        if let Some(url) = &c.base_url {
-            plain.insert(env("OPENAI_BASE_URL")?, url.clone());
-        }
         let mut secrets = SecretEnv::new();
         if let Some(key) = &c.api_key {
             secrets.insert(env("OPENAI_API_KEY")?, SecretValue::new(key.clone()));
         }
+        if turn.prompt.len() > MAX_PROMPT_BYTES {
+            return Err(HarnessError::TurnFailed {
+                message: format!("a codex prompt is at most {MAX_PROMPT_BYTES} bytes"),
+            });
+        }
         let mut process = turn.spawn_with(self.argv(turn), plain, secrets).await?;
-        let stdin = process.stdin.take().ok_or(ProtocolError::InputClosed)?;
-        let mut prompt = turn.prompt.clone().into_bytes();
-        prompt.push(b'\n');
-        stdin
-            .send(prompt)
-            .await
-            .map_err(|_| ProtocolError::InputClosed)?;
-        drop(stdin);
-        let mut lines = JsonLines::new(process);
+        // Held until the turn ends: dropping it ends the CLI.
+        let _lifeline = process.stdin.take().ok_or(ProtocolError::InputClosed)?;
+        let mut lines = JsonLines::new(process, self.config.transcript.clone());
         let mut text = String::new();
         let mut total = None;
         while let Some(line) = lines.next().await? {
@@ -256,8 +275,7 @@ impl HarnessAdapter for CodexAdapter {
             }
         }
         let Some(usage) = total else {
-            let status = lines.exit_note(Duration::from_secs(2)).await;
-            return Err(ProtocolError::ExitedMidTurn { status }.into());
+            return Err(lines.ended_early().await.into());
         };
         Ok(HarnessReport { text, usage })
     }
@@ -271,5 +289,46 @@ impl HarnessAdapter for CodexAdapter {
 
     fn usage(&self, reported: &Value) -> Option<Usage> {
         usage(reported)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use super::*;
+
+    /// Lines the pinned CLI wrote in the real-CLI test, bulk cut.
+    const GOLDEN: &str = include_str!("../tests/golden/codex-0.171.0.jsonl");
+
+    #[test]
+    fn every_golden_line_is_understood() {
+        let events: Vec<CodexEvent> = GOLDEN
+            .lines()
+            .map(|line| {
+                let Value::Object(map) = serde_json::from_str(line).unwrap() else {
+                    panic!("not an object: {line}")
+                };
+                classify(&map).unwrap()
+            })
+            .collect();
+        assert!(matches!(&events[0], CodexEvent::ThreadStarted(id) if !id.is_empty()));
+        assert!(events.contains(&CodexEvent::ItemCompleted(Some("hi there".to_owned()))));
+        let total = events
+            .iter()
+            .find_map(|e| match e {
+                CodexEvent::TurnCompleted(u) => usage(u),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!((total.input, total.output), (4350, 72));
+    }
+
+    #[test]
+    fn an_unknown_event_type_is_an_error() {
+        let line = serde_json::json!({"type": "turn.teleported"});
+        assert!(matches!(
+            classify(line.as_object().unwrap()),
+            Err(ProtocolError::UnknownEvent { .. })
+        ));
     }
 }

@@ -33,10 +33,12 @@ pub enum ProtocolError {
         field: &'static str,
     },
     /// The CLI ended (or closed its output) before the turn's result.
-    #[error("the CLI exited mid-turn{status}")]
+    #[error("the CLI exited mid-turn{status}: {stderr}")]
     ExitedMidTurn {
         /// `" (status N)"`, or empty when unknown.
         status: String,
+        /// The end of its standard error, credential shapes masked.
+        stderr: String,
     },
     /// The CLI refused our handshake.
     #[error("the CLI refused the session handshake: {message}")]

@@ -29,5 +29,5 @@ pub const CODEX_LINUX_X64_SHA256: &str =
 pub use claude::{CLAUDE_CODE_RUNTIME, ClaudeCodeAdapter, ClaudeCodeConfig};
 pub use codex::{CODEX_RUNTIME, CodexAdapter, CodexConfig};
 pub use error::ProtocolError;
-pub use lines::{JsonLines, MAX_LINE_BYTES};
+pub use lines::{JsonLines, MAX_LINE_BYTES, Transcript};
 pub use pinned::PinnedCli;

@@ -10,17 +10,27 @@
 //! taking every process in it — when the shell does; on `docker` and `kubernetes` the runtime's
 //! tag kill at the end of the turn reaches anything that left the group.
 
-/// The lifeline shell (`sh -c LIFELINE lifeline CLI ARGS…`); exit status is the CLI's, or 125
-/// when the lifeline itself could not be set up.
+/// The lifeline shell (`sh -c LIFELINE lifeline MODE CLI ARGS…`); exit status is the CLI's,
+/// or 125 when the lifeline itself could not be set up (it also makes the CLI's `HOME`). In mode `feed` the CLI reads what the
+/// worker writes; in mode `watch` it reads nothing (`/dev/null`) and the worker's input only
+/// keeps it alive.
 ///
 /// An asynchronous list reads `/dev/null` unless it names its input, so the feed names ours
 /// (saved as descriptor 3).
-pub const LIFELINE_SCRIPT: &str = r#"d=$(mktemp -d) || exit 125
-mkfifo "$d/in" || exit 125
+pub const LIFELINE_SCRIPT: &str = r#"mode=$1
+shift
+if [ -n "${HOME:-}" ]; then mkdir -p -- "$HOME" || exit 125; fi
+d=$(mktemp -d) || exit 125
+if [ "$mode" = feed ]; then
+  mkfifo "$d/in" || exit 125
+  in="$d/in"
+else
+  in=/dev/null
+fi
 exec 3<&0
-setsid "$@" < "$d/in" 3<&- &
+setsid "$@" < "$in" 3<&- &
 cli=$!
-{ cat > "$d/in"; kill -KILL -- "-$cli" 2>/dev/null || kill -KILL "$cli" 2>/dev/null; } <&3 &
+{ cat > "$in"; kill -KILL -- "-$cli" 2>/dev/null || kill -KILL "$cli" 2>/dev/null; } <&3 &
 exec 3<&-
 wait "$cli"
 status=$?
@@ -28,17 +38,30 @@ kill -KILL -- "-$cli" 2>/dev/null
 rm -rf -- "$d"
 exit "$status""#;
 
-/// The argv that runs `cli` (an absolute path inside the workspace) with `args` under the
-/// lifeline. Every argument stays a positional argument: nothing is evaluated as shell text.
-#[must_use]
-pub fn argv(cli: &str, args: impl IntoIterator<Item = String>) -> Vec<String> {
+fn argv(mode: &str, cli: &str, args: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut all = vec![
         "sh".to_owned(),
         "-c".to_owned(),
         LIFELINE_SCRIPT.to_owned(),
         "lifeline".to_owned(),
+        mode.to_owned(),
         cli.to_owned(),
     ];
     all.extend(args);
     all
+}
+
+/// The argv that runs `cli` (an absolute path inside the workspace) with `args` under the
+/// lifeline, its standard input fed from the worker's. Every argument stays a positional
+/// argument: nothing is evaluated as shell text.
+#[must_use]
+pub fn feeding(cli: &str, args: impl IntoIterator<Item = String>) -> Vec<String> {
+    argv("feed", cli, args)
+}
+
+/// [`feeding`], but the CLI reads nothing: the worker's input is held open only as the
+/// lifeline (closing it ends the CLI's process group).
+#[must_use]
+pub fn watching(cli: &str, args: impl IntoIterator<Item = String>) -> Vec<String> {
+    argv("watch", cli, args)
 }

@@ -8,22 +8,37 @@ use crate::error::ProtocolError;
 /// The longest line a CLI may write (a tool result carrying a large file stays under it).
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
+/// Receives every line a CLI writes on standard output, as written (used to record the golden
+/// corpus when a pin moves). Lines carry file contents and command output: a worker serving
+/// runs never sets one.
+pub type Transcript = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
 /// Reads one JSON object per line from a process's standard output. Standard error is kept
 /// (bounded) for diagnostics only and never parsed.
-#[derive(Debug)]
 pub struct JsonLines {
     process: SpawnedProcess,
+    transcript: Option<Transcript>,
     pending: Vec<u8>,
     stderr_tail: Vec<u8>,
     ended: bool,
 }
 
+impl std::fmt::Debug for JsonLines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonLines")
+            .field("process", &self.process)
+            .field("transcript", &self.transcript.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl JsonLines {
     /// Wraps a spawned process (its `stdin` stays with the caller).
     #[must_use]
-    pub fn new(process: SpawnedProcess) -> Self {
+    pub fn new(process: SpawnedProcess, transcript: Option<Transcript>) -> Self {
         Self {
             process,
+            transcript,
             pending: Vec::new(),
             stderr_tail: Vec::new(),
             ended: false,
@@ -35,10 +50,22 @@ impl JsonLines {
         &mut self.process
     }
 
-    /// The last bytes the process wrote on standard error.
+    /// The last bytes (at most 300 characters) the process wrote on standard error, credential
+    /// shapes masked.
     #[must_use]
     pub fn stderr_tail(&self) -> String {
-        String::from_utf8_lossy(&self.stderr_tail).into_owned()
+        let text = String::from_utf8_lossy(&self.stderr_tail);
+        let skip = text.chars().count().saturating_sub(300);
+        auto_swe_scanners::mask_credential_shapes(&text.chars().skip(skip).collect::<String>())
+    }
+
+    /// The error for output that ended before the turn's result.
+    pub async fn ended_early(&mut self) -> ProtocolError {
+        let status = self.exit_note(std::time::Duration::from_secs(2)).await;
+        ProtocolError::ExitedMidTurn {
+            status,
+            stderr: self.stderr_tail().trim().to_owned(),
+        }
     }
 
     /// The next object; `Ok(None)` when the output ended. A line that is not a JSON object, or
@@ -50,6 +77,9 @@ impl JsonLines {
                 let text = line.trim_ascii();
                 if text.is_empty() {
                     continue;
+                }
+                if let Some(tap) = &self.transcript {
+                    tap(&String::from_utf8_lossy(text));
                 }
                 return match serde_json::from_slice::<Value>(text) {
                     Ok(Value::Object(map)) => Ok(Some(map)),

@@ -23,12 +23,11 @@ use auto_swe_runtime::{
     HarnessTurn, NativeCall,
 };
 use auto_swe_sandbox::{EnvName, SecretEnv, SecretValue};
-use auto_swe_scanners::mask_credential_shapes;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::error::ProtocolError;
-use crate::lines::JsonLines;
+use crate::lines::{JsonLines, Transcript};
 use crate::pinned::PinnedCli;
 use protocol::{AskedCall, Event};
 
@@ -55,6 +54,8 @@ pub struct ClaudeCodeConfig {
     pub home: String,
     /// `CLAUDE_CODE_MAX_RETRIES`: the CLI's own retries of a failed model call.
     pub max_retries: u32,
+    /// Every line the CLI writes (recording the golden corpus only).
+    pub transcript: Option<Transcript>,
 }
 
 impl std::fmt::Debug for ClaudeCodeConfig {
@@ -67,6 +68,7 @@ impl std::fmt::Debug for ClaudeCodeConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("home", &self.home)
             .field("max_retries", &self.max_retries)
+            .field("transcript", &self.transcript.is_some())
             .finish()
     }
 }
@@ -84,6 +86,7 @@ impl ClaudeCodeConfig {
             api_key: None,
             home: "/workspace/.auto-swe/claude-home".to_owned(),
             max_retries: 2,
+            transcript: None,
         }
     }
 }
@@ -196,7 +199,7 @@ impl ClaudeCodeAdapter {
         if let Some(id) = self.cli_session(&turn.session_id) {
             args.push(format!("--resume={id}"));
         }
-        crate::lifeline::argv(&c.cli.path, args)
+        crate::lifeline::feeding(&c.cli.path, args)
     }
 
     fn environment(&self) -> Result<(BTreeMap<EnvName, String>, SecretEnv), HarnessError> {
@@ -304,8 +307,7 @@ impl ClaudeCodeAdapter {
         let mut current: Option<String> = None;
         loop {
             let Some(line) = lines.next().await? else {
-                let status = lines.exit_note(Duration::from_secs(2)).await;
-                return Err(ProtocolError::ExitedMidTurn { status }.into());
+                return Err(lines.ended_early().await.into());
             };
             match protocol::classify(&line)? {
                 Event::Init { session_id } => self.remember(&turn.session_id, &session_id),
@@ -387,12 +389,12 @@ impl HarnessAdapter for ClaudeCodeAdapter {
             .ok_or_else(|| HarnessError::TurnFailed {
                 message: "the CLI has no input".to_owned(),
             })?;
-        let mut lines = JsonLines::new(process);
+        let mut lines = JsonLines::new(process, self.config.transcript.clone());
         let result = self.drive(turn, &mut lines, stdin).await;
         if let Err(e) = &result {
             tracing::warn!(
                 error = %e,
-                stderr = %mask_credential_shapes(&crate::error::cut(&lines.stderr_tail(), 2000)),
+                stderr = %lines.stderr_tail(),
                 "claude code turn failed"
             );
         }

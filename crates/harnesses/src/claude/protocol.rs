@@ -356,3 +356,182 @@ pub fn usage(reported: &Value) -> Option<Usage> {
             || object.contains_key("cache_creation_input_tokens"),
     })
 }
+
+#[cfg(test)]
+mod tests {
+
+    use super::*;
+
+    /// Lines the pinned CLI wrote in the real-CLI session test (two turns: the scripted one and
+    /// a resumed one), bulk cut. A version that changes what these tests read fails here.
+    const GOLDEN: &str = include_str!("../../tests/golden/claude-code-2.1.332.jsonl");
+
+    fn golden() -> Vec<Event> {
+        GOLDEN
+            .lines()
+            .map(|line| {
+                let Value::Object(map) = serde_json::from_str(line).unwrap() else {
+                    panic!("not an object: {line}")
+                };
+                classify(&map).unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_golden_line_is_understood() {
+        let events = golden();
+        let inits = events
+            .iter()
+            .filter(|e| matches!(e, Event::Init { session_id } if resumable_id(session_id)))
+            .count();
+        assert_eq!(inits, 2, "one session start per turn, with a resumable id");
+        assert!(events.iter().any(|e| matches!(
+            e,
+            Event::ControlResponse { request_id, subtype, .. }
+                if request_id == "auto-swe-initialize" && subtype == "success"
+        )));
+        assert!(!events.iter().any(|e| matches!(e, Event::Ignored)));
+    }
+
+    fn resumable_id(id: &str) -> bool {
+        id.len() == 36 && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+    }
+
+    #[test]
+    fn the_golden_hook_requests_name_each_call_and_map_onto_the_vocabulary() {
+        let calls: Vec<AskedCall> = golden()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::ControlRequest { request, .. } => {
+                    assert_eq!(request["subtype"], "hook_callback");
+                    Some(hook_call(&request).unwrap())
+                }
+                _ => None,
+            })
+            .collect();
+        let tools: Vec<&str> = calls.iter().map(|c| c.tool.as_str()).collect();
+        assert_eq!(tools, ["Read", "Edit", "Bash", "Write", "Bash"]);
+        let mapped: Vec<CanonicalCall> = calls
+            .iter()
+            .map(|c| map_call(&c.tool, &c.input).unwrap())
+            .collect();
+        assert!(matches!(&mapped[0], CanonicalCall::Read { path } if path.ends_with("notes.txt")));
+        assert!(
+            matches!(&mapped[1], CanonicalCall::Write { content, .. } if content == "hello world")
+        );
+        assert!(matches!(&mapped[2], CanonicalCall::Shell { command } if command == "sh check.sh"));
+        assert!(
+            matches!(&mapped[3], CanonicalCall::Write { path, .. } if path.rsplit('/').next() == Some(".env"))
+        );
+    }
+
+    #[test]
+    fn the_golden_usage_is_read_per_message_and_in_the_totals() {
+        let events = golden();
+        let first = events
+            .iter()
+            .find_map(|e| match e {
+                Event::Assistant { usage: u, .. } => usage(u),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(first.input, 1000);
+        let totals: Vec<(u64, u64)> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Result {
+                    usage: u,
+                    subtype,
+                    is_error,
+                    ..
+                } => {
+                    assert_eq!((subtype.as_str(), *is_error), ("success", false));
+                    usage(u).map(|u| (u.input, u.output))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(totals, [(7500, 170), (2000, 5)]);
+    }
+
+    #[test]
+    fn an_unknown_event_type_or_a_control_request_without_an_id_is_an_error() {
+        let map = |v: Value| v.as_object().unwrap().clone();
+        assert!(matches!(
+            classify(&map(json!({"type": "telepathy"}))),
+            Err(ProtocolError::UnknownEvent { .. })
+        ));
+        assert!(matches!(
+            classify(&map(json!({"type": "control_request", "request": {}}))),
+            Err(ProtocolError::MissingField { .. })
+        ));
+        assert!(matches!(
+            classify(&map(json!({"no": "type"}))),
+            Err(ProtocolError::UnknownEvent { .. })
+        ));
+    }
+
+    #[test]
+    fn only_the_mapped_tools_with_their_fields_map() {
+        for (tool, input) in [
+            ("WebFetch", json!({"url": "https://x.example"})),
+            ("Task", json!({"prompt": "x"})),
+            ("Bash", json!({"cmd": "ls"})),
+            ("Write", json!({"file_path": "a"})),
+            ("Glob", json!({"pattern": "../../etc/*"})),
+            ("Grep", json!({"pattern": "x", "glob": "../*.rs"})),
+            ("Glob", json!({"pattern": "/etc/*", "path": "src"})),
+        ] {
+            assert!(map_call(tool, &input).is_err(), "{tool} {input}");
+        }
+        assert_eq!(
+            map_call("Glob", &json!({"pattern": "/etc/**/*.conf"})).unwrap(),
+            CanonicalCall::Search {
+                path: "/etc".to_owned()
+            },
+            "an absolute pattern is checked as the directory it starts from"
+        );
+        assert_eq!(
+            map_call("Grep", &json!({"pattern": "fn main"})).unwrap(),
+            CanonicalCall::Search {
+                path: ".".to_owned()
+            }
+        );
+    }
+
+    #[test]
+    fn answers_carry_the_decided_input_or_the_reason() {
+        let input = json!({"command": "ls"});
+        assert_eq!(
+            permission_answer(&Decision::Allow, &input),
+            json!({"behavior": "allow", "updatedInput": {"command": "ls"}})
+        );
+        let deny = Decision::Deny {
+            reason: "no".to_owned(),
+        };
+        assert_eq!(permission_answer(&deny, &input)["behavior"], "deny");
+        assert_eq!(
+            hook_answer(&deny)["hookSpecificOutput"]["permissionDecision"],
+            "deny"
+        );
+        let other = json!({"subtype": "hook_callback", "callback_id": "someone-else",
+            "input": {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}}});
+        assert!(hook_call(other.as_object().unwrap()).is_none());
+    }
+
+    #[test]
+    fn cache_figures_add_up_to_every_prompt_token() {
+        let u = usage(&json!({
+            "input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100,
+            "cache_creation_input_tokens": 30,
+            "cache_creation": {"ephemeral_5m_input_tokens": 20, "ephemeral_1h_input_tokens": 10}
+        }))
+        .unwrap();
+        assert_eq!(
+            (u.input, u.cache_read, u.cache_write_5m, u.cache_write_1h),
+            (140, 100, 20, 10)
+        );
+        assert!(usage(&json!({"unrelated": 1})).is_none());
+    }
+}

@@ -16,7 +16,7 @@ use auto_swe_runtime::{PolicyRequirement, Session, TraceKind, Tracer, TurnRuntim
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{CHECKOUT, cli, meter, workspace};
+use crate::support::{CHECKOUT, cli, meter, recorder, workspace};
 
 const DEFAULT_CLI: &str = "/opt/auto-swe/harness-clis/claude-code-2.1.332/node_modules/@anthropic-ai/claude-code/bin/claude.exe";
 const KEY: &str = "sk-ant-test-harness";
@@ -76,7 +76,11 @@ fn inside(path: &Path) -> String {
     format!("/opt/{}", path.file_name().unwrap().to_string_lossy())
 }
 
-fn adapter(path: &Path, server: &MockServer) -> Arc<ClaudeCodeAdapter> {
+fn adapter(
+    path: &Path,
+    server: &MockServer,
+    transcript: Option<auto_swe_harnesses::Transcript>,
+) -> Arc<ClaudeCodeAdapter> {
     let mut config = ClaudeCodeConfig::new(
         PinnedCli {
             path: inside(path),
@@ -88,6 +92,7 @@ fn adapter(path: &Path, server: &MockServer) -> Arc<ClaudeCodeAdapter> {
     config.api_key = Some(KEY.to_owned());
     config.max_retries = 0;
     config.max_turns = 20;
+    config.transcript = transcript;
     Arc::new(ClaudeCodeAdapter::new(config))
 }
 
@@ -154,7 +159,7 @@ async fn a_scripted_session_is_decided_call_by_call_and_metered_exactly() {
     let server = MockServer::start(Api::AnthropicMessages, Some(KEY), script)
         .await
         .unwrap();
-    let adapter = adapter(&path, &server);
+    let adapter = adapter(&path, &server, recorder("claude-code-2.1.332"));
     let (tracer, _) = Tracer::in_memory();
     let tracer = Arc::new(tracer);
     let meter = meter();

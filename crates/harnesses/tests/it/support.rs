@@ -54,7 +54,10 @@ pub(crate) async fn workspace(mounts: &[(&Path, &str)]) -> Option<Ws> {
         }
     };
     let mut spec = WorkspaceSpec::new("unused", root);
+    // The host network, so the CLI reaches the mock providers on loopback; its only resolver
+    // is loopback too, so no lookup leaves the machine.
     spec.network = NetworkMode::Host;
+    spec.dns = vec![std::net::IpAddr::from([127, 0, 0, 1])];
     spec.mounts = mounts
         .iter()
         .map(|(source, target)| Mount {
@@ -169,4 +172,45 @@ pub(crate) fn meter() -> Arc<Meter> {
         },
         PriceCatalog::builtin(),
     ))
+}
+
+/// With `AUTO_SWE_RECORD_GOLDEN=1`, a transcript that writes every line the CLI prints to
+/// `tests/golden/<name>.jsonl` (started afresh): how the golden corpus is recorded when a pin
+/// moves. The shape is kept and the bulk cut: strings to 200 characters, arrays to 3 items
+/// (the handshake's answer lists every built-in command with its description).
+pub(crate) fn recorder(name: &str) -> Option<auto_swe_harnesses::Transcript> {
+    if std::env::var("AUTO_SWE_RECORD_GOLDEN").as_deref() != Ok("1") {
+        return None;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("{name}.jsonl"));
+    std::fs::write(&path, "").unwrap();
+    let file = std::sync::Mutex::new(
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap(),
+    );
+    Some(Arc::new(move |line: &str| {
+        use std::io::Write as _;
+        let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
+        trim(&mut value);
+        let mut file = file.lock().unwrap();
+        writeln!(file, "{value}").unwrap();
+    }))
+}
+
+fn trim(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(s) if s.chars().count() > 200 => {
+            *s = s.chars().take(200).collect();
+        }
+        serde_json::Value::Array(items) => {
+            items.truncate(3);
+            items.iter_mut().for_each(trim);
+        }
+        serde_json::Value::Object(map) => map.values_mut().for_each(trim),
+        _ => {}
+    }
 }
