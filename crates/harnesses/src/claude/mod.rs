@@ -11,13 +11,15 @@
 //! refusal.
 
 pub mod protocol;
+pub mod relay;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use auto_swe_models::Usage;
+use auto_swe_runtime::mcp::McpBinding;
 use auto_swe_runtime::{
     CanonicalCall, Decision, HarnessAdapter, HarnessCapabilities, HarnessError, HarnessReport,
     HarnessTurn, NativeCall,
@@ -56,6 +58,8 @@ pub struct ClaudeCodeConfig {
     pub max_retries: u32,
     /// Every line the CLI writes (recording the golden corpus only).
     pub transcript: Option<Transcript>,
+    /// The step's MCP tools, relayed to the CLI over the control pipe.
+    pub mcp: Option<Arc<McpBinding>>,
 }
 
 impl std::fmt::Debug for ClaudeCodeConfig {
@@ -69,6 +73,7 @@ impl std::fmt::Debug for ClaudeCodeConfig {
             .field("home", &self.home)
             .field("max_retries", &self.max_retries)
             .field("transcript", &self.transcript.is_some())
+            .field("mcp", &self.mcp)
             .finish()
     }
 }
@@ -87,6 +92,7 @@ impl ClaudeCodeConfig {
             home: "/workspace/.auto-swe/claude-home".to_owned(),
             max_retries: 2,
             transcript: None,
+            mcp: None,
         }
     }
 }
@@ -196,6 +202,9 @@ impl ClaudeCodeAdapter {
             "--model".to_owned(),
             c.model.clone(),
         ]);
+        if self.config.mcp.is_some() {
+            args.extend(["--mcp-config".to_owned(), relay::mcp_config()]);
+        }
         if let Some(id) = self.cli_session(&turn.session_id) {
             args.push(format!("--resume={id}"));
         }
@@ -232,6 +241,16 @@ impl ClaudeCodeAdapter {
                 reason: "the turn was cancelled".to_owned(),
             };
         }
+        if call.tool.starts_with(relay::RELAY_TOOL_PREFIX) {
+            // A relayed MCP tool runs in the worker, through the binding, when the CLI sends
+            // the call over the pipe; only a bound one may be asked for.
+            return match relay::relayed_key(self.config.mcp.as_deref(), &call.tool) {
+                Some(_) => Decision::Allow,
+                None => Decision::Deny {
+                    reason: "no such relayed MCP tool".to_owned(),
+                },
+            };
+        }
         turn.decide(NativeCall {
             tool: call.tool.clone(),
             input: call.input.clone(),
@@ -262,17 +281,12 @@ impl ClaudeCodeAdapter {
                 protocol::success(id, &protocol::hook_answer(&decision))
             }
             "mcp_message" => {
-                // No MCP server is relayed (`--strict-mcp-config` with none configured): a
-                // request for one is answered as a JSON-RPC error, a notification with nothing.
+                let server = request
+                    .get("server_name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 let message = request.get("message").cloned().unwrap_or(Value::Null);
-                let response = match message.get("id") {
-                    Some(rpc_id) => json!({
-                        "jsonrpc": "2.0",
-                        "id": rpc_id,
-                        "error": { "code": -32601, "message": "no MCP server is relayed" }
-                    }),
-                    None => json!({ "jsonrpc": "2.0", "result": {} }),
-                };
+                let response = relay::answer(self.config.mcp.as_deref(), server, &message).await;
                 protocol::success(id, &json!({ "mcp_response": response }))
             }
             other => {

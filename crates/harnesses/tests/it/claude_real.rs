@@ -285,3 +285,111 @@ async fn a_binary_that_is_not_the_pinned_build_is_harness_unavailable() {
     }
     assert!(server.requests().is_empty(), "no turn started");
 }
+
+/// The step's MCP binding (the reference server's `echo`), or `None` when the server is not
+/// running and `AUTO_SWE_REQUIRE_MCP` is unset.
+async fn echo_binding() -> Option<Arc<auto_swe_runtime::mcp::McpBinding>> {
+    use auto_swe_runtime::mcp::{McpContext, McpTarget, bind_mcp};
+    let Ok(url) = std::env::var("AUTO_SWE_MCP_EVERYTHING_URL") else {
+        assert!(
+            std::env::var("AUTO_SWE_REQUIRE_MCP").as_deref() != Ok("1"),
+            "AUTO_SWE_MCP_EVERYTHING_URL is required"
+        );
+        eprintln!("skipped: AUTO_SWE_MCP_EVERYTHING_URL is not set");
+        return None;
+    };
+    let origin = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut policy = auto_swe_scanners::UrlPolicy::new();
+    policy.allow_private_origin(&origin).unwrap();
+    let tracer = Arc::new(Tracer::in_memory().0);
+    let context = McpContext {
+        policy,
+        builtins: std::collections::BTreeSet::new(),
+        patterns: auto_swe_agents::StaticPatterns::builtin().0,
+        tracer: tracer.clone(),
+        audit: Arc::new(auto_swe_runtime::MemoryAudit::default()),
+    };
+    let mut target = McpTarget::new("everything", &url);
+    target.allowed_tools = Some(vec!["echo".to_owned()]);
+    let binding = bind_mcp(&target, context).await;
+    assert!(binding.is_some(), "bind failed: {:?}", tracer.pending());
+    binding.map(Arc::new)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_mcp_tools_are_relayed_over_the_control_pipe() {
+    let Some(path) = cli("AUTO_SWE_CLAUDE_CLI", DEFAULT_CLI) else {
+        return;
+    };
+    let Some(binding) = echo_binding().await else {
+        return;
+    };
+    let Some(ws) = workspace(&[(path.parent().unwrap(), "/opt")]).await else {
+        return;
+    };
+    let script = vec![
+        call(
+            "toolu_echo",
+            "mcp__auto-swe__mcp_echo",
+            &json!({ "message": "relayed through the worker" }),
+            100,
+            5,
+        ),
+        call(
+            "toolu_unbound",
+            "mcp__auto-swe__mcp_get-env",
+            &json!({}),
+            110,
+            5,
+        ),
+        answer("relayed", 120, 5),
+    ];
+    let server = MockServer::start(Api::AnthropicMessages, Some(KEY), script)
+        .await
+        .unwrap();
+    let mut config = ClaudeCodeConfig::new(
+        PinnedCli {
+            path: inside(&path),
+            sha256: CLAUDE_CODE_LINUX_X64_SHA256.to_owned(),
+        },
+        "claude-sonnet-4-5",
+    );
+    config.base_url = Some(server.base_url());
+    config.api_key = Some(KEY.to_owned());
+    config.max_retries = 0;
+    config.mcp = Some(binding);
+    let runtime = ws
+        .runtime(
+            Arc::new(ClaudeCodeAdapter::new(config)),
+            meter(),
+            Arc::new(Tracer::in_memory().0),
+            "anthropic/claude-sonnet-4-5",
+            Duration::from_secs(180),
+            PolicyRequirement::Required,
+        )
+        .unwrap();
+    let outcome = runtime
+        .run_turn(
+            &mut Session::new("mcp"),
+            "echo it",
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.text, "relayed");
+    let tools = server.requests()[0].body["tools"].to_string();
+    assert!(tools.contains("mcp__auto-swe__mcp_echo"), "{tools}");
+    let echoed = tool_result(&server, "toolu_echo").unwrap();
+    assert!(
+        result_text(&echoed).contains("relayed through the worker"),
+        "{echoed}"
+    );
+    assert_ne!(echoed["is_error"], true);
+    let unbound = tool_result(&server, "toolu_unbound").unwrap();
+    assert_eq!(unbound["is_error"], true, "{unbound}");
+}
