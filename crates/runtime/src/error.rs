@@ -88,6 +88,13 @@ pub enum HarnessError {
         /// What the check found.
         reason: String,
     },
+    /// The provider refused the harness's credential (401 or 403) after the harness's own
+    /// retries; trying again with the same credential cannot succeed.
+    #[error("harness {runtime}: the model provider refused the credential")]
+    AuthFailure {
+        /// The runtime name.
+        runtime: String,
+    },
     /// The harness failed while running a turn.
     #[error("harness turn failed: {message}")]
     TurnFailed {
@@ -109,6 +116,7 @@ impl HarnessError {
         match self {
             Self::PolicyUnenforceable { .. } => "HARNESS_POLICY_UNENFORCEABLE",
             Self::Unavailable { .. } | Self::CliUnavailable { .. } => "HARNESS_UNAVAILABLE",
+            Self::AuthFailure { .. } => "HARNESS_AUTH_FAILURE",
             Self::TurnFailed { .. } => "HARNESS_TURN_FAILED",
             Self::Provisioning { .. } => "HARNESS_PROVISIONING_FAILED",
         }
@@ -120,7 +128,8 @@ impl HarnessError {
         match self {
             Self::PolicyUnenforceable { .. }
             | Self::Unavailable { .. }
-            | Self::CliUnavailable { .. } => false,
+            | Self::CliUnavailable { .. }
+            | Self::AuthFailure { .. } => false,
             Self::TurnFailed { .. } | Self::Provisioning { .. } => true,
         }
     }

@@ -80,7 +80,8 @@ impl std::fmt::Debug for ClaudeCodeConfig {
 
 impl ClaudeCodeConfig {
     /// A configuration with the defaults: 50 model round trips, `HOME` at
-    /// `/workspace/.auto-swe/claude-home`, 2 retries.
+    /// `/workspace/.auto-swe/claude-home`, 4 retries (the CLI's own default of 10 takes minutes
+    /// to give up on a rejected key).
     #[must_use]
     pub fn new(cli: PinnedCli, model: impl Into<String>) -> Self {
         Self {
@@ -90,7 +91,7 @@ impl ClaudeCodeConfig {
             base_url: None,
             api_key: None,
             home: "/workspace/.auto-swe/claude-home".to_owned(),
-            max_retries: 2,
+            max_retries: 4,
             transcript: None,
             mcp: None,
         }
@@ -356,12 +357,18 @@ impl ClaudeCodeAdapter {
                     text,
                     usage,
                     session_id,
+                    api_error_status,
                 } => {
                     if let Some(id) = session_id {
                         self.remember(&turn.session_id, &id);
                     }
                     // Closing the input lets the CLI end; the lifeline ends what stays.
                     drop(stdin);
+                    if is_error && matches!(api_error_status, Some(401 | 403)) {
+                        return Err(HarnessError::AuthFailure {
+                            runtime: CLAUDE_CODE_RUNTIME.to_owned(),
+                        });
+                    }
                     if is_error || subtype != "success" {
                         return Err(ProtocolError::ErrorResult {
                             subtype: crate::error::cut(&subtype, 64),

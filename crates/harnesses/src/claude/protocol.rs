@@ -46,6 +46,8 @@ pub enum Event {
         usage: Value,
         /// The session id.
         session_id: Option<String>,
+        /// The provider's HTTP status when the turn ended on a refused call.
+        api_error_status: Option<u64>,
     },
     /// A control request the worker must answer.
     ControlRequest {
@@ -107,6 +109,7 @@ pub fn classify(line: &Map<String, Value>) -> Result<Event, ProtocolError> {
             text: text(line, "result").unwrap_or_default(),
             usage: line.get("usage").cloned().unwrap_or(Value::Null),
             session_id: text(line, "session_id"),
+            api_error_status: line.get("api_error_status").and_then(Value::as_u64),
         },
         "control_request" => Event::ControlRequest {
             request_id: text(line, "request_id").ok_or(ProtocolError::MissingField {
@@ -261,59 +264,54 @@ fn string(input: &Value, key: &str, tool: &str) -> Result<String, String> {
         .ok_or_else(|| format!("{tool} needs a string {key}"))
 }
 
-/// A glob the CLI expands itself must stay inside the checkout: no `..` segment, and an
-/// absolute one is checked as the path it starts from.
-fn glob_root(pattern: &str) -> Result<Option<String>, String> {
-    if pattern.split('/').any(|segment| segment == "..") {
-        return Err("UNSAFE_PATH: a pattern may not climb out with ..".to_owned());
+/// A path the CLI resolves itself must be absolute: it resolves a relative one against its own
+/// current directory, which a `cd` in an earlier command moves (`cd .git` and then a write of
+/// `hooks/pre-push` would be checked as one file and written as another).
+fn absolute(input: &Value, key: &str, tool: &str) -> Result<String, String> {
+    let path = string(input, key, tool)?;
+    if path.starts_with('/') {
+        Ok(path)
+    } else {
+        Err(format!(
+            "UNSAFE_PATH: {tool} needs an absolute {key} (a relative one follows the CLI's \
+             current directory)"
+        ))
     }
-    if !pattern.starts_with('/') {
-        return Ok(None);
-    }
-    let literal: Vec<&str> = pattern
-        .split('/')
-        .take_while(|s| !s.contains(['*', '?', '[', '{']))
-        .collect();
-    Ok(Some(literal.join("/")))
 }
 
 /// Maps a Claude Code tool call onto the canonical vocabulary: Bash → shell, Write and Edit →
-/// write, Read → read, Glob and Grep → search. Anything else is refused.
+/// write, Read → read, Glob and Grep → search. Paths must be absolute; a search with no path
+/// is checked as the checkout (the CLI's own directory, which it keeps inside the checkout); a
+/// glob may not be absolute or climb out with `..`. Anything else is refused.
 pub fn map_call(tool: &str, input: &Value) -> Result<CanonicalCall, String> {
     match tool {
         "Bash" => Ok(CanonicalCall::Shell {
             command: string(input, "command", tool)?,
         }),
         "Write" => Ok(CanonicalCall::Write {
-            path: string(input, "file_path", tool)?,
+            path: absolute(input, "file_path", tool)?,
             content: string(input, "content", tool)?,
         }),
         "Edit" => Ok(CanonicalCall::Write {
-            path: string(input, "file_path", tool)?,
+            path: absolute(input, "file_path", tool)?,
             content: string(input, "new_string", tool)?,
         }),
         "Read" => Ok(CanonicalCall::Read {
-            path: string(input, "file_path", tool)?,
+            path: absolute(input, "file_path", tool)?,
         }),
         "Glob" | "Grep" => {
-            let mut path = input
-                .get("path")
-                .and_then(Value::as_str)
-                .unwrap_or(".")
-                .to_owned();
             let key = if tool == "Glob" { "pattern" } else { "glob" };
             if let Some(pattern) = input.get(key).and_then(Value::as_str)
-                && let Some(root) = glob_root(pattern)?
+                && (pattern.starts_with('/') || pattern.split('/').any(|s| s == ".."))
             {
-                if input.get("path").is_some() {
-                    return Err("UNSAFE_PATH: an absolute pattern under a path".to_owned());
-                }
-                path = if root.is_empty() {
-                    "/".to_owned()
-                } else {
-                    root
-                };
+                return Err(format!(
+                    "UNSAFE_PATH: a {tool} {key} may not be absolute or contain .."
+                ));
             }
+            let path = match input.get("path") {
+                None | Some(Value::Null) => ".".to_owned(),
+                Some(_) => absolute(input, "path", tool)?,
+            };
             Ok(CanonicalCall::Search { path })
         }
         other => Err(format!(
@@ -473,29 +471,35 @@ mod tests {
     }
 
     #[test]
-    fn only_the_mapped_tools_with_their_fields_map() {
+    fn only_the_mapped_tools_with_absolute_paths_map() {
         for (tool, input) in [
             ("WebFetch", json!({"url": "https://x.example"})),
             ("Task", json!({"prompt": "x"})),
             ("Bash", json!({"cmd": "ls"})),
-            ("Write", json!({"file_path": "a"})),
+            ("Write", json!({"file_path": "/w/a"})),
+            (
+                "Write",
+                json!({"file_path": "hooks/pre-push", "content": "x"}),
+            ),
+            ("Edit", json!({"file_path": "a.rs", "new_string": "x"})),
+            ("Read", json!({"file_path": "notes.txt"})),
             ("Glob", json!({"pattern": "../../etc/*"})),
+            ("Glob", json!({"pattern": "/etc/*"})),
             ("Grep", json!({"pattern": "x", "glob": "../*.rs"})),
-            ("Glob", json!({"pattern": "/etc/*", "path": "src"})),
+            ("Grep", json!({"pattern": "x", "path": "src"})),
         ] {
             assert!(map_call(tool, &input).is_err(), "{tool} {input}");
         }
         assert_eq!(
-            map_call("Glob", &json!({"pattern": "/etc/**/*.conf"})).unwrap(),
-            CanonicalCall::Search {
-                path: "/etc".to_owned()
-            },
-            "an absolute pattern is checked as the directory it starts from"
-        );
-        assert_eq!(
             map_call("Grep", &json!({"pattern": "fn main"})).unwrap(),
             CanonicalCall::Search {
                 path: ".".to_owned()
+            }
+        );
+        assert_eq!(
+            map_call("Glob", &json!({"pattern": "**/*.rs", "path": "/w/src"})).unwrap(),
+            CanonicalCall::Search {
+                path: "/w/src".to_owned()
             }
         );
     }

@@ -393,3 +393,46 @@ async fn our_mcp_tools_are_relayed_over_the_control_pipe() {
     let unbound = tool_result(&server, "toolu_unbound").unwrap();
     assert_eq!(unbound["is_error"], true, "{unbound}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_key_is_harness_auth_failure() {
+    let Some(path) = cli("AUTO_SWE_CLAUDE_CLI", DEFAULT_CLI) else {
+        return;
+    };
+    let Some(ws) = workspace(&[(path.parent().unwrap(), "/opt")]).await else {
+        return;
+    };
+    let server = MockServer::start(Api::AnthropicMessages, Some(KEY), vec![answer("x", 1, 1)])
+        .await
+        .unwrap();
+    let mut config = ClaudeCodeConfig::new(
+        PinnedCli {
+            path: inside(&path),
+            sha256: CLAUDE_CODE_LINUX_X64_SHA256.to_owned(),
+        },
+        "claude-sonnet-4-5",
+    );
+    config.base_url = Some(server.base_url());
+    config.api_key = Some("sk-ant-wrong".to_owned());
+    config.max_retries = 0;
+    let runtime = ws
+        .runtime(
+            Arc::new(ClaudeCodeAdapter::new(config)),
+            meter(),
+            Arc::new(Tracer::in_memory().0),
+            "anthropic/claude-sonnet-4-5",
+            Duration::from_secs(120),
+            PolicyRequirement::Required,
+        )
+        .unwrap();
+    let err = runtime
+        .run_turn(&mut Session::new("s"), "hi", &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "HARNESS_AUTH_FAILURE", "{err}");
+    assert!(!err.is_retryable());
+    assert!(
+        !server.requests().is_empty(),
+        "the CLI did call the provider"
+    );
+}
