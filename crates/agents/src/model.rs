@@ -196,7 +196,7 @@ impl Runtime {
     }
 
     /// Whether this runtime can drive `model`. The Claude Code harness speaks only to Anthropic
-    /// models and the Codex CLI only to OpenAI's (Responses API); the others bind any model the
+    /// models and the Codex CLI only to `OpenAI`'s (the Responses API); the others bind any model the
     /// worker can.
     #[must_use]
     pub fn can_drive(self, model: &ModelSpec) -> bool {
