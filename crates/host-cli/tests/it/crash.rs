@@ -325,9 +325,25 @@ fn on_postgres_two_worker_processes_share_the_run_and_the_paused_one_writes_noth
 fn paused_past_the_lease(env: &Env) {
     let run = start_demo(env);
     let paused = worker(env, &[]);
-    wait_for(env, &run, "validate", |s| finished(s, "validate") == 1);
-    std::thread::sleep(Duration::from_millis(800));
+    // Paused as soon as validation is seen done: mid-implementation, well before the pull
+    // request's claim. (A pause inside the claim's window is the ambiguous-outcome case of its
+    // own test: the run then rightly stops `OUTCOME_AMBIGUOUS`. With the replayed model the
+    // steps between run in under a second, so this wait polls fast and does not linger.)
+    let start = Instant::now();
+    while finished(&show(env, &run), "validate") == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "timed out waiting for validate\n{}",
+            worker_logs(env)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     signal(&paused, "STOP");
+    let at_pause = show(env, &run);
+    assert!(
+        pending_claims(&at_pause).is_empty() && finished(&at_pause, "openPr") == 0,
+        "the pause came too late to test a takeover before the pull request: {at_pause}"
+    );
     // Past the lease, a second worker takes the run and drives it to the merge wait.
     std::thread::sleep(Duration::from_secs(7));
     let taker = worker(env, &[]);
