@@ -22,8 +22,8 @@ pub use policy::{
     Access, Allowed, EgressPolicy, MethodLimit, Preset, REGISTRY_RULES, Rule, RuleError,
 };
 pub use proxy::{EgressProxy, ProxyConfig};
-pub use refusal::{EgressDecision, EgressRefusal, EgressSink, MemorySink, Verdict};
-pub use resolve::{Resolve, ResolveError, StaticResolver, SystemResolver};
+pub use refusal::{EgressDecision, EgressRefusal, EgressSink, EgressVerdict, MemorySink};
+pub use resolve::{LookupError, Resolve, StaticResolver, SystemResolver};
 #[doc(hidden)]
 pub use sni::client_hello_for_tests;
 

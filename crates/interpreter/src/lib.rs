@@ -27,8 +27,8 @@ pub use delta::{
     ContextChange, ContextDelta, ContextDeltaError, ContextLog, LoggedContext, PathKey,
 };
 pub use dispatcher::{
-    Dispatcher, HumanStepNotice, HumanStepResolution, HumanStepStatus, RecordedError, SignalWait,
-    SignalWake, StepDispatch, StepRecord, StepStatus, WaitKind,
+    Dispatcher, HumanStepEnd, HumanStepNotice, HumanStepResolution, RecordedError, SignalWait,
+    SignalWake, StepDispatch, StepEnd, StepRecord, WaitKind,
 };
 pub use error::{DispatchError, DispatchErrorKind, RunError, SpecFailure};
 pub use run::{DEFAULT_TRANSITION_CAP, RunOptions, RunOutcome, run_spec};

@@ -45,6 +45,7 @@ pub use read::{MAX_SPEC_BYTES, ReadError, ReadMode, SourceFormat, parse_document
 pub use resolve::{resolve_binding, select_path};
 pub use schema::spec_schema;
 pub use validate::{
-    Code, Diagnostic, MAX_FANOUT_DEPTH, Report, Severity, ValidateOptions, validate, validate_value,
+    Code, Diagnostic, DiagnosticSeverity, MAX_FANOUT_DEPTH, Report, ValidateOptions, validate,
+    validate_value,
 };
 pub use write_path::{RESERVED_SEGMENTS, WritePathError, parse_write_path, write_at};

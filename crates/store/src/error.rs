@@ -208,7 +208,7 @@ pub(crate) fn map_write(entity: &'static str, id: &str, error: sqlx::Error) -> S
 /// uniqueness rule is a conflict, a missing row is not found, a refused value (bad input, over a
 /// limit, naming a row that does not exist) is invalid, and anything else is unavailable, with
 /// this error's message and code (never a secret).
-impl From<StoreError> for auto_swe_agents::StoreError {
+impl From<StoreError> for auto_swe_agents::LibraryStoreError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::Conflict { .. } => Self::Conflict,

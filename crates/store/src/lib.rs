@@ -29,11 +29,10 @@ mod secret;
 use std::sync::Arc;
 
 // The vocabulary the store shares with the crates below it, re-exported so a store user
-// names one type: how runs end (spec), how steps and human steps end (interpreter; `StepEnd`
-// and `HumanStepEnd` here, since the store's own `StepStatus` and `HumanStepStatus` are the
-// lifecycles that wrap them) and library scopes with their ids (agents).
+// names one type: how runs end (spec), how steps and human steps end (interpreter's `StepEnd`
+// and `HumanStepEnd`, which the store's `StepStatus` and `HumanStepStatus` lifecycles wrap) and library scopes with their ids (agents).
 pub use auto_swe_agents::ScopeRef;
-pub use auto_swe_interpreter::{HumanStepStatus as HumanStepEnd, StepStatus as StepEnd};
+pub use auto_swe_interpreter::{HumanStepEnd, StepEnd};
 pub use auto_swe_scanners::{Clock, ManualClock, SystemClock};
 pub use auto_swe_spec::TerminalStatus;
 pub use clock::Timestamp;
@@ -86,10 +85,10 @@ pub use records::tokens::{
 pub use runtime_pins::FencedRuntimePins;
 pub use secret::{Envelope, Keyring, SecretOwner, SecretString};
 
-/// Which backend a store runs on.
+/// Which database a store runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum BackendKind {
+pub enum DatabaseKind {
     /// Embedded `SQLite`.
     Sqlite,
     /// `PostgreSQL` with `pgvector`.
@@ -128,8 +127,8 @@ pub trait StoreBackend:
     + Send
     + Sync
 {
-    /// Which backend this is.
-    fn backend(&self) -> BackendKind;
+    /// Which database this backend runs on.
+    fn backend(&self) -> DatabaseKind;
     /// Closes the connection pool, waiting for connections in use to be returned.
     async fn close(&self);
 }

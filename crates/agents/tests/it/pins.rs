@@ -6,9 +6,9 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use auto_swe_agents::{
-    AgentRef, AgentVersion, InMemoryRuntimePinStore, PromptSource, ResolveCtx, ResolveWarning,
-    ReviewPersona, ReviewPromptInputs, ReviewPromptSource, Runtime, RuntimePinStore, RuntimeSource,
-    ScopeRef, SkillScope, StoreError, builtin_agent, choose_review_prompt,
+    AgentRef, AgentVersion, InMemoryRuntimePinStore, LibraryStoreError, PromptSource, ResolveCtx,
+    ResolveWarning, ReviewPersona, ReviewPromptInputs, ReviewPromptSource, Runtime,
+    RuntimePinStore, RuntimeSource, ScopeRef, SkillScope, builtin_agent, choose_review_prompt,
 };
 use auto_swe_agents::{NewSkill, SkillEdit, SkillLibrary, StaticPatterns};
 
@@ -319,7 +319,10 @@ struct RacingPins {
 
 #[async_trait]
 impl RuntimePinStore for RacingPins {
-    async fn load(&self, run: &str) -> Result<BTreeMap<String, Option<Runtime>>, StoreError> {
+    async fn load(
+        &self,
+        run: &str,
+    ) -> Result<BTreeMap<String, Option<Runtime>>, LibraryStoreError> {
         self.inner.load(run).await
     }
     async fn compare_and_set(
@@ -327,7 +330,7 @@ impl RuntimePinStore for RacingPins {
         run: &str,
         expected: &BTreeMap<String, Option<Runtime>>,
         next: BTreeMap<String, Option<Runtime>>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<bool, LibraryStoreError> {
         let race = self.race.lock().unwrap().take();
         if let Some((key, value)) = race {
             let mut theirs = expected.clone();

@@ -237,8 +237,8 @@ impl MemoryStore for PgStore {
 
 #[async_trait::async_trait]
 impl crate::StoreBackend for PgStore {
-    fn backend(&self) -> crate::BackendKind {
-        crate::BackendKind::Postgres
+    fn backend(&self) -> crate::DatabaseKind {
+        crate::DatabaseKind::Postgres
     }
 
     async fn close(&self) {
