@@ -38,7 +38,9 @@ pub use client::{
 };
 pub use embeddings::{EMBEDDING_DIMENSIONS, EmbeddingClient, Embeddings, SharedMeter};
 pub use error::{ModelError, scrub};
-pub use http::{ApiKey, GuardedHttp, HttpConfig, NameLookup, SendError, SystemLookup};
+pub use http::{
+    ApiKey, GuardedHttp, HttpConfig, HttpResponse, NameLookup, SendError, SystemLookup,
+};
 pub use metered::MeteredClient;
 pub use model::{
     CacheTtl, FinishReason, Message, ModelRequest, ModelResponse, ModelSpec, OutputFormat, Part,

@@ -182,6 +182,7 @@ pub const OPEN_FILES_PER_PROCESS: u32 = 4096;
 
 /// Resource caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ResourceLimits {
     /// Memory cap in bytes.
     pub memory_bytes: u64,
@@ -189,6 +190,18 @@ pub struct ResourceLimits {
     pub nano_cpus: u64,
     /// Maximum number of processes.
     pub pids: u32,
+}
+
+impl ResourceLimits {
+    /// Caps of `memory_bytes`, `nano_cpus` (billionths of a CPU) and `pids` processes.
+    #[must_use]
+    pub fn new(memory_bytes: u64, nano_cpus: u64, pids: u32) -> Self {
+        Self {
+            memory_bytes,
+            nano_cpus,
+            pids,
+        }
+    }
 }
 
 impl Default for ResourceLimits {

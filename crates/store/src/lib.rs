@@ -36,7 +36,7 @@ pub use auto_swe_interpreter::{HumanStepEnd, StepEnd};
 pub use auto_swe_scanners::{Clock, ManualClock, SystemClock};
 pub use auto_swe_spec::TerminalStatus;
 pub use clock::Timestamp;
-pub use error::{StoreError, StoreResult};
+pub use error::{DatabaseError, StoreError, StoreResult};
 pub use limits::{MAX_ARTIFACT_BYTES, MAX_JSON_BYTES, MAX_LONG_TEXT_BYTES, MAX_SHORT_TEXT_BYTES};
 pub use records::admin::{
     AuditEntry, AuditLog, NewAuditEntry, OutcomeClaim, OutcomeLedger, OutcomeRecord, OutcomeState,

@@ -159,7 +159,7 @@ impl WorkWaiter for PgWaiter {
                 while self.listener.next_buffered().is_some() {}
                 Ok(true)
             }
-            Ok(Err(error)) => Err(StoreError::Database(error)),
+            Ok(Err(error)) => Err(StoreError::from(error)),
             Err(_) => Ok(false),
         }
     }
