@@ -6,6 +6,16 @@
 //! Storage sits behind traits (`AgentStore`, `SkillStore`, `CredentialStore`,
 //! `RuntimePinStore`) that a host implements over its database; in-memory implementations ship
 //! for tests and local mode.
+//!
+//! ```
+//! use auto_swe_agents::{Capability, ToolGrant, builtin_agent, tool_capabilities};
+//!
+//! let implementer = builtin_agent("implementer").expect("a built-in agent");
+//! assert!(!implementer.prompt.is_empty());
+//! let granted = tool_capabilities(Some(&["readFile".to_owned()]), ToolGrant::Exact);
+//! assert!(granted.contains(&Capability::Read));
+//! assert!(!granted.contains(&Capability::Shell));
+//! ```
 
 mod builtin;
 mod cache;

@@ -5,12 +5,16 @@
 //! `pgvector` (`postgres`, for many workers). Both apply their migrations at open and behave the
 //! same; one conformance suite checks both.
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), auto_swe_store::StoreError> {
-//! use auto_swe_store::{Keyring, NewRun, RunStore, Store, StoreConfig};
-//! let keyring = Keyring::from_hex(1, &"00".repeat(32))?;
-//! let store = Store::open(StoreConfig::new("sqlite:///tmp/auto-swe.db", keyring)).await?;
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use auto_swe_store::{Keyring, NewRun, RunStatus, Store, StoreConfig};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let url = format!("sqlite://{}", dir.path().join("auto-swe.db").display());
+//! let store = Store::open(StoreConfig::new(url, Keyring::generate())).await?;
 //! let run = store.create_run(NewRun::new(serde_json::json!({"entry": "start"}))).await?;
+//! assert_eq!(store.get_run(&run.id).await?.status, RunStatus::Pending);
 //! # Ok(()) }
 //! ```
 
