@@ -22,7 +22,8 @@ from pathlib import Path
 
 # Crates that are libraries embedders depend on (hosts and examples are left out).
 PREFIX = "auto_swe_"
-SKIP = {"auto_swe", "auto_swe_example_toy_harness"}
+SKIP = {"auto_swe"}
+SKIP_PREFIX = "auto_swe_example_"
 
 ITEM_RE = re.compile(r'<li><a href="([^"]+)">([^<]+)</a></li>')
 SECTION_RE = re.compile(r'<h3 id="([a-z-]+)">')
@@ -76,6 +77,7 @@ def main() -> int:
         p.name
         for p in doc.iterdir()
         if p.is_dir() and p.name.startswith(PREFIX) and p.name not in SKIP
+        and not p.name.startswith(SKIP_PREFIX)
         and (p / "all.html").exists()
     )
     if not crates:
