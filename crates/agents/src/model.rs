@@ -166,6 +166,9 @@ pub enum Runtime {
     ClaudeCode,
     /// Pi's agent loop in the worker, its tools acting on the container.
     Pi,
+    /// The Codex CLI harness inside the workspace. It does not put each tool call to the
+    /// worker, so a run that requires per-call policy refuses it.
+    Codex,
 }
 
 impl Runtime {
@@ -176,6 +179,7 @@ impl Runtime {
             Runtime::Native => "native",
             Runtime::ClaudeCode => "claude-code",
             Runtime::Pi => "pi",
+            Runtime::Codex => "codex",
         }
     }
 
@@ -186,16 +190,19 @@ impl Runtime {
             "native" | "mastra" => Some(Runtime::Native),
             "claude-code" => Some(Runtime::ClaudeCode),
             "pi" => Some(Runtime::Pi),
+            "codex" => Some(Runtime::Codex),
             _ => None,
         }
     }
 
     /// Whether this runtime can drive `model`. The Claude Code harness speaks only to Anthropic
-    /// models; the others bind any model the worker can.
+    /// models and the Codex CLI only to `OpenAI`'s (the Responses API); the others bind any model the
+    /// worker can.
     #[must_use]
     pub fn can_drive(self, model: &ModelName) -> bool {
         match self {
             Runtime::ClaudeCode => model.provider() == "anthropic",
+            Runtime::Codex => model.provider() == "openai",
             Runtime::Native | Runtime::Pi => true,
         }
     }

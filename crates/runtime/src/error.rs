@@ -79,6 +79,22 @@ pub enum HarnessError {
         /// The runtime name asked for.
         runtime: String,
     },
+    /// The runtime's pinned CLI is missing in the workspace or is not the pinned build (its
+    /// SHA-256 differs); the turn did not start.
+    #[error("harness {runtime} is unavailable: {reason}")]
+    CliUnavailable {
+        /// The runtime name.
+        runtime: String,
+        /// What the check found.
+        reason: String,
+    },
+    /// The provider refused the harness's credential (401 or 403) after the harness's own
+    /// retries; trying again with the same credential cannot succeed.
+    #[error("harness {runtime}: the model provider refused the credential")]
+    AuthFailure {
+        /// The runtime name.
+        runtime: String,
+    },
     /// The harness failed while running a turn.
     #[error("harness turn failed: {message}")]
     TurnFailed {
@@ -99,7 +115,8 @@ impl HarnessError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::PolicyUnenforceable { .. } => "HARNESS_POLICY_UNENFORCEABLE",
-            Self::Unavailable { .. } => "HARNESS_UNAVAILABLE",
+            Self::Unavailable { .. } | Self::CliUnavailable { .. } => "HARNESS_UNAVAILABLE",
+            Self::AuthFailure { .. } => "HARNESS_AUTH_FAILURE",
             Self::TurnFailed { .. } => "HARNESS_TURN_FAILED",
             Self::Provisioning { .. } => "HARNESS_PROVISIONING_FAILED",
         }
@@ -109,7 +126,10 @@ impl HarnessError {
     #[must_use]
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::PolicyUnenforceable { .. } | Self::Unavailable { .. } => false,
+            Self::PolicyUnenforceable { .. }
+            | Self::Unavailable { .. }
+            | Self::CliUnavailable { .. }
+            | Self::AuthFailure { .. } => false,
             Self::TurnFailed { .. } | Self::Provisioning { .. } => true,
         }
     }

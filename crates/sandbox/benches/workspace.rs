@@ -244,6 +244,33 @@ fn local(c: &mut Criterion) {
         });
     });
     group.bench_function("exec/bare-bwrap", |b| b.iter(|| raw("bwrap", &bare)));
+    // What the file-count bound costs an exec in a workspace of 100,000 entries (a large
+    // checkout with its dependencies): one count of the workspace when the exec ends.
+    let full = runtime.block_on(backend.create(&spec)).unwrap();
+    let made = runtime
+        .block_on(
+            backend.exec(
+                &full,
+                &ExecRequest::shell(
+                    "mkdir -p /workspace/many && cd /workspace/many && seq 1 99999 | xargs touch",
+                )
+                .timeout(Duration::from_secs(600)),
+            ),
+        )
+        .unwrap();
+    assert_eq!(made.status, 0, "{}", made.stderr_text());
+    group.bench_function("exec/auto-swe-100k-files", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let out = backend
+                    .exec(&full, &ExecRequest::new(["/bin/true"]))
+                    .await
+                    .unwrap();
+                assert_eq!(out.status, 0);
+            });
+        });
+    });
+    runtime.block_on(backend.remove(&full)).unwrap();
     // The same sandbox a workspace exec gets (the plan's binds, uid map, no nested user
     // namespaces, read-only remount), started directly: what the hardening itself costs.
     if matches!(spec.local_root, LocalRoot::Rootfs(_)) {

@@ -55,6 +55,8 @@ pub enum Protection {
     MetadataAddresses,
     /// Pause freezes every process.
     Freeze,
+    /// The writable trees' entry count is bounded (`ResourceLimits::files`).
+    FileCount,
 }
 
 /// A created workspace. Cheap to clone; the driver keeps the rest.

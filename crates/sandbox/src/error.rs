@@ -102,6 +102,18 @@ pub enum SandboxError {
     /// The command (or the workspace) was killed by the out-of-memory killer.
     #[error("command was killed for exceeding the workspace memory limit")]
     OutOfMemory,
+    /// The workspace holds more files than its bound allows: the exec that took it over was
+    /// ended, and the workspace starts no exec again.
+    #[error(
+        "the workspace holds {found}, over its bound of {limit} files; it runs no further \
+         command (remove the workspace, or raise WORKSPACE_FILES_LIMIT)"
+    )]
+    FileLimit {
+        /// The bound.
+        limit: u64,
+        /// What the count found.
+        found: String,
+    },
     /// A throwing exec saw a non-zero exit status.
     #[error("command exited with status {status}")]
     ExitStatus {
@@ -184,6 +196,7 @@ impl SandboxError {
             Self::BackendUnavailable { .. } => "WORKSPACE_BACKEND_UNAVAILABLE",
             Self::Timeout { .. } => "WORKSPACE_EXEC_TIMEOUT",
             Self::OutOfMemory => "WORKSPACE_OUT_OF_MEMORY",
+            Self::FileLimit { .. } => "WORKSPACE_FILE_LIMIT",
             Self::ExitStatus { .. } => "WORKSPACE_EXEC_FAILED",
             Self::ExecStartFailed { .. } => "WORKSPACE_EXEC_START_FAILED",
             Self::InvalidEnvName { .. } => "WORKSPACE_INVALID_ENV_NAME",
@@ -207,6 +220,7 @@ impl SandboxError {
             Self::OutOfMemory => FailureClass::OutOfMemory,
             Self::ExitStatus { .. } => FailureClass::ExitStatus,
             Self::InvalidEnvName { .. }
+            | Self::FileLimit { .. }
             | Self::SecretRefused { .. }
             | Self::UnsafeArchive { .. }
             | Self::InvalidRequest(_)
@@ -227,6 +241,7 @@ impl SandboxError {
             Self::BackendUnsupported { .. }
             | Self::Timeout { .. }
             | Self::OutOfMemory
+            | Self::FileLimit { .. }
             | Self::ExitStatus { .. }
             | Self::InvalidEnvName { .. }
             | Self::SecretRefused { .. }

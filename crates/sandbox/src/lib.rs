@@ -21,6 +21,7 @@ mod backend;
 mod cleanup;
 pub mod docker;
 mod error;
+mod file_budget;
 mod git;
 pub mod kubernetes;
 pub mod local;
@@ -52,10 +53,10 @@ pub use probe::{BackendProbe, ProbeConfig, ProbeReport, explain_bwrap_failure, p
 pub use quote::{shell_join, shell_quote};
 pub use settings::{
     DEFAULT_DOCKER_SOCKET, DEFAULT_MEMORY_BYTES, DEFAULT_PIDS, DEFAULT_ROOTFS,
-    DEFAULT_WORKSPACE_IMAGE, SandboxSettings, parse_cpus, parse_memory, parse_pids,
+    DEFAULT_WORKSPACE_IMAGE, SandboxSettings, parse_cpus, parse_files, parse_memory, parse_pids,
 };
 pub use spec::{
-    DEFAULT_EXEC_TIMEOUT, DEFAULT_OUTPUT_LIMIT, EXEC_ID_ENV, EnvName, ExecId, ExecOutput,
-    ExecRequest, LocalRoot, MetadataBlock, Mount, MountAccess, NetworkMode, OPEN_FILES_PER_PROCESS,
-    ResourceLimits, SecretEnv, SecretValue, WorkspaceSpec,
+    DEFAULT_EXEC_TIMEOUT, DEFAULT_FILES, DEFAULT_OUTPUT_LIMIT, EXEC_ID_ENV, EnvName, ExecId,
+    ExecOutput, ExecRequest, LocalRoot, MetadataBlock, Mount, MountAccess, NetworkMode,
+    OPEN_FILES_PER_PROCESS, ResourceLimits, SecretEnv, SecretValue, WorkspaceSpec,
 };

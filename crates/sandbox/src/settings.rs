@@ -46,8 +46,9 @@ pub struct SandboxSettings {
     pub sidecar_image: String,
     /// `AUTO_SWE_SANDBOX_ACCOUNT`, else [`SANDBOX_ACCOUNT`].
     pub account: String,
-    /// `WORKSPACE_MEMORY`, `WORKSPACE_CPUS`, `WORKSPACE_PIDS_LIMIT`; by default 4 GiB, every
-    /// CPU of the host but one (at least one), 512 processes.
+    /// `WORKSPACE_MEMORY`, `WORKSPACE_CPUS`, `WORKSPACE_PIDS_LIMIT`, `WORKSPACE_FILES_LIMIT`;
+    /// by default 4 GiB, every CPU of the host but one (at least one), 512 processes, 1,000,000
+    /// files.
     pub limits: ResourceLimits,
 }
 
@@ -100,6 +101,10 @@ impl SandboxSettings {
         if let Some(text) = set("WORKSPACE_PIDS_LIMIT") {
             limits.pids =
                 parse_pids(&text).map_err(|why| knob("WORKSPACE_PIDS_LIMIT", &text, &why))?;
+        }
+        if let Some(text) = set("WORKSPACE_FILES_LIMIT") {
+            limits.files =
+                parse_files(&text).map_err(|why| knob("WORKSPACE_FILES_LIMIT", &text, &why))?;
         }
         Ok(Self {
             bwrap,
@@ -250,4 +255,16 @@ pub fn parse_pids(text: &str) -> std::result::Result<u32, String> {
         return Err("between 16 and 65536".to_owned());
     }
     Ok(pids)
+}
+
+/// A file-count bound from 1,000 to 100,000,000.
+pub fn parse_files(text: &str) -> std::result::Result<u64, String> {
+    let files: u64 = text
+        .trim()
+        .parse()
+        .map_err(|_| "expected a whole number of files".to_owned())?;
+    if !(1_000..=100_000_000).contains(&files) {
+        return Err("between 1000 and 100000000".to_owned());
+    }
+    Ok(files)
 }

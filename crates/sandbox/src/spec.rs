@@ -180,6 +180,9 @@ pub enum MetadataBlock {
 /// to the workspace's memory cap as kernel memory as well.
 pub const OPEN_FILES_PER_PROCESS: u32 = 4096;
 
+/// Default bound on the entries (files, directories, links) a workspace's writable trees hold.
+pub const DEFAULT_FILES: u64 = 1_000_000;
+
 /// Resource caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -190,17 +193,34 @@ pub struct ResourceLimits {
     pub nano_cpus: u64,
     /// Maximum number of processes.
     pub pids: u32,
+    /// Most entries the workspace's writable trees may hold (counted from the host while an
+    /// exec runs and when it ends; see `docs/sandbox.md`).
+    #[serde(default = "default_files")]
+    pub files: u64,
+}
+
+fn default_files() -> u64 {
+    DEFAULT_FILES
 }
 
 impl ResourceLimits {
-    /// Caps of `memory_bytes`, `nano_cpus` (billionths of a CPU) and `pids` processes.
+    /// Caps of `memory_bytes`, `nano_cpus` (billionths of a CPU) and `pids` processes, with the
+    /// default file-count cap ([`DEFAULT_FILES`]).
     #[must_use]
     pub fn new(memory_bytes: u64, nano_cpus: u64, pids: u32) -> Self {
         Self {
             memory_bytes,
             nano_cpus,
             pids,
+            files: DEFAULT_FILES,
         }
+    }
+
+    /// These caps with at most `files` entries in the workspace's writable trees.
+    #[must_use]
+    pub fn with_files(mut self, files: u64) -> Self {
+        self.files = files;
+        self
     }
 }
 
@@ -210,6 +230,7 @@ impl Default for ResourceLimits {
             memory_bytes: 4 * 1024 * 1024 * 1024,
             nano_cpus: 2_000_000_000,
             pids: 512,
+            files: DEFAULT_FILES,
         }
     }
 }

@@ -104,6 +104,7 @@ impl Ws {
                 max_steps: StepBudget::DEFAULT,
                 turn_deadline: Duration::from_secs(120),
                 decision_deadline: DECISION_DEADLINE,
+                requirement: PolicyRequirement::Required,
             },
         )
     }

@@ -554,3 +554,31 @@ fn fix_personas_are_bounded_by_the_implementer() {
     assert_eq!(got.agent.prompt_source, PromptSource::Row);
     assert_eq!(got.agent.model.as_str(), "anthropic/claude-opus-5-5");
 }
+
+/// Every runtime round-trips its wire name, an unknown stored name is no opinion, and each
+/// harness drives only its own provider's models.
+#[test]
+fn runtimes_read_back_their_wire_names_and_harnesses_keep_to_their_provider() {
+    use auto_swe_agents::ModelName;
+
+    for runtime in [
+        Runtime::Native,
+        Runtime::ClaudeCode,
+        Runtime::Pi,
+        Runtime::Codex,
+    ] {
+        assert_eq!(Runtime::parse_lenient(runtime.as_str()), Some(runtime));
+        let json = serde_json::to_value(runtime).unwrap();
+        assert_eq!(json, runtime.as_str());
+        assert_eq!(serde_json::from_value::<Runtime>(json).unwrap(), runtime);
+    }
+    assert_eq!(Runtime::parse_lenient("mastra"), Some(Runtime::Native));
+    assert_eq!(Runtime::parse_lenient("codex-cli"), None);
+    let anthropic = ModelName::new("anthropic/claude-sonnet-4-5");
+    let openai = ModelName::new("openai/gpt-5");
+    assert!(Runtime::Codex.can_drive(&openai));
+    assert!(!Runtime::Codex.can_drive(&anthropic));
+    assert!(Runtime::ClaudeCode.can_drive(&anthropic));
+    assert!(!Runtime::ClaudeCode.can_drive(&openai));
+    assert!(Runtime::Native.can_drive(&openai) && Runtime::Pi.can_drive(&anthropic));
+}

@@ -208,5 +208,10 @@ fn sandbox_rows(rows: &mut Vec<Setting>) -> anyhow::Result<()> {
         "WORKSPACE_PIDS_LIMIT",
         limits.pids.to_string(),
     ));
+    rows.push(env_or(
+        "sandbox.files",
+        "WORKSPACE_FILES_LIMIT",
+        limits.files.to_string(),
+    ));
     Ok(())
 }

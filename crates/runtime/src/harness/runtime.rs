@@ -6,14 +6,15 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use auto_swe_models::{Message, Meter, ModelError, ModelSpec, Part, Usage};
-use auto_swe_sandbox::{EnvName, ExecRequest, SpawnedProcess};
+use auto_swe_sandbox::{EnvName, ExecRequest, SecretEnv, SpawnedProcess};
 use auto_swe_scanners::{CompiledPatterns, scan_llm_output};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::{
-    CanonicalCall, CanonicalPolicy, Decision, HarnessAdapter, NativeCall, decide_canonical,
+    CanonicalCall, CanonicalPolicy, Decision, HarnessAdapter, NativeCall, PolicyRequirement,
+    decide_canonical,
 };
 use crate::error::{HarnessError, TurnError};
 use crate::tools::{AuditSink, elapsed_ms};
@@ -35,6 +36,10 @@ pub struct HarnessRuntimeConfig {
     pub turn_deadline: Duration,
     /// How long one decision may take.
     pub decision_deadline: Duration,
+    /// Whether the adapter must enforce per-call policy in the worker (a harness that cannot
+    /// runs only under [`PolicyRequirement::NotRequired`], on the sandbox and egress proxy
+    /// alone).
+    pub requirement: PolicyRequirement,
 }
 
 #[derive(Default)]
@@ -106,10 +111,30 @@ impl HarnessTurn {
         self.cancel.clone()
     }
 
+    /// The runtime name of the adapter driving the turn.
+    #[must_use]
+    pub fn runtime(&self) -> &str {
+        self.adapter.name()
+    }
+
     /// Starts a process in the workspace, tagged with the turn, in the checkout, bounded by
     /// the turn's deadline.
     pub async fn spawn(&self, argv: Vec<String>) -> Result<SpawnedProcess, HarnessError> {
+        self.spawn_with(argv, std::collections::BTreeMap::new(), SecretEnv::new())
+            .await
+    }
+
+    /// [`Self::spawn`] with plain environment `env` and `secrets` (delivered out of band,
+    /// never on a command line). The turn's tag cannot be overridden.
+    pub async fn spawn_with(
+        &self,
+        argv: Vec<String>,
+        env: std::collections::BTreeMap<EnvName, String>,
+        secrets: SecretEnv,
+    ) -> Result<SpawnedProcess, HarnessError> {
         let mut request = ExecRequest::new(argv).timeout(self.config.turn_deadline);
+        request.env = env;
+        request.secret_env = secrets;
         request
             .workdir
             .clone_from(&self.workspace.layout().checkout);
@@ -182,7 +207,11 @@ impl HarnessTurn {
         self.tracer.record(TraceEntry {
             kind: TraceKind::ToolCall,
             tool_name: Some(call.tool.clone()),
-            input_json: Some(json!({ "tag": self.tag, "input": input })),
+            input_json: Some(json!({
+                "tag": self.tag,
+                "runtime": self.adapter.name(),
+                "input": input,
+            })),
             output_json: Some(json!({ "allowed": decision == Decision::Allow })),
             duration_ms: elapsed_ms(started),
             error: match &decision {
@@ -279,7 +308,8 @@ impl std::fmt::Debug for HarnessRuntime {
 
 impl HarnessRuntime {
     /// A runtime for `adapter`. Refuses an adapter that cannot enforce per-call policy in the
-    /// worker (`HARNESS_POLICY_UNENFORCEABLE`).
+    /// worker (`HARNESS_POLICY_UNENFORCEABLE`) unless `config.requirement` is
+    /// [`PolicyRequirement::NotRequired`].
     #[expect(clippy::too_many_arguments, reason = "every part is a separate seam")]
     pub fn new(
         adapter: Arc<dyn HarnessAdapter>,
@@ -291,7 +321,9 @@ impl HarnessRuntime {
         policy: CanonicalPolicy,
         config: HarnessRuntimeConfig,
     ) -> Result<Self, HarnessError> {
-        if !adapter.capabilities().enforces_per_call_policy_in_worker {
+        if config.requirement == PolicyRequirement::Required
+            && !adapter.capabilities().enforces_per_call_policy_in_worker
+        {
             return Err(HarnessError::PolicyUnenforceable {
                 runtime: adapter.name().to_owned(),
             });

@@ -125,3 +125,19 @@ fn the_canonical_policy_applies_the_native_tools_scanners() {
         );
     }
 }
+
+#[test]
+fn a_missing_or_different_cli_and_a_refused_key_have_their_own_codes() {
+    let unavailable = HarnessError::CliUnavailable {
+        runtime: "claude-code".to_owned(),
+        reason: "/opt/claude has SHA-256 00, not the pinned ff".to_owned(),
+    };
+    assert_eq!(unavailable.code(), "HARNESS_UNAVAILABLE");
+    assert!(!unavailable.is_retryable());
+    assert!(unavailable.to_string().contains("claude-code"));
+    let auth = HarnessError::AuthFailure {
+        runtime: "claude-code".to_owned(),
+    };
+    assert_eq!(auth.code(), "HARNESS_AUTH_FAILURE");
+    assert!(!auth.is_retryable());
+}

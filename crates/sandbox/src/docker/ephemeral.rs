@@ -58,6 +58,7 @@ impl DockerBackend {
             let oom = Arc::new(DockerWorkspace {
                 secret_env: SecretEnv::new(),
                 oom_seen: Mutex::new(0),
+                files: None,
             });
             self.start_exec(&name, request, secrets, None, keep_stdin_open, Some(oom))
                 .await

@@ -22,6 +22,7 @@ use crate::backend::{
     BackendKind, Exit, Protection, SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
 };
 use crate::error::{Result, SandboxError};
+use crate::file_budget::{self, FileBudget, Halt};
 use crate::local::workspace_name;
 use crate::spec::{
     ExecId, ExecOutput, ExecRequest, MetadataBlock, NetworkMode, SecretEnv, WorkspaceSpec,
@@ -65,6 +66,9 @@ pub const DEFAULT_SIDECAR_IMAGE: &str = "auto-swe-netadmin:bookworm";
 struct DockerWorkspace {
     secret_env: SecretEnv,
     oom_seen: Mutex<u64>,
+    /// The bound on what the `/workspace` volume holds; `None` when this host cannot read the
+    /// volume (the handle lists it as missing).
+    files: Option<Arc<FileBudget>>,
 }
 
 /// The Docker driver.
@@ -335,6 +339,73 @@ impl DockerBackend {
         Arc::clone(&self.execs)
     }
 
+    /// An exec of the workspace's own user under the workspace's file-count bound: refused once
+    /// the workspace has been found over it, ended when a count finds it over.
+    async fn start_counted(
+        &self,
+        container: &str,
+        request: &ExecRequest,
+        secrets: &SecretEnv,
+        keep_stdin_open: bool,
+        ws: Arc<DockerWorkspace>,
+    ) -> Result<SpawnedProcess> {
+        let files = ws.files.clone();
+        if let Some(files) = &files {
+            files.check_start()?;
+        }
+        let spawned = self
+            .start_exec(container, request, secrets, None, keep_stdin_open, Some(ws))
+            .await?;
+        let Some(files) = files else {
+            return Ok(spawned);
+        };
+        let docker = self.docker.clone();
+        let (container, tag) = (container.to_owned(), spawned.exec_id.as_str().to_owned());
+        let halt: Halt =
+            Box::new(move || Box::pin(async move { kill_tagged(&docker, &container, &tag).await }));
+        Ok(file_budget::watch(spawned, files, halt))
+    }
+
+    /// The file-count bound of container `name`, counted from this host through the directory
+    /// that backs its `/workspace` volume; noted on `handle` as held or missing.
+    async fn file_budget(
+        &self,
+        name: &str,
+        limit: u64,
+        handle: &mut WorkspaceHandle,
+    ) -> Option<Arc<FileBudget>> {
+        let source = match self.docker.inspect_container(name, None).await {
+            Ok(inspected) => inspected
+                .mounts
+                .unwrap_or_default()
+                .into_iter()
+                .find(|m| m.destination.as_deref() == Some("/workspace"))
+                .and_then(|m| m.source)
+                .ok_or_else(|| "the container has no /workspace volume".to_owned()),
+            Err(e) => Err(e.to_string()),
+        };
+        let readable = match source {
+            Ok(source) => match tokio::fs::read_dir(&source).await {
+                Ok(_) => Ok(std::path::PathBuf::from(source)),
+                Err(e) => Err(format!(
+                    "the engine keeps the /workspace volume where this host cannot read it \
+                     ({source}: {e})"
+                )),
+            },
+            Err(e) => Err(e),
+        };
+        match readable {
+            Ok(root) => {
+                handle.protections.push(Protection::FileCount);
+                Some(FileBudget::new(limit, vec![root]))
+            }
+            Err(reason) => {
+                handle.missing.insert("file_count".to_owned(), reason);
+                None
+            }
+        }
+    }
+
     async fn run_capture(
         &self,
         container: &str,
@@ -479,12 +550,16 @@ impl WorkspaceBackend for DockerBackend {
         // Named before creation, so any failure from here on removes it by that name.
         let name = workspace_name(&spec.label)?;
         match self.create_inner(&name, spec).await {
-            Ok(handle) => {
+            Ok(mut handle) => {
+                let files = self
+                    .file_budget(&name, spec.limits.files, &mut handle)
+                    .await;
                 self.workspaces.lock().map_err(|_| poisoned())?.insert(
                     name,
                     Arc::new(DockerWorkspace {
                         secret_env: spec.secret_env.clone(),
                         oom_seen: Mutex::new(0),
+                        files,
                     }),
                 );
                 Ok(handle)
@@ -513,28 +588,40 @@ impl WorkspaceBackend for DockerBackend {
         if !labelled {
             return Err(SandboxError::NotFound(id.to_owned()));
         }
+        let limit = inspected
+            .config
+            .as_ref()
+            .and_then(|c| c.labels.as_ref())
+            .and_then(|l| l.get(plan::FILES_LABEL))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(crate::spec::DEFAULT_FILES);
         let keeper_pid = self.keeper_pid(id).await?;
-        self.workspaces.lock().map_err(|_| poisoned())?.insert(
-            id.to_owned(),
-            Arc::new(DockerWorkspace {
-                secret_env: SecretEnv::new(),
-                oom_seen: Mutex::new(0),
-            }),
-        );
-        Ok(WorkspaceHandle {
+        let mut handle = WorkspaceHandle {
             id: id.to_owned(),
             backend: BackendKind::Docker,
             keeper_pid,
             protections: Vec::new(),
             missing: BTreeMap::new(),
-        })
+        };
+        let files = self.file_budget(id, limit, &mut handle).await;
+        self.workspaces.lock().map_err(|_| poisoned())?.insert(
+            id.to_owned(),
+            Arc::new(DockerWorkspace {
+                secret_env: SecretEnv::new(),
+                oom_seen: Mutex::new(0),
+                files,
+            }),
+        );
+        Ok(handle)
     }
 
     async fn exec(&self, workspace: &WorkspaceHandle, request: &ExecRequest) -> Result<ExecOutput> {
         let ws = self.get(&workspace.id)?;
         let secrets = ws.secret_env.clone();
-        self.run_capture(&workspace.id, request, &secrets, Some(ws))
-            .await
+        let spawned = self
+            .start_counted(&workspace.id, request, &secrets, false, ws)
+            .await?;
+        crate::process::collect(spawned, request.output_limit, request.timeout).await
     }
 
     async fn spawn(
@@ -544,7 +631,7 @@ impl WorkspaceBackend for DockerBackend {
     ) -> Result<SpawnedProcess> {
         let ws = self.get(&workspace.id)?;
         let secrets = ws.secret_env.clone();
-        self.start_exec(&workspace.id, request, &secrets, None, true, Some(ws))
+        self.start_counted(&workspace.id, request, &secrets, true, ws)
             .await
     }
 

@@ -15,6 +15,8 @@ use crate::spec::{
 
 /// The label every container of this backend carries, naming its workspace.
 pub const WORKSPACE_LABEL: &str = "io.auto-swe.workspace";
+/// The label that keeps a workspace's file-count bound, for a backend that attaches to it.
+pub const FILES_LABEL: &str = "io.auto-swe.files-limit";
 
 /// The user workspace commands run as (the rootfs's `agent`): every exec names it.
 pub const WORKSPACE_USER: &str = "1000:1000";
@@ -138,10 +140,10 @@ pub fn workspace_container(name: &str, spec: &WorkspaceSpec) -> Result<Container
                 .collect(),
         ),
         volumes: Some(vec!["/workspace".to_owned()]),
-        labels: Some(HashMap::from([(
-            WORKSPACE_LABEL.to_owned(),
-            name.to_owned(),
-        )])),
+        labels: Some(HashMap::from([
+            (WORKSPACE_LABEL.to_owned(), name.to_owned()),
+            (FILES_LABEL.to_owned(), spec.limits.files.to_string()),
+        ])),
         host_config: Some(host),
         ..ContainerCreateBody::default()
     })

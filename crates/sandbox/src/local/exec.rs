@@ -16,6 +16,7 @@ use super::{
 };
 use crate::backend::SpawnedProcess;
 use crate::error::{Result, SandboxError};
+use crate::file_budget::{self, Halt};
 use crate::process::{self, OomProbe};
 use crate::spec::{EXEC_ID_ENV, ExecId, ExecRequest, ResourceLimits, SecretEnv, random_hex};
 
@@ -204,6 +205,27 @@ impl LocalBackend {
             oom,
             Some(stop),
         )
+    }
+
+    /// [`Self::run_in`] under the workspace's file-count bound: refused once the workspace has
+    /// been found over it, ended (by its stop) when a count finds it over.
+    pub(super) async fn run_counted(
+        &self,
+        id: &str,
+        ws: &LocalWorkspace,
+        request: &ExecRequest,
+        keep_stdin_open: bool,
+    ) -> Result<SpawnedProcess> {
+        ws.files.check_start()?;
+        let spawned = self.run_in(id, ws, request, keep_stdin_open).await?;
+        let stops = self.stops.clone();
+        let (workspace, exec) = (id.to_owned(), spawned.exec_id.as_str().to_owned());
+        let halt: Halt = Box::new(move || {
+            Box::pin(async move {
+                stops.stop(&workspace, &exec);
+            })
+        });
+        Ok(file_budget::watch(spawned, Arc::clone(&ws.files), halt))
     }
 
     pub(super) async fn run_in(

@@ -30,6 +30,7 @@ use self::launcher::Launcher;
 use self::plan::HostLayout;
 use crate::backend::{BackendKind, Protection, SpawnedProcess, WorkspaceBackend, WorkspaceHandle};
 use crate::error::{Result, SandboxError};
+use crate::file_budget::{self, FileBudget};
 use crate::process;
 use crate::spec::{
     ExecId, ExecOutput, ExecRequest, LocalRoot, MetadataBlock, Mount, NetworkMode, ResourceLimits,
@@ -113,6 +114,8 @@ struct LocalWorkspace {
     /// when it stops answering.
     launcher: Mutex<Option<Arc<Launcher>>>,
     paused: AtomicBool,
+    /// The bound on what `workspace/` and `tmp/` hold.
+    files: Arc<FileBudget>,
 }
 
 /// The bubblewrap driver.
@@ -357,6 +360,7 @@ impl LocalBackend {
         if freeze {
             have.push(Protection::Freeze);
         }
+        have.push(Protection::FileCount);
         if meta.block_metadata == MetadataBlock::On {
             have.push(Protection::MetadataNames);
             if meta.network == NetworkMode::Host {
@@ -482,6 +486,7 @@ impl WorkspaceBackend for LocalBackend {
         }
         let (protections, missing) = Self::protections(&meta, cgroup.as_ref());
         let ws = LocalWorkspace {
+            files: FileBudget::new(meta.limits.files, file_budget::local_roots(&data)),
             data,
             meta,
             secret_env: spec.secret_env.clone(),
@@ -530,6 +535,7 @@ impl WorkspaceBackend for LocalBackend {
             id.to_owned(),
             Arc::new(LocalWorkspace {
                 launcher: Mutex::new(launcher),
+                files: FileBudget::new(meta.limits.files, file_budget::local_roots(&data)),
                 data,
                 meta,
                 secret_env: SecretEnv::new(),
@@ -548,7 +554,7 @@ impl WorkspaceBackend for LocalBackend {
 
     async fn exec(&self, workspace: &WorkspaceHandle, request: &ExecRequest) -> Result<ExecOutput> {
         let ws = self.get(&workspace.id)?;
-        let spawned = self.run_in(&workspace.id, &ws, request, false).await?;
+        let spawned = self.run_counted(&workspace.id, &ws, request, false).await?;
         process::collect(spawned, request.output_limit, request.timeout).await
     }
 
@@ -558,7 +564,7 @@ impl WorkspaceBackend for LocalBackend {
         request: &ExecRequest,
     ) -> Result<SpawnedProcess> {
         let ws = self.get(&workspace.id)?;
-        self.run_in(&workspace.id, &ws, request, true).await
+        self.run_counted(&workspace.id, &ws, request, true).await
     }
 
     async fn pause(&self, workspace: &WorkspaceHandle) -> Result<()> {

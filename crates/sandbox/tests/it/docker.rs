@@ -26,6 +26,8 @@ docker_suite!(
     canaries_are_unreadable,
     escape_tar_copied_back,
     escape_fork_bomb,
+    file_count_bound_refuses_after_a_burst,
+    file_count_bound_ends_an_endless_maker,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -283,8 +283,24 @@ echo planted"#
     let before = seen.lock().unwrap().len();
     let out = authed_fetch().await.unwrap();
     assert_eq!(out.status, 0, "{}", out.stderr_text());
-    // Two more sweeps of the spy's after the call, then it is ended (the workspace stays).
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Two more sweeps of the spy's after the call (each ends by writing its count afresh; a
+    // sweep takes seconds on a loaded host), then it is ended (the workspace stays).
+    for _ in 0..2 {
+        let _ = sh(backend, &ws, "rm -f /workspace/spy.count").await;
+        let mut swept = false;
+        for _ in 0..600 {
+            if sh(backend, &ws, "cat /workspace/spy.count 2>/dev/null")
+                .await
+                .stdout_text()
+                .starts_with("read ")
+            {
+                swept = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(swept, "the spy never finished a sweep");
+    }
     // The spy ran all along: nothing swept it away before the credential was in use.
     assert!(
         matches!(

@@ -105,7 +105,10 @@ fn docker_workspace_and_sidecar_bodies() {
     let body = workspace_container("asw-test-0001", &spec).unwrap();
     let json = serde_json::to_value(&body).unwrap();
     assert!(!json.to_string().contains("never-in-the-body"));
-    insta::assert_json_snapshot!("docker_workspace", json);
+    // The engine's maps are hash maps: sorted here so the snapshot does not depend on their order.
+    insta::with_settings!({ sort_maps => true }, {
+        insta::assert_json_snapshot!("docker_workspace", json);
+    });
     insta::assert_json_snapshot!(
         "docker_metadata_sidecar",
         serde_json::to_value(metadata_sidecar(

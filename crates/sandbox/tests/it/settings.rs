@@ -18,6 +18,7 @@ fn defaults_leave_the_host_a_core() {
     let two = resolve(&[], 2).unwrap();
     assert_eq!(two.limits.nano_cpus, 1_000_000_000);
     assert_eq!(two.limits.pids, 512);
+    assert_eq!(two.limits.files, 1_000_000);
     assert_eq!(two.limits.memory_bytes, 4 << 30);
     assert_eq!(resolve(&[], 1).unwrap().limits.nano_cpus, 1_000_000_000);
     assert_eq!(resolve(&[], 8).unwrap().limits.nano_cpus, 7_000_000_000);
@@ -32,6 +33,7 @@ fn knobs_set_the_caps_and_bad_ones_are_refused() {
             ("WORKSPACE_MEMORY", "512m"),
             ("WORKSPACE_CPUS", "0.5"),
             ("WORKSPACE_PIDS_LIMIT", "64"),
+            ("WORKSPACE_FILES_LIMIT", "250000"),
         ],
         2,
     )
@@ -39,6 +41,7 @@ fn knobs_set_the_caps_and_bad_ones_are_refused() {
     assert_eq!(set.limits.memory_bytes, 512 << 20);
     assert_eq!(set.limits.nano_cpus, 500_000_000);
     assert_eq!(set.limits.pids, 64);
+    assert_eq!(set.limits.files, 250_000);
     for (name, value) in [
         ("WORKSPACE_MEMORY", "lots"),
         ("WORKSPACE_MEMORY", "1m"),
@@ -49,6 +52,10 @@ fn knobs_set_the_caps_and_bad_ones_are_refused() {
         ("WORKSPACE_CPUS", "2000"),
         ("WORKSPACE_PIDS_LIMIT", "0"),
         ("WORKSPACE_PIDS_LIMIT", "many"),
+        ("WORKSPACE_FILES_LIMIT", "999"),
+        ("WORKSPACE_FILES_LIMIT", "100000001"),
+        ("WORKSPACE_FILES_LIMIT", "-1"),
+        ("WORKSPACE_FILES_LIMIT", "1e6"),
     ] {
         let err = resolve(&[(name, value)], 2).unwrap_err();
         assert_eq!(err.code(), "WORKSPACE_INVALID_REQUEST", "{name}={value}");

@@ -403,3 +403,111 @@ pub(crate) async fn escape_fork_bomb(backend: &dyn WorkspaceBackend, mut spec: W
     backend.remove(&ws).await.unwrap();
     assert_eq!(host_processes_with("environ", &tag), Vec::<u32>::new());
 }
+
+/// Creates a workspace bounded at 1,000 files; `None` (reason printed) when this host cannot
+/// count it — only a caller that is not root, whose engine keeps volumes out of its reach.
+async fn bounded_workspace(
+    backend: &dyn WorkspaceBackend,
+    mut spec: WorkspaceSpec,
+) -> Option<auto_swe_sandbox::WorkspaceHandle> {
+    spec.limits.files = 1000;
+    let ws = backend.create(&spec).await.unwrap();
+    if ws
+        .protections
+        .contains(&auto_swe_sandbox::Protection::FileCount)
+    {
+        return Some(ws);
+    }
+    assert!(
+        !nix::unistd::geteuid().is_root(),
+        "a root caller's workspace must count its files: {:?}",
+        ws.missing
+    );
+    eprintln!("skipping the file-count bound: {:?}", ws.missing);
+    backend.remove(&ws).await.unwrap();
+    None
+}
+
+/// Makes `n` empty files in `/workspace/<dir>` as fast as a shell can.
+fn make_files(dir: &str, n: u32) -> String {
+    format!(
+        "mkdir -p /workspace/{dir} && cd /workspace/{dir} && i=0; \
+         while [ $i -lt {n} ]; do : > f$i; i=$((i+1)); done"
+    )
+}
+
+/// Under its bound a workspace works as ever; the exec that takes it over fails
+/// `WORKSPACE_FILE_LIMIT`, and from then on nothing runs in it — removing files from inside
+/// would need an exec, and an exec could as well make more.
+pub(crate) async fn file_count_bound_refuses_after_a_burst(
+    backend: &dyn WorkspaceBackend,
+    spec: WorkspaceSpec,
+) {
+    let Some(ws) = bounded_workspace(backend, spec).await else {
+        return;
+    };
+    let out = sh(backend, &ws, &make_files("a", 500)).await;
+    assert_eq!(out.status, 0, "{}", out.stderr_text());
+    // Links to the whole host count as one entry each, not as what they point at.
+    let out = sh(
+        backend,
+        &ws,
+        "ln -s / /workspace/root && ln -s /usr /workspace/usr",
+    )
+    .await;
+    assert_eq!(out.status, 0, "{}", out.stderr_text());
+    assert_eq!(sh(backend, &ws, "echo ok").await.stdout_text(), "ok\n");
+    let over = backend
+        .exec(
+            &ws,
+            &ExecRequest::shell(&make_files("b", 1500)).timeout(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (over.code(), over.class()),
+        ("WORKSPACE_FILE_LIMIT", FailureClass::Refused),
+        "{over}"
+    );
+    let refused = backend
+        .exec(&ws, &ExecRequest::shell("rm -rf /workspace/b"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), "WORKSPACE_FILE_LIMIT");
+    let refused = backend
+        .spawn(&ws, &ExecRequest::shell("true"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), "WORKSPACE_FILE_LIMIT");
+    backend.remove(&ws).await.unwrap();
+}
+
+/// A command that makes files without end is ended by the bound, long before its timeout, and
+/// its whole tree with it.
+pub(crate) async fn file_count_bound_ends_an_endless_maker(
+    backend: &dyn WorkspaceBackend,
+    spec: WorkspaceSpec,
+) {
+    let Some(ws) = bounded_workspace(backend, spec).await else {
+        return;
+    };
+    let marker = format!("files-maker-{}", std::process::id());
+    // The maker carries the marker in its environment, so its host process can be looked for.
+    let script = format!(
+        "MARK={marker} exec sh -c 'mkdir -p /workspace/c && cd /workspace/c && i=0; \
+         while :; do : > f$i; i=$((i+1)); done'"
+    );
+    let ended = backend
+        .exec(
+            &ws,
+            &ExecRequest::shell(&script).timeout(Duration::from_secs(120)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(ended.code(), "WORKSPACE_FILE_LIMIT", "{ended}");
+    assert!(
+        host_processes_with("environ", &marker).is_empty(),
+        "the maker outlived its exec"
+    );
+    backend.remove(&ws).await.unwrap();
+}
