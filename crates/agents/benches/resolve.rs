@@ -41,7 +41,7 @@ fn library() -> (
             if k % 4 == 3 {
                 row.inherits_model_from = Some(format!("agent{}", k - 1));
             } else {
-                row.model_spec = Some(auto_swe_agents::ModelSpec::new(
+                row.model_spec = Some(auto_swe_agents::ModelName::new(
                     "anthropic/claude-sonnet-5-5",
                 ));
             }

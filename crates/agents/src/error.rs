@@ -5,7 +5,7 @@ use thiserror::Error;
 /// What a store implementation reports.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
-pub enum StoreError {
+pub enum LibraryStoreError {
     /// A compare-and-set write found the row moved on; nothing was written.
     #[error("the row changed since it was read")]
     Conflict,
@@ -21,15 +21,15 @@ pub enum StoreError {
     Unavailable(String),
 }
 
-impl StoreError {
+impl LibraryStoreError {
     /// Stable code.
     #[must_use]
     pub fn code(&self) -> &'static str {
         match self {
-            StoreError::Conflict => "STORE_CONFLICT",
-            StoreError::NotFound => "NOT_FOUND",
-            StoreError::Invalid(_) => "STORE_INVALID",
-            StoreError::Unavailable(_) => "STORE_UNAVAILABLE",
+            LibraryStoreError::Conflict => "STORE_CONFLICT",
+            LibraryStoreError::NotFound => "NOT_FOUND",
+            LibraryStoreError::Invalid(_) => "STORE_INVALID",
+            LibraryStoreError::Unavailable(_) => "STORE_UNAVAILABLE",
         }
     }
 
@@ -37,8 +37,8 @@ impl StoreError {
     #[must_use]
     pub fn is_retryable(&self) -> bool {
         match self {
-            StoreError::Conflict | StoreError::Unavailable(_) => true,
-            StoreError::NotFound | StoreError::Invalid(_) => false,
+            LibraryStoreError::Conflict | LibraryStoreError::Unavailable(_) => true,
+            LibraryStoreError::NotFound | LibraryStoreError::Invalid(_) => false,
         }
     }
 }
@@ -70,7 +70,7 @@ pub enum ResolveError {
     },
     /// The store failed.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(#[from] LibraryStoreError),
 }
 
 impl ResolveError {
@@ -184,7 +184,7 @@ pub enum LibraryError {
     },
     /// The store failed.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(#[from] LibraryStoreError),
 }
 
 impl LibraryError {
@@ -275,7 +275,7 @@ pub enum SkillError {
     },
     /// The store failed.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(#[from] LibraryStoreError),
 }
 
 impl SkillError {

@@ -6,6 +6,16 @@
 //! Storage sits behind traits (`AgentStore`, `SkillStore`, `CredentialStore`,
 //! `RuntimePinStore`) that a host implements over its database; in-memory implementations ship
 //! for tests and local mode.
+//!
+//! ```
+//! use auto_swe_agents::{Capability, ToolGrant, builtin_agent, tool_capabilities};
+//!
+//! let implementer = builtin_agent("implementer").expect("a built-in agent");
+//! assert!(!implementer.prompt.is_empty());
+//! let granted = tool_capabilities(Some(&["readFile".to_owned()]), ToolGrant::Exact);
+//! assert!(granted.contains(&Capability::Read));
+//! assert!(!granted.contains(&Capability::Shell));
+//! ```
 
 mod builtin;
 mod cache;
@@ -30,11 +40,11 @@ pub use builtin::{
 };
 pub use cache::{CONFIG_CACHE_MAX_ENTRIES, DEFAULT_CONFIG_CACHE_TTL};
 pub use context::ResolveCtx;
-pub use error::{ConfigNotReady, LibraryError, ResolveError, SkillError, StoreError};
+pub use error::{ConfigNotReady, LibraryError, LibraryStoreError, ResolveError, SkillError};
 pub use library::{Actor, AgentFields, AgentLibrary, AgentPatch, CreateAgent, SavedVersion};
 pub use local::seed_builtins;
 pub use model::{
-    AgentLineageHead, AgentRef, AgentVersion, CredentialRef, ModelSpec, Runtime, Scope, ScopeRef,
+    AgentLineageHead, AgentRef, AgentVersion, CredentialRef, ModelName, Runtime, Scope, ScopeRef,
 };
 pub use persona::{
     BoundedPersona, ReviewPersona, ReviewPromptInputs, ReviewPromptSource, bound_persona,
@@ -54,7 +64,7 @@ pub use skills::library::{
 };
 pub use skills::model::{
     PromptSkill, ReferenceFile, SKILL_DESCRIPTION_MAX_CHARS, SKILL_NAME_MAX_CHARS,
-    SKILL_TEXT_MAX_BYTES, Skill, SkillProvenance, SkillRevision, SkillScope, content_hash,
+    SKILL_TEXT_MAX_BYTES, Skill, SkillProvenance, SkillRevision, SkillScope, skill_content_hash,
 };
 pub use skills::render::{
     LOAD_SKILL_TOOL, SKILL_MENU_HEADING, SkillPlacement, load_skill, render_skill, skills_inline,
@@ -71,7 +81,7 @@ pub use store::{
 };
 pub use tools::{
     Capability, IMPLEMENTER_BOUNDED_PERSONAS, KNOWLEDGE_TOOL_IDS, MCP_TOOL_KEY, PersonaMcp,
-    READ_TOOL_IDS, ToolGrant, WORKSPACE_TOOL_IDS, agent_run_workspace_tools, capabilities,
+    READ_TOOL_IDS, ToolGrant, WORKSPACE_TOOL_IDS, agent_run_workspace_tools,
     implementer_workspace_tools, is_known_tool_key, knowledge_tools, mcp_enabled,
-    persona_mcp_binding, persona_tool_keys,
+    persona_mcp_binding, persona_tool_keys, tool_capabilities,
 };

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::error::{LibraryError, StoreError};
+use crate::error::{LibraryError, LibraryStoreError};
 use auto_swe_models::ReasoningLevel;
 
-use crate::model::{AgentVersion, ModelSpec, Runtime, ScopeRef};
+use crate::model::{AgentVersion, ModelName, Runtime, ScopeRef};
 use crate::resolver::MAX_INHERITANCE_DEPTH;
 use crate::scan::{PatternsProvider, advisory_scan};
 use crate::store::AgentStore;
@@ -55,7 +55,7 @@ impl Actor {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentFields {
     /// Own model.
-    pub model_spec: Option<ModelSpec>,
+    pub model_spec: Option<ModelName>,
     /// Parent to inherit the model from.
     pub inherits_model_from: Option<String>,
     /// Prompt (`None`: the built-in).
@@ -78,7 +78,7 @@ pub struct AgentFields {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentPatch {
     /// Own model.
-    pub model_spec: Option<Option<ModelSpec>>,
+    pub model_spec: Option<Option<ModelName>>,
     /// Parent.
     pub inherits_model_from: Option<Option<String>>,
     /// Prompt.
@@ -194,7 +194,7 @@ impl AgentLibrary {
         let scan_warnings = self.scan_prompt(&next);
         match self.store.append(next.clone(), None).await {
             Ok(()) => {}
-            Err(StoreError::Conflict) => {
+            Err(LibraryStoreError::Conflict) => {
                 return Err(LibraryError::AgentExists {
                     key,
                     scope: scope.to_string(),
@@ -343,7 +343,7 @@ impl AgentLibrary {
         };
         match self.store.append(next.clone(), Some(latest.version)).await {
             Ok(()) => {}
-            Err(StoreError::Conflict) => {
+            Err(LibraryStoreError::Conflict) => {
                 let newest = self
                     .store
                     .history(&key, &next.scope)
@@ -399,7 +399,7 @@ impl AgentLibrary {
             });
         }
         match self.store.set_active(key, scope, active).await {
-            Err(StoreError::NotFound) => Err(LibraryError::NotFound {
+            Err(LibraryStoreError::NotFound) => Err(LibraryError::NotFound {
                 key: key.to_owned(),
                 scope: scope.to_string(),
             }),
@@ -420,7 +420,7 @@ impl AgentLibrary {
     async fn global_model(
         &self,
         version: &AgentVersion,
-    ) -> Result<Option<ModelSpec>, LibraryError> {
+    ) -> Result<Option<ModelName>, LibraryError> {
         let mut current = version.clone();
         let mut seen = vec![current.key.clone()];
         loop {

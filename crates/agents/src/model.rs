@@ -126,9 +126,9 @@ impl fmt::Display for ScopeRef {
 /// A model named as `provider/model`, such as `anthropic/claude-opus-5-5`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct ModelSpec(pub String);
+pub struct ModelName(pub String);
 
-impl ModelSpec {
+impl ModelName {
     /// A spec from its text.
     #[must_use]
     pub fn new(spec: &str) -> Self {
@@ -148,7 +148,7 @@ impl ModelSpec {
     }
 }
 
-impl fmt::Display for ModelSpec {
+impl fmt::Display for ModelName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
@@ -199,7 +199,7 @@ impl Runtime {
     /// models and the Codex CLI only to `OpenAI`'s (the Responses API); the others bind any model the
     /// worker can.
     #[must_use]
-    pub fn can_drive(self, model: &ModelSpec) -> bool {
+    pub fn can_drive(self, model: &ModelName) -> bool {
         match self {
             Runtime::ClaudeCode => model.provider() == "anthropic",
             Runtime::Codex => model.provider() == "openai",
@@ -297,7 +297,7 @@ pub struct AgentVersion {
     /// 1, 2, 3, … within the lineage.
     pub version: u32,
     /// The model this version binds, when it names its own.
-    pub model_spec: Option<ModelSpec>,
+    pub model_spec: Option<ModelName>,
     /// The agent whose model (and runtime and reasoning) this version runs on, when it names
     /// no model of its own.
     pub inherits_model_from: Option<String>,
@@ -350,7 +350,7 @@ impl AgentVersion {
     /// With a model of its own.
     #[must_use]
     pub fn with_model(mut self, spec: &str) -> Self {
-        self.model_spec = Some(ModelSpec::new(spec));
+        self.model_spec = Some(ModelName::new(spec));
         self
     }
 

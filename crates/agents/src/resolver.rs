@@ -13,7 +13,7 @@ use crate::builtin::builtin_agent;
 use crate::cache::{DEFAULT_CONFIG_CACHE_TTL, TtlCache};
 use crate::context::ResolveCtx;
 use crate::error::ResolveError;
-use crate::model::{AgentRef, AgentVersion, CredentialRef, ModelSpec, Runtime, ScopeRef};
+use crate::model::{AgentRef, AgentVersion, CredentialRef, ModelName, Runtime, ScopeRef};
 use crate::skills::model::PromptSkill;
 use crate::store::{AgentStore, CredentialStore, RuntimePinStore, SkillStore};
 
@@ -69,7 +69,7 @@ pub struct ResolvedAgent {
     /// Where it came from.
     pub prompt_source: PromptSource,
     /// The model.
-    pub model: ModelSpec,
+    pub model: ModelName,
     /// The keys walked to find the model, the resolved key first and the model's owner last.
     pub model_chain: Vec<String>,
     /// The runtime the chain asks for (`None`: no opinion).
@@ -304,7 +304,7 @@ impl Resolver {
     async fn credential(
         &self,
         key: &str,
-        model: &ModelSpec,
+        model: &ModelName,
         pinned: Option<&str>,
         ctx: &ResolveCtx,
     ) -> Result<CredentialRef, ResolveError> {

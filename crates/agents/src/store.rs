@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 
-use crate::error::StoreError;
+use crate::error::LibraryStoreError;
 use crate::model::{AgentLineageHead, AgentVersion, CredentialRef, Runtime, ScopeRef};
 use crate::skills::model::{Skill, SkillRevision};
 
@@ -23,7 +23,7 @@ pub trait AgentStore: Send + Sync {
         &self,
         key: &str,
         scopes: &[ScopeRef],
-    ) -> Result<Vec<(ScopeRef, AgentLineageHead)>, StoreError>;
+    ) -> Result<Vec<(ScopeRef, AgentLineageHead)>, LibraryStoreError>;
 
     /// One version of a lineage.
     async fn version(
@@ -31,14 +31,14 @@ pub trait AgentStore: Send + Sync {
         key: &str,
         scope: &ScopeRef,
         version: u32,
-    ) -> Result<Option<AgentVersion>, StoreError>;
+    ) -> Result<Option<AgentVersion>, LibraryStoreError>;
 
     /// Every version of a lineage, oldest first, with the lineage's activation.
     async fn history(
         &self,
         key: &str,
         scope: &ScopeRef,
-    ) -> Result<Option<(bool, Vec<AgentVersion>)>, StoreError>;
+    ) -> Result<Option<(bool, Vec<AgentVersion>)>, LibraryStoreError>;
 
     /// Appends `next` to its lineage if the newest version is `expected_latest` (`None`: the
     /// lineage must not exist yet, and is created active). `next.version` must be one more.
@@ -46,14 +46,18 @@ pub trait AgentStore: Send + Sync {
         &self,
         next: AgentVersion,
         expected_latest: Option<u32>,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), LibraryStoreError>;
 
     /// Switches a lineage on or off.
-    async fn set_active(&self, key: &str, scope: &ScopeRef, active: bool)
-    -> Result<(), StoreError>;
+    async fn set_active(
+        &self,
+        key: &str,
+        scope: &ScopeRef,
+        active: bool,
+    ) -> Result<(), LibraryStoreError>;
 
     /// Every agent key with a lineage at any scope, sorted.
-    async fn keys(&self) -> Result<Vec<String>, StoreError>;
+    async fn keys(&self) -> Result<Vec<String>, LibraryStoreError>;
 }
 
 /// Provider credentials, as references only: secrets never pass through this crate.
@@ -63,13 +67,13 @@ pub trait AgentStore: Send + Sync {
 #[async_trait]
 pub trait CredentialStore: Send + Sync {
     /// A credential by id.
-    async fn by_id(&self, id: &str) -> Result<Option<CredentialRef>, StoreError>;
+    async fn by_id(&self, id: &str) -> Result<Option<CredentialRef>, LibraryStoreError>;
     /// The credential for `provider` at exactly `scope`.
     async fn for_scope(
         &self,
         scope: &ScopeRef,
         provider: &str,
-    ) -> Result<Option<CredentialRef>, StoreError>;
+    ) -> Result<Option<CredentialRef>, LibraryStoreError>;
 }
 
 /// Skills and their revisions.
@@ -80,13 +84,17 @@ pub trait CredentialStore: Send + Sync {
 #[async_trait]
 pub trait SkillStore: Send + Sync {
     /// Every skill.
-    async fn list(&self) -> Result<Vec<Skill>, StoreError>;
+    async fn list(&self) -> Result<Vec<Skill>, LibraryStoreError>;
     /// One skill.
-    async fn get(&self, id: &str) -> Result<Option<Skill>, StoreError>;
+    async fn get(&self, id: &str) -> Result<Option<Skill>, LibraryStoreError>;
     /// One revision.
-    async fn revision(&self, id: &str, revision: u32) -> Result<Option<SkillRevision>, StoreError>;
+    async fn revision(
+        &self,
+        id: &str,
+        revision: u32,
+    ) -> Result<Option<SkillRevision>, LibraryStoreError>;
     /// Every revision of a skill, oldest first.
-    async fn revisions(&self, id: &str) -> Result<Vec<SkillRevision>, StoreError>;
+    async fn revisions(&self, id: &str) -> Result<Vec<SkillRevision>, LibraryStoreError>;
     /// Creates a skill with its first revision unless `conflicts` (run over the stored skills
     /// under the same lock) names any. Returns the conflicting names; empty means written.
     async fn create(
@@ -94,7 +102,7 @@ pub trait SkillStore: Send + Sync {
         skill: Skill,
         first: SkillRevision,
         conflicts: &(dyn for<'s> Fn(&'s [Skill]) -> Vec<String> + Send + Sync),
-    ) -> Result<Vec<String>, StoreError>;
+    ) -> Result<Vec<String>, LibraryStoreError>;
     /// Replaces the skill if its current revision is still `expected_revision`, appending
     /// `revision` when given. A rename passes `conflicts` like `create`.
     async fn update(
@@ -103,7 +111,7 @@ pub trait SkillStore: Send + Sync {
         expected_revision: u32,
         revision: Option<SkillRevision>,
         conflicts: &(dyn for<'s> Fn(&'s [Skill]) -> Vec<String> + Send + Sync),
-    ) -> Result<Vec<String>, StoreError>;
+    ) -> Result<Vec<String>, LibraryStoreError>;
 }
 
 /// The per-run map of pinned runtimes (`agentRuntimes`).
@@ -113,14 +121,17 @@ pub trait SkillStore: Send + Sync {
 #[async_trait]
 pub trait RuntimePinStore: Send + Sync {
     /// The run's map.
-    async fn load(&self, run_id: &str) -> Result<BTreeMap<String, Option<Runtime>>, StoreError>;
+    async fn load(
+        &self,
+        run_id: &str,
+    ) -> Result<BTreeMap<String, Option<Runtime>>, LibraryStoreError>;
     /// Writes `next` if the stored map is `expected`.
     async fn compare_and_set(
         &self,
         run_id: &str,
         expected: &BTreeMap<String, Option<Runtime>>,
         next: BTreeMap<String, Option<Runtime>>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, LibraryStoreError>;
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -161,7 +172,7 @@ impl AgentStore for InMemoryAgentStore {
         &self,
         key: &str,
         scopes: &[ScopeRef],
-    ) -> Result<Vec<(ScopeRef, AgentLineageHead)>, StoreError> {
+    ) -> Result<Vec<(ScopeRef, AgentLineageHead)>, LibraryStoreError> {
         let lineages = lock(&self.lineages);
         let mut out = Vec::new();
         for scope in scopes {
@@ -185,7 +196,7 @@ impl AgentStore for InMemoryAgentStore {
         key: &str,
         scope: &ScopeRef,
         version: u32,
-    ) -> Result<Option<AgentVersion>, StoreError> {
+    ) -> Result<Option<AgentVersion>, LibraryStoreError> {
         Ok(lock(&self.lineages)
             .get(&(key.to_owned(), scope.clone()))
             .and_then(|l| l.versions.iter().find(|v| v.version == version).cloned()))
@@ -195,7 +206,7 @@ impl AgentStore for InMemoryAgentStore {
         &self,
         key: &str,
         scope: &ScopeRef,
-    ) -> Result<Option<(bool, Vec<AgentVersion>)>, StoreError> {
+    ) -> Result<Option<(bool, Vec<AgentVersion>)>, LibraryStoreError> {
         Ok(lock(&self.lineages)
             .get(&(key.to_owned(), scope.clone()))
             .map(|l| (l.active, l.versions.clone())))
@@ -205,7 +216,7 @@ impl AgentStore for InMemoryAgentStore {
         &self,
         next: AgentVersion,
         expected_latest: Option<u32>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), LibraryStoreError> {
         let mut lineages = lock(&self.lineages);
         let id = (next.key.clone(), next.scope.clone());
         let latest = lineages
@@ -213,7 +224,7 @@ impl AgentStore for InMemoryAgentStore {
             .and_then(|l| l.versions.last())
             .map(|v| v.version);
         if latest != expected_latest || next.version != expected_latest.unwrap_or(0) + 1 {
-            return Err(StoreError::Conflict);
+            return Err(LibraryStoreError::Conflict);
         }
         let lineage = lineages.entry(id).or_insert_with(|| Lineage {
             active: true,
@@ -228,16 +239,16 @@ impl AgentStore for InMemoryAgentStore {
         key: &str,
         scope: &ScopeRef,
         active: bool,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), LibraryStoreError> {
         let mut lineages = lock(&self.lineages);
         let lineage = lineages
             .get_mut(&(key.to_owned(), scope.clone()))
-            .ok_or(StoreError::NotFound)?;
+            .ok_or(LibraryStoreError::NotFound)?;
         lineage.active = active;
         Ok(())
     }
 
-    async fn keys(&self) -> Result<Vec<String>, StoreError> {
+    async fn keys(&self) -> Result<Vec<String>, LibraryStoreError> {
         let mut keys: Vec<String> = lock(&self.lineages)
             .keys()
             .map(|(k, _)| k.clone())
@@ -268,7 +279,7 @@ impl InMemoryCredentialStore {
 
 #[async_trait]
 impl CredentialStore for InMemoryCredentialStore {
-    async fn by_id(&self, id: &str) -> Result<Option<CredentialRef>, StoreError> {
+    async fn by_id(&self, id: &str) -> Result<Option<CredentialRef>, LibraryStoreError> {
         Ok(lock(&self.credentials).iter().find(|c| c.id == id).cloned())
     }
 
@@ -276,7 +287,7 @@ impl CredentialStore for InMemoryCredentialStore {
         &self,
         scope: &ScopeRef,
         provider: &str,
-    ) -> Result<Option<CredentialRef>, StoreError> {
+    ) -> Result<Option<CredentialRef>, LibraryStoreError> {
         Ok(lock(&self.credentials)
             .iter()
             .find(|c| &c.scope == scope && c.provider == provider)
@@ -322,22 +333,26 @@ impl InMemorySkillStore {
 
 #[async_trait]
 impl SkillStore for InMemorySkillStore {
-    async fn list(&self) -> Result<Vec<Skill>, StoreError> {
+    async fn list(&self) -> Result<Vec<Skill>, LibraryStoreError> {
         Ok(lock(&self.tables).skills.values().cloned().collect())
     }
 
-    async fn get(&self, id: &str) -> Result<Option<Skill>, StoreError> {
+    async fn get(&self, id: &str) -> Result<Option<Skill>, LibraryStoreError> {
         Ok(lock(&self.tables).skills.get(id).cloned())
     }
 
-    async fn revision(&self, id: &str, revision: u32) -> Result<Option<SkillRevision>, StoreError> {
+    async fn revision(
+        &self,
+        id: &str,
+        revision: u32,
+    ) -> Result<Option<SkillRevision>, LibraryStoreError> {
         Ok(lock(&self.tables)
             .revisions
             .get(&(id.to_owned(), revision))
             .cloned())
     }
 
-    async fn revisions(&self, id: &str) -> Result<Vec<SkillRevision>, StoreError> {
+    async fn revisions(&self, id: &str) -> Result<Vec<SkillRevision>, LibraryStoreError> {
         Ok(lock(&self.tables)
             .revisions
             .range((id.to_owned(), 0)..=(id.to_owned(), u32::MAX))
@@ -350,10 +365,10 @@ impl SkillStore for InMemorySkillStore {
         skill: Skill,
         first: SkillRevision,
         conflicts: &(dyn for<'s> Fn(&'s [Skill]) -> Vec<String> + Send + Sync),
-    ) -> Result<Vec<String>, StoreError> {
+    ) -> Result<Vec<String>, LibraryStoreError> {
         let mut tables = lock(&self.tables);
         if tables.skills.contains_key(&skill.id) {
-            return Err(StoreError::Conflict);
+            return Err(LibraryStoreError::Conflict);
         }
         let all: Vec<Skill> = tables.skills.values().cloned().collect();
         let found = conflicts(&all);
@@ -373,15 +388,15 @@ impl SkillStore for InMemorySkillStore {
         expected_revision: u32,
         revision: Option<SkillRevision>,
         conflicts: &(dyn for<'s> Fn(&'s [Skill]) -> Vec<String> + Send + Sync),
-    ) -> Result<Vec<String>, StoreError> {
+    ) -> Result<Vec<String>, LibraryStoreError> {
         let mut tables = lock(&self.tables);
         let current = tables
             .skills
             .get(&skill.id)
-            .ok_or(StoreError::NotFound)?
+            .ok_or(LibraryStoreError::NotFound)?
             .current_revision;
         if current != expected_revision {
-            return Err(StoreError::Conflict);
+            return Err(LibraryStoreError::Conflict);
         }
         let others: Vec<Skill> = tables
             .skills
@@ -417,7 +432,10 @@ impl InMemoryRuntimePinStore {
 
 #[async_trait]
 impl RuntimePinStore for InMemoryRuntimePinStore {
-    async fn load(&self, run_id: &str) -> Result<BTreeMap<String, Option<Runtime>>, StoreError> {
+    async fn load(
+        &self,
+        run_id: &str,
+    ) -> Result<BTreeMap<String, Option<Runtime>>, LibraryStoreError> {
         Ok(lock(&self.runs).get(run_id).cloned().unwrap_or_default())
     }
 
@@ -426,7 +444,7 @@ impl RuntimePinStore for InMemoryRuntimePinStore {
         run_id: &str,
         expected: &BTreeMap<String, Option<Runtime>>,
         next: BTreeMap<String, Option<Runtime>>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<bool, LibraryStoreError> {
         let mut runs = lock(&self.runs);
         let current = runs.entry(run_id.to_owned()).or_default();
         if current != expected {

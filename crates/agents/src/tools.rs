@@ -181,7 +181,7 @@ pub enum ToolGrant {
 /// The capabilities `tool_keys` grants under `grant`: `readFile` and `listDirectory` grant read
 /// and search, `writeFile` grants write, `bash` grants shell.
 #[must_use]
-pub fn capabilities(tool_keys: Option<&[String]>, grant: ToolGrant) -> BTreeSet<Capability> {
+pub fn tool_capabilities(tool_keys: Option<&[String]>, grant: ToolGrant) -> BTreeSet<Capability> {
     let tools = match (grant, tool_keys) {
         (ToolGrant::Implementer, keys) => implementer_workspace_tools(keys),
         (ToolGrant::Exact, None) => READ_TOOL_IDS.iter().map(|s| (*s).to_owned()).collect(),

@@ -6,6 +6,19 @@
 //! the scanners' [`auto_swe_scanners::UrlPolicy`], and connects only to an address it judged.
 //! A `CONNECT` tunnel must carry TLS whose `ClientHello` names the `CONNECT` host. Every decision
 //! goes to an [`EgressSink`] as an [`EgressDecision`]; every refusal is a 403 naming its reason.
+//!
+//! ```
+//! use auto_swe_egress::{Access, EgressPolicy, Rule};
+//!
+//! let mut policy = EgressPolicy::deny_all();
+//! policy.allow(Rule::parse("GET,HEAD static.crates.io:443")?);
+//! let get = Access::Http { method: "GET".to_owned() };
+//! assert!(policy.decide("static.crates.io", 443, &get).is_ok());
+//! let post = Access::Http { method: "POST".to_owned() };
+//! assert!(policy.decide("static.crates.io", 443, &post).is_err());
+//! assert!(policy.decide("example.com", 443, &Access::Tunnel).is_err());
+//! # Ok::<(), auto_swe_egress::RuleError>(())
+//! ```
 
 mod forward;
 mod io;
@@ -22,8 +35,8 @@ pub use policy::{
     Access, Allowed, EgressPolicy, MethodLimit, Preset, REGISTRY_RULES, Rule, RuleError,
 };
 pub use proxy::{EgressProxy, ProxyConfig};
-pub use refusal::{EgressDecision, EgressRefusal, EgressSink, MemorySink, Verdict};
-pub use resolve::{Resolve, ResolveError, StaticResolver, SystemResolver};
+pub use refusal::{EgressDecision, EgressRefusal, EgressSink, EgressVerdict, MemorySink};
+pub use resolve::{LookupError, Resolve, StaticResolver, SystemResolver};
 #[doc(hidden)]
 pub use sni::client_hello_for_tests;
 

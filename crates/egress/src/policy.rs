@@ -265,6 +265,7 @@ pub struct Allowed {
 /// A workspace's egress policy: allow rules, deny rules (which win), and the address policy that
 /// judges every address a name resolves to.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct EgressPolicy {
     allow: Vec<Rule>,
     deny: Vec<Rule>,

@@ -24,7 +24,7 @@ use tracing::Instrument;
 
 use crate::io::{Head, Rewind, read_head};
 use crate::policy::{Access, EgressPolicy};
-use crate::refusal::{EgressDecision, EgressRefusal, EgressSink, Verdict};
+use crate::refusal::{EgressDecision, EgressRefusal, EgressSink, EgressVerdict};
 use crate::resolve::Resolve;
 use crate::target::{Target, connect_target, host_header_agrees, http_target};
 use crate::tunnel::{Client, tunnel};
@@ -78,12 +78,12 @@ impl From<EgressRefusal> for Stop {
 }
 
 impl Stop {
-    pub(crate) fn verdict(&self) -> Verdict {
+    pub(crate) fn verdict(&self) -> EgressVerdict {
         match self {
-            Self::Refused(refusal) => Verdict::refused(refusal),
+            Self::Refused(refusal) => EgressVerdict::refused(refusal),
             Self::Failed {
                 reason, message, ..
-            } => Verdict::Failed {
+            } => EgressVerdict::Failed {
                 reason,
                 message: message.clone(),
             },
@@ -253,7 +253,7 @@ impl EgressProxy {
                             access: None,
                             target: None,
                         },
-                        Verdict::refused(&refusal),
+                        EgressVerdict::refused(&refusal),
                     );
                     let body = refusal.body();
                     let reply = format!(
@@ -371,7 +371,7 @@ impl EgressProxy {
         let (stream, address) = self.connect(&target, &addresses).await?;
         self.record(
             ask,
-            Verdict::Allowed {
+            EgressVerdict::Allowed {
                 rule: allowed.rule,
                 address,
             },
@@ -447,15 +447,15 @@ impl EgressProxy {
     }
 
     /// Sends a decision to the sink and the trace.
-    pub(crate) fn record(&self, ask: &Ask, verdict: Verdict) {
+    pub(crate) fn record(&self, ask: &Ask, verdict: EgressVerdict) {
         let (host, port) = ask.target.as_ref().map_or((String::new(), 0), |target| {
             (target.host.clone(), target.port)
         });
         match &verdict {
-            Verdict::Allowed { rule, address } => {
+            EgressVerdict::Allowed { rule, address } => {
                 tracing::info!(host, port, rule, %address, "egress allowed");
             }
-            Verdict::Refused { reason, rule, .. } => {
+            EgressVerdict::Refused { reason, rule, .. } => {
                 tracing::warn!(
                     host,
                     port,
@@ -464,7 +464,7 @@ impl EgressProxy {
                     "egress refused"
                 );
             }
-            Verdict::Failed { reason, message } => {
+            EgressVerdict::Failed { reason, message } => {
                 tracing::warn!(host, port, reason, message, "egress failed");
             }
         }

@@ -170,7 +170,7 @@ impl EgressRefusal {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum Verdict {
+pub enum EgressVerdict {
     /// Forwarded (a tunnel opened, or a request sent) to exactly this address.
     Allowed {
         /// The allow rule's text.
@@ -197,7 +197,7 @@ pub enum Verdict {
     },
 }
 
-impl Verdict {
+impl EgressVerdict {
     /// The verdict for a refusal.
     #[must_use]
     pub fn refused(refusal: &EgressRefusal) -> Self {
@@ -222,7 +222,7 @@ pub struct EgressDecision {
     /// The target port (0 when unknown).
     pub port: u16,
     /// What became of it.
-    pub verdict: Verdict,
+    pub verdict: EgressVerdict,
 }
 
 /// Where the proxy sends its decisions (the worker writes them to the run's trace).

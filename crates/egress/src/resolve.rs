@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// The proxy's resolver could not answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum ResolveError {
+pub enum LookupError {
     /// The name has no addresses.
     #[error("egress resolve failed (RESOLVE_FAILED): {host} has no addresses")]
     NoAddresses {
@@ -23,7 +23,7 @@ pub enum ResolveError {
     },
 }
 
-impl ResolveError {
+impl LookupError {
     /// The stable error code: always `RESOLVE_FAILED`.
     #[must_use]
     pub fn code(&self) -> &'static str {
@@ -50,7 +50,7 @@ impl ResolveError {
 #[async_trait::async_trait]
 pub trait Resolve: Send + Sync {
     /// The addresses of `host` (a normalised name, never an address).
-    async fn resolve(&self, host: &str, port: u16) -> Result<Vec<IpAddr>, ResolveError>;
+    async fn resolve(&self, host: &str, port: u16) -> Result<Vec<IpAddr>, LookupError>;
 }
 
 /// The host's resolver (`getaddrinfo`, run off the async threads by tokio).
@@ -59,16 +59,16 @@ pub struct SystemResolver;
 
 #[async_trait::async_trait]
 impl Resolve for SystemResolver {
-    async fn resolve(&self, host: &str, port: u16) -> Result<Vec<IpAddr>, ResolveError> {
+    async fn resolve(&self, host: &str, port: u16) -> Result<Vec<IpAddr>, LookupError> {
         let addresses: Vec<IpAddr> = tokio::net::lookup_host((host, port))
             .await
-            .map_err(|error| ResolveError::Failed {
+            .map_err(|error| LookupError::Failed {
                 detail: error.to_string(),
             })?
             .map(|address| address.ip())
             .collect();
         if addresses.is_empty() {
-            return Err(ResolveError::NoAddresses {
+            return Err(LookupError::NoAddresses {
                 host: host.to_owned(),
             });
         }
@@ -118,8 +118,8 @@ impl StaticResolver {
 
 #[async_trait::async_trait]
 impl Resolve for StaticResolver {
-    async fn resolve(&self, host: &str, _port: u16) -> Result<Vec<IpAddr>, ResolveError> {
-        let no_addresses = || ResolveError::NoAddresses {
+    async fn resolve(&self, host: &str, _port: u16) -> Result<Vec<IpAddr>, LookupError> {
+        let no_addresses = || LookupError::NoAddresses {
             host: host.to_owned(),
         };
         let answers = self.table.get(host).ok_or_else(no_addresses)?;

@@ -12,7 +12,7 @@ use tokio::net::{TcpStream, UnixStream};
 
 use crate::io::Rewind;
 use crate::proxy::{Ask, EgressProxy};
-use crate::refusal::{EgressRefusal, Verdict};
+use crate::refusal::{EgressRefusal, EgressVerdict};
 use crate::relay::{Socket, relay};
 use crate::sni::{Hello, MAX_CLIENT_HELLO, server_name};
 
@@ -198,7 +198,7 @@ where
                 let _ = client.write_all(&UNRECOGNIZED_NAME_ALERT).await;
             }
             let _ = client.shutdown().await;
-            proxy.record(ask, Verdict::refused(&refusal));
+            proxy.record(ask, EgressVerdict::refused(&refusal));
             return None;
         }
         Start::Gone => return None,
@@ -211,7 +211,7 @@ where
             return None;
         }
     };
-    proxy.record(ask, Verdict::Allowed { rule, address });
+    proxy.record(ask, EgressVerdict::Allowed { rule, address });
     upstream.write_all(&held).await.ok()?;
     Some(upstream)
 }

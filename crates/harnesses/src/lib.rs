@@ -7,6 +7,20 @@
 //! `enforces_per_call_policy_in_worker = false` and runs only where policy is not required.
 //! Both run the CLI under a [`lifeline`] (its process group dies when the worker lets go of
 //! the turn) and check the binary against its pin ([`PinnedCli`]) before every turn.
+//!
+//! ```
+//! use auto_swe_harnesses::{CODEX_LINUX_X64_SHA256, CODEX_RUNTIME, CodexAdapter, CodexConfig, PinnedCli};
+//! use auto_swe_runtime::HarnessAdapter;
+//!
+//! let cli = PinnedCli {
+//!     path: "/opt/codex/bin/codex".to_owned(),
+//!     sha256: CODEX_LINUX_X64_SHA256.to_owned(),
+//! };
+//! let adapter = CodexAdapter::new(CodexConfig::new(cli, "gpt-5"));
+//! assert_eq!(adapter.name(), CODEX_RUNTIME);
+//! // Codex runs its tool calls without asking: a step that requires per-call policy refuses it.
+//! assert!(!adapter.capabilities().enforces_per_call_policy_in_worker);
+//! ```
 
 pub mod claude;
 pub mod codex;

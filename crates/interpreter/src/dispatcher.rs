@@ -83,7 +83,7 @@ pub enum SignalWake {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[non_exhaustive]
-pub enum StepStatus {
+pub enum StepEnd {
     /// The node did its work.
     Completed,
     /// The node failed.
@@ -94,23 +94,23 @@ pub enum StepStatus {
     TimedOut,
 }
 
-impl StepStatus {
+impl StepEnd {
     /// Every status, in declaration order.
-    pub const ALL: [StepStatus; 4] = [
-        StepStatus::Completed,
-        StepStatus::Failed,
-        StepStatus::Cancelled,
-        StepStatus::TimedOut,
+    pub const ALL: [StepEnd; 4] = [
+        StepEnd::Completed,
+        StepEnd::Failed,
+        StepEnd::Cancelled,
+        StepEnd::TimedOut,
     ];
 
     /// The wire spelling: `COMPLETED`, `FAILED`, `CANCELLED`, `TIMED_OUT`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
-            StepStatus::Completed => "COMPLETED",
-            StepStatus::Failed => "FAILED",
-            StepStatus::Cancelled => "CANCELLED",
-            StepStatus::TimedOut => "TIMED_OUT",
+            StepEnd::Completed => "COMPLETED",
+            StepEnd::Failed => "FAILED",
+            StepEnd::Cancelled => "CANCELLED",
+            StepEnd::TimedOut => "TIMED_OUT",
         }
     }
 }
@@ -138,7 +138,7 @@ pub struct StepRecord {
     /// Wire name of the node type.
     pub node_type: String,
     /// How it ended.
-    pub status: StepStatus,
+    pub status: StepEnd,
     /// The attempt this record is about (1 for nodes that are not retried).
     pub attempt: u32,
     /// Bound inputs.
@@ -180,7 +180,7 @@ pub struct HumanStepNotice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[non_exhaustive]
-pub enum HumanStepStatus {
+pub enum HumanStepEnd {
     /// Answered.
     Resolved,
     /// Nobody answered in time.
@@ -189,21 +189,21 @@ pub enum HumanStepStatus {
     Cancelled,
 }
 
-impl HumanStepStatus {
+impl HumanStepEnd {
     /// Every status, in declaration order.
-    pub const ALL: [HumanStepStatus; 3] = [
-        HumanStepStatus::Resolved,
-        HumanStepStatus::TimedOut,
-        HumanStepStatus::Cancelled,
+    pub const ALL: [HumanStepEnd; 3] = [
+        HumanStepEnd::Resolved,
+        HumanStepEnd::TimedOut,
+        HumanStepEnd::Cancelled,
     ];
 
     /// The wire spelling: `RESOLVED`, `TIMED_OUT`, `CANCELLED`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
-            HumanStepStatus::Resolved => "RESOLVED",
-            HumanStepStatus::TimedOut => "TIMED_OUT",
-            HumanStepStatus::Cancelled => "CANCELLED",
+            HumanStepEnd::Resolved => "RESOLVED",
+            HumanStepEnd::TimedOut => "TIMED_OUT",
+            HumanStepEnd::Cancelled => "CANCELLED",
         }
     }
 }
@@ -217,7 +217,7 @@ pub struct HumanStepResolution {
     /// Id of the node in its spec graph.
     pub spec_node_id: String,
     /// How it ended.
-    pub status: HumanStepStatus,
+    pub status: HumanStepEnd,
 }
 
 /// The only way a run touches the world.

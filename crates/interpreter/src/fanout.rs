@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::{Root, type_name};
-use crate::dispatcher::StepStatus;
+use crate::dispatcher::StepEnd;
 use crate::error::{RunError, SpecFailure};
 use crate::eval;
 use crate::run::{Graph, Run};
@@ -183,16 +183,8 @@ impl<'a> Walk<'a> {
         if let Some(path) = &node.flow.store_as {
             self.write(at, path, stored).await?;
         }
-        self.record(
-            at,
-            &rid,
-            StepStatus::Completed,
-            1,
-            None,
-            Some(&output),
-            None,
-        )
-        .await?;
+        self.record(at, &rid, StepEnd::Completed, 1, None, Some(&output), None)
+            .await?;
         Ok(follow_shared(node.flow.next.as_deref(), output))
     }
 }

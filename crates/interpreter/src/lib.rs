@@ -5,6 +5,29 @@
 //! makes the same calls under the same recording ids, which is what lets a durable host replay a
 //! run from its journal. [`ScriptedDispatcher`] answers from a script (for tests and
 //! `auto-swe spec simulate`); [`journal`] records and replays any dispatcher's answers.
+//!
+//! ```
+//! use auto_swe_interpreter::{RunOptions, Script, ScriptedDispatcher, TerminalStatus, run_spec};
+//! use auto_swe_spec::{ReadMode, SourceFormat, read_spec};
+//! use serde_json::json;
+//!
+//! let spec = read_spec(
+//!     r#"{"entry": "build", "nodes": [
+//!         {"id": "build", "type": "step", "step": "build", "next": "done"},
+//!         {"id": "done", "type": "terminate", "status": "SUCCESS", "result": "$.nodes.build.output"}
+//!     ]}"#,
+//!     SourceFormat::Json,
+//!     ReadMode::Strict,
+//! )?;
+//! // The script answers the `build` dispatch; a host's own `Dispatcher` would run it.
+//! let script = Script::from_value(json!({ "steps": { "build": [{ "output": { "ok": true } }] } }))?;
+//! let dispatcher = ScriptedDispatcher::new(script);
+//! let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+//! let outcome = runtime.block_on(run_spec(&spec, json!({}), &dispatcher, RunOptions::default()));
+//! assert_eq!(outcome.status, TerminalStatus::Success);
+//! assert_eq!(*outcome.result, json!({ "ok": true }));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod context;
 mod delta;
@@ -27,8 +50,8 @@ pub use delta::{
     ContextChange, ContextDelta, ContextDeltaError, ContextLog, LoggedContext, PathKey,
 };
 pub use dispatcher::{
-    Dispatcher, HumanStepNotice, HumanStepResolution, HumanStepStatus, RecordedError, SignalWait,
-    SignalWake, StepDispatch, StepRecord, StepStatus, WaitKind,
+    Dispatcher, HumanStepEnd, HumanStepNotice, HumanStepResolution, RecordedError, SignalWait,
+    SignalWake, StepDispatch, StepEnd, StepRecord, WaitKind,
 };
 pub use error::{DispatchError, DispatchErrorKind, RunError, SpecFailure};
 pub use run::{DEFAULT_TRANSITION_CAP, RunOptions, RunOutcome, run_spec};

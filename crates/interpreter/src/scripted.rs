@@ -51,6 +51,7 @@ pub struct Script {
 /// One answer to a dispatch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
+#[non_exhaustive]
 pub enum StepAnswer {
     /// `{"output": …}`: the step succeeds with this output.
     Output {
@@ -99,6 +100,7 @@ pub enum WaitWord {
 /// One delivery (or non-delivery) on a signal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
+#[non_exhaustive]
 pub enum SignalAnswer {
     /// `"timeout"`, `"empty"` or `"pending"`.
     Word(WaitWord),
@@ -124,6 +126,7 @@ pub enum SignalAnswer {
 /// One answer to a human step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
+#[non_exhaustive]
 pub enum HumanAnswer {
     /// `"timeout"` or `"pending"`.
     Word(WaitWord),

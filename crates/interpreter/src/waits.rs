@@ -8,8 +8,7 @@ use auto_swe_spec::{NodeKind, SignalNode, Timeout};
 use serde_json::{Value, json};
 
 use crate::dispatcher::{
-    HumanStepNotice, HumanStepResolution, HumanStepStatus, SignalWait, SignalWake, StepStatus,
-    WaitKind,
+    HumanStepEnd, HumanStepNotice, HumanStepResolution, SignalWait, SignalWake, StepEnd, WaitKind,
 };
 use crate::error::{RunError, SpecFailure};
 use crate::patches;
@@ -42,20 +41,12 @@ impl<'a> Walk<'a> {
                 if let Some(path) = &node.store_as {
                     self.write(at, path, stored).await?;
                 }
-                self.record(
-                    at,
-                    &rid,
-                    StepStatus::Completed,
-                    1,
-                    None,
-                    Some(&payload),
-                    None,
-                )
-                .await?;
+                self.record(at, &rid, StepEnd::Completed, 1, None, Some(&payload), None)
+                    .await?;
                 Ok(follow_shared(node.on_receive.as_deref(), payload))
             }
             Waited::TimedOut => {
-                self.record(at, &rid, StepStatus::TimedOut, 1, None, None, None)
+                self.record(at, &rid, StepEnd::TimedOut, 1, None, None, None)
                     .await?;
                 match &node.on_timeout {
                     Some(target) => Ok(Next::Go(target)),
@@ -63,7 +54,7 @@ impl<'a> Walk<'a> {
                 }
             }
             Waited::Abandoned => {
-                self.record(at, &rid, StepStatus::Cancelled, 1, None, None, None)
+                self.record(at, &rid, StepEnd::Cancelled, 1, None, None, None)
                     .await?;
                 Err(self.cancelled(&rid))
             }
@@ -118,9 +109,9 @@ impl<'a> Walk<'a> {
             .wait(at, &rid, signal, WaitKind::Human, timeout)
             .await?;
         let status = match &waited {
-            Waited::Payload(_) => HumanStepStatus::Resolved,
-            Waited::TimedOut => HumanStepStatus::TimedOut,
-            Waited::Abandoned => HumanStepStatus::Cancelled,
+            Waited::Payload(_) => HumanStepEnd::Resolved,
+            Waited::TimedOut => HumanStepEnd::TimedOut,
+            Waited::Abandoned => HumanStepEnd::Cancelled,
         };
         let resolution = HumanStepResolution {
             recording_id: rid.clone(),
@@ -133,7 +124,7 @@ impl<'a> Walk<'a> {
         let answer = match waited {
             Waited::Payload(answer) => answer,
             Waited::TimedOut => {
-                self.record(at, &rid, StepStatus::TimedOut, 1, None, None, None)
+                self.record(at, &rid, StepEnd::TimedOut, 1, None, None, None)
                     .await?;
                 return match &common.on_timeout {
                     Some(target) => Ok(Next::Go(target)),
@@ -141,7 +132,7 @@ impl<'a> Walk<'a> {
                 };
             }
             Waited::Abandoned => {
-                self.record(at, &rid, StepStatus::Cancelled, 1, None, None, None)
+                self.record(at, &rid, StepEnd::Cancelled, 1, None, None, None)
                     .await?;
                 return Err(self.cancelled(&rid));
             }
@@ -156,16 +147,8 @@ impl<'a> Walk<'a> {
         if let Some(path) = at.node.kind.store_as() {
             self.write(at, path, Tree::frozen(stored.clone())).await?;
         }
-        self.record(
-            at,
-            &rid,
-            StepStatus::Completed,
-            1,
-            None,
-            Some(&answer),
-            None,
-        )
-        .await?;
+        self.record(at, &rid, StepEnd::Completed, 1, None, Some(&answer), None)
+            .await?;
         Ok(follow(next, stored))
     }
 

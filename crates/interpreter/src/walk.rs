@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::context::{
     RECORD_STRING_LIMIT, Root, cut, cut_strings, cut_strings_shared, is_reserved,
 };
-use crate::dispatcher::{RecordedError, StepDispatch, StepRecord, StepStatus};
+use crate::dispatcher::{RecordedError, StepDispatch, StepEnd, StepRecord};
 use crate::error::{DispatchError, RunError, SpecFailure};
 use crate::eval;
 use crate::patches;
@@ -362,7 +362,7 @@ impl<'a> Walk<'a> {
                 self.record(
                     at,
                     &rid,
-                    StepStatus::Cancelled,
+                    StepEnd::Cancelled,
                     attempt,
                     Some(&inputs),
                     None,
@@ -374,7 +374,7 @@ impl<'a> Walk<'a> {
             self.record(
                 at,
                 &rid,
-                StepStatus::Failed,
+                StepEnd::Failed,
                 attempt,
                 Some(&inputs),
                 None,
@@ -439,7 +439,7 @@ impl<'a> Walk<'a> {
                     self.record(
                         at,
                         rid,
-                        StepStatus::Completed,
+                        StepEnd::Completed,
                         attempt,
                         Some(inputs),
                         Some(&output),
@@ -463,7 +463,7 @@ impl<'a> Walk<'a> {
             self.record(
                 at,
                 rid,
-                StepStatus::Failed,
+                StepEnd::Failed,
                 attempt,
                 Some(inputs),
                 Some(&output),
@@ -475,7 +475,7 @@ impl<'a> Walk<'a> {
         self.record(
             at,
             rid,
-            StepStatus::Completed,
+            StepEnd::Completed,
             attempt,
             Some(inputs),
             Some(&output),
@@ -544,7 +544,7 @@ impl<'a> Walk<'a> {
             message: failure.to_string(),
         };
         match self
-            .record(at, rid, StepStatus::Failed, 1, None, None, Some(error))
+            .record(at, rid, StepEnd::Failed, 1, None, None, Some(error))
             .await
         {
             Ok(()) => failure.into(),
@@ -558,7 +558,7 @@ impl<'a> Walk<'a> {
         &self,
         at: At<'a>,
         rid: &str,
-        status: StepStatus,
+        status: StepEnd,
         attempt: u32,
         inputs: Option<&Value>,
         outputs: Option<&Arc<Value>>,

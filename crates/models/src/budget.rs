@@ -13,6 +13,7 @@ use crate::pricing::{PriceCatalog, PriceSource, counted_input};
 /// A run's budget tier.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
+#[non_exhaustive]
 pub enum Tier {
     /// 2,000,000 input / 500,000 output.
     #[default]

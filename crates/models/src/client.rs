@@ -18,7 +18,7 @@ use crate::ModelError;
 use crate::capabilities::{
     Adjustment, CallPlan, Corrections, ResponseStorage, correction_for, plan_call,
 };
-use crate::http::{ApiKey, GuardedHttp, HttpConfig, NameLookup, SystemLookup};
+use crate::http::{ApiKey, GuardedHttp, HttpConfig, HttpResponse, NameLookup, SystemLookup};
 use crate::model::{ModelRequest, ModelResponse, ModelSpec, Provider};
 use crate::providers::Built;
 use crate::providers::{Api, Decoder, build, classify_http};
@@ -74,6 +74,7 @@ pub enum Endpoint {
 
 /// Everything a provider client needs.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ClientConfig {
     /// The model.
     pub spec: ModelSpec,
@@ -310,13 +311,11 @@ impl ProviderClient {
             Err(failure) if !failure.before_sending => return Attempt::Final(failure.error),
             Err(failure) => return Attempt::Failed(failure.error),
         };
-        let status = response.status().as_u16();
+        let status = response.status();
         let is_json = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
+            .header("content-type")
             .is_some_and(|v| v.starts_with("application/json"));
-        if !response.status().is_success() || is_json {
+        if !(200..300).contains(&status) || is_json {
             let headers = response.headers().clone();
             let body = read_capped(response, 64 * 1024).await;
             if (200..300).contains(&status) {
@@ -360,7 +359,7 @@ impl ProviderClient {
     }
 }
 
-async fn read_capped(mut response: reqwest::Response, cap: usize) -> Vec<u8> {
+async fn read_capped(mut response: HttpResponse, cap: usize) -> Vec<u8> {
     let mut body = Vec::new();
     while let Ok(Some(chunk)) = response.chunk().await {
         let room = cap.saturating_sub(body.len());
@@ -435,8 +434,8 @@ where
 }
 
 /// Turns a successful streaming response into events.
-fn decode(api: Api, response: reqwest::Response) -> ModelStream {
-    decode_bytes(api, response.bytes_stream())
+fn decode(api: Api, response: HttpResponse) -> ModelStream {
+    decode_bytes(api, response.into_inner().bytes_stream())
 }
 
 /// Decodes any byte stream of SSE in `api`'s format (used for recorded streams too).

@@ -95,12 +95,9 @@ impl EmbeddingClient {
             .post_json(self.url.clone(), headers, body)
             .await
             .map_err(|f| f.error)?;
-        let status = response.status().as_u16();
+        let status = response.status();
         let headers = response.headers().clone();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| ModelError::network(&e))?;
+        let bytes = response.bytes().await?;
         if !(200..300).contains(&status) {
             return Err(classify_http(status, &headers, &bytes));
         }

@@ -39,6 +39,7 @@ impl NameLookup for SystemLookup {
 
 /// Timeouts of the guarded client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HttpConfig {
     /// Connecting (TCP and TLS).
     pub connect_timeout: Duration,
@@ -213,7 +214,7 @@ impl GuardedHttp {
         url: Url,
         headers: HeaderMap,
         body: Vec<u8>,
-    ) -> Result<reqwest::Response, SendError> {
+    ) -> Result<HttpResponse, SendError> {
         let checked = self
             .policy
             .check_url(url.as_str(), RequestKind::Credentialed)
@@ -234,10 +235,60 @@ impl GuardedHttp {
             .body(body)
             .send()
             .await
+            .map(|inner| HttpResponse { inner })
             .map_err(|e| SendError {
                 before_sending: e.is_connect(),
                 error: ModelError::network(&e),
             })
+    }
+}
+
+/// A response to [`GuardedHttp::post_json`]: its status and headers have arrived, its body is
+/// read on demand.
+#[derive(Debug)]
+pub struct HttpResponse {
+    inner: reqwest::Response,
+}
+
+impl HttpResponse {
+    /// The HTTP status code.
+    #[must_use]
+    pub fn status(&self) -> u16 {
+        self.inner.status().as_u16()
+    }
+
+    /// The response headers.
+    #[must_use]
+    pub fn headers(&self) -> &HeaderMap {
+        self.inner.headers()
+    }
+
+    /// One header's value, when present and printable.
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.inner.headers().get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The next chunk of the body, or `None` at its end.
+    pub async fn chunk(&mut self) -> Result<Option<Vec<u8>>, ModelError> {
+        self.inner
+            .chunk()
+            .await
+            .map(|chunk| chunk.map(|bytes| bytes.to_vec()))
+            .map_err(|e| ModelError::network(&e))
+    }
+
+    /// The whole body.
+    pub async fn bytes(self) -> Result<Vec<u8>, ModelError> {
+        self.inner
+            .bytes()
+            .await
+            .map(|bytes| bytes.to_vec())
+            .map_err(|e| ModelError::network(&e))
+    }
+
+    pub(crate) fn into_inner(self) -> reqwest::Response {
+        self.inner
     }
 }
 

@@ -6,6 +6,17 @@
 //!
 //! With the `testing` feature, `testing` holds loopback mock servers for every provider that
 //! speak the published wire formats.
+//!
+//! ```
+//! use auto_swe_models::{ModelSpec, Provider, capabilities};
+//!
+//! let spec = ModelSpec::parse("anthropic/claude-sonnet-4-5")?;
+//! assert_eq!(spec.provider(), Provider::Anthropic);
+//! assert!(capabilities(&spec).context_window >= 200_000);
+//! // A spec names a provider and a model, or it is a typed error.
+//! assert_eq!(ModelSpec::parse("no-slash").unwrap_err().code(), "MODEL_CONFIGURATION");
+//! # Ok::<(), auto_swe_models::ModelError>(())
+//! ```
 
 mod budget;
 mod capabilities;
@@ -38,7 +49,9 @@ pub use client::{
 };
 pub use embeddings::{EMBEDDING_DIMENSIONS, EmbeddingClient, Embeddings, SharedMeter};
 pub use error::{ModelError, scrub};
-pub use http::{ApiKey, GuardedHttp, HttpConfig, NameLookup, SendError, SystemLookup};
+pub use http::{
+    ApiKey, GuardedHttp, HttpConfig, HttpResponse, NameLookup, SendError, SystemLookup,
+};
 pub use metered::MeteredClient;
 pub use model::{
     CacheTtl, FinishReason, Message, ModelRequest, ModelResponse, ModelSpec, OutputFormat, Part,

@@ -104,6 +104,7 @@ impl std::fmt::Display for ModelSpec {
 /// default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum ReasoningLevel {
     /// No opinion: nothing is sent.
     #[default]
@@ -169,6 +170,7 @@ impl ReasoningLevel {
 /// Who said a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Role {
     /// The user (and tool results).
     User,
@@ -325,6 +327,7 @@ pub struct ToolDefinition {
 /// Whether and which tool the model must call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum ToolChoice {
     /// The model decides.
     #[default]
@@ -340,6 +343,7 @@ pub enum ToolChoice {
 /// What shape the answer must take.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum OutputFormat {
     /// Free text.
     #[default]
@@ -379,6 +383,7 @@ pub struct ModelRequest {
 /// How long a prompt-cache entry should live, where the provider lets the caller choose.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum CacheTtl {
     /// The providers' short default (five minutes on Anthropic).
     #[default]

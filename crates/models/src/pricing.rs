@@ -11,6 +11,7 @@ use crate::model::{ModelSpec, Usage};
 /// Where a price came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum PriceSource {
     /// The host's catalog.
     Catalog,

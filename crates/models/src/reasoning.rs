@@ -6,6 +6,7 @@ use crate::model::{ModelSpec, Provider, ReasoningLevel};
 /// Whether the credential routes the call through an `apiBase` (a gateway speaking Chat
 /// Completions). Such calls are sent no reasoning setting at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Route {
     /// The provider's own API.
     Direct,
@@ -16,6 +17,7 @@ pub enum Route {
 /// Effort words shared by the providers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Effort {
     /// `none` (`OpenAI` only).
     None,

@@ -23,6 +23,7 @@ pub enum Jitter {
 
 /// How a client retries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RetryPolicy {
     /// Attempts in all, the first included (1 = never retry).
     pub max_attempts: u32,

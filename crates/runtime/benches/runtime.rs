@@ -184,11 +184,8 @@ fn native() -> NativeLoop {
         Arc::new(tools),
         tracer,
         StaticPatterns::builtin().0,
-        LoopConfig {
-            system: "You are a careful engineer.".to_owned(),
-            max_steps: StepBudget::new(100),
-            ..LoopConfig::default()
-        },
+        LoopConfig::new("You are a careful engineer.".to_owned())
+            .with_max_steps(StepBudget::new(100)),
     )
 }
 

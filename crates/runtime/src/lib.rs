@@ -5,6 +5,14 @@
 //! cancellation, prompt caching and context fitting ([`compact`]), the harness seam
 //! ([`HarnessAdapter`], [`HarnessRuntime`], [`HarnessRegistry`]), structured agents (review
 //! network, planner, decomposer, context validation, ticket digests) and the [`Tracer`].
+//!
+//! ```
+//! use auto_swe_runtime::{LoopConfig, StepBudget};
+//!
+//! // The native loop's settings: the system prompt and at most 40 tool calls per turn.
+//! let config = LoopConfig::new("You fix bugs.").with_max_steps(StepBudget::new(40));
+//! assert_eq!(config.max_steps, StepBudget::new(40));
+//! ```
 
 pub mod compact;
 mod error;

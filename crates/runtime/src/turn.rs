@@ -125,6 +125,7 @@ pub trait TurnRuntime: Send + Sync {
 
 /// How the native loop runs.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct LoopConfig {
     /// The system prompt (skills menu included); part of the cached prefix.
     pub system: String,
@@ -138,6 +139,24 @@ pub struct LoopConfig {
     pub max_tokens: Option<u32>,
     /// Reasoning level.
     pub reasoning: ReasoningLevel,
+}
+
+impl LoopConfig {
+    /// The defaults with `system` as the system prompt.
+    #[must_use]
+    pub fn new(system: impl Into<String>) -> Self {
+        Self {
+            system: system.into(),
+            ..Self::default()
+        }
+    }
+
+    /// This configuration with `max_steps` tool calls per turn.
+    #[must_use]
+    pub fn with_max_steps(mut self, max_steps: StepBudget) -> Self {
+        self.max_steps = max_steps;
+        self
+    }
 }
 
 impl Default for LoopConfig {

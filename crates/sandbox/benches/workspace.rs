@@ -349,14 +349,14 @@ fn local(c: &mut Criterion) {
 fn docker(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let image = image();
-    let Ok(backend) = runtime.block_on(DockerBackend::connect(DockerConfig {
-        socket: "/var/run/docker.sock".to_owned(),
-        helper_image: image.clone(),
-        sidecar_image: Some(
+    let Ok(backend) = runtime.block_on(DockerBackend::connect(DockerConfig::new(
+        "/var/run/docker.sock".to_owned(),
+        image.clone(),
+        Some(
             std::env::var("AUTO_SWE_SIDECAR_IMAGE")
                 .unwrap_or_else(|_| auto_swe_sandbox::DEFAULT_SIDECAR_IMAGE.to_owned()),
         ),
-    })) else {
+    ))) else {
         eprintln!("skipping docker benchmarks: no engine");
         return;
     };

@@ -3,6 +3,18 @@
 //! credentials, exec tagging, `shell_quote` and safe archives.
 //!
 //! This is the only crate of the workspace that starts processes.
+//!
+//! ```
+//! use std::time::Duration;
+//! use auto_swe_sandbox::{ExecRequest, LocalRoot, ResourceLimits, WorkspaceSpec, shell_quote};
+//!
+//! // What a workspace is and what runs in it are data; a `WorkspaceBackend` makes them real.
+//! let mut spec = WorkspaceSpec::new("debian:bookworm-slim", LocalRoot::HostSystem);
+//! spec.limits = ResourceLimits::new(512 * 1024 * 1024, 1_000_000_000, 128);
+//! let request = ExecRequest::shell(&format!("ls {}", shell_quote("/workspace/it's here")))
+//!     .timeout(Duration::from_secs(30));
+//! assert_eq!(request.argv[0], "/bin/sh");
+//! ```
 
 mod archive;
 mod backend;

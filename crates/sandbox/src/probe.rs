@@ -15,6 +15,7 @@ use crate::spec::{ExecRequest, NetworkMode, ResourceLimits, WorkspaceSpec};
 
 /// Where to look.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ProbeConfig {
     /// The host's resolved settings (bubblewrap, root, engine, images, account).
     pub settings: crate::settings::SandboxSettings,
@@ -22,6 +23,19 @@ pub struct ProbeConfig {
     pub state_dir: PathBuf,
     /// Kubernetes configuration found (`KUBECONFIG` or in-cluster), if any.
     pub kube_config: Option<String>,
+}
+
+impl ProbeConfig {
+    /// A probe of `settings` with its throwaway workspace under `state_dir` and no Kubernetes
+    /// configuration.
+    #[must_use]
+    pub fn new(settings: crate::settings::SandboxSettings, state_dir: PathBuf) -> Self {
+        Self {
+            settings,
+            state_dir,
+            kube_config: None,
+        }
+    }
 }
 
 /// One backend's verdict.

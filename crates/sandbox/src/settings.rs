@@ -27,6 +27,7 @@ pub const DEFAULT_PIDS: u32 = 512;
 
 /// What a host asked for, resolved and checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SandboxSettings {
     /// `AUTO_SWE_BWRAP`, else `bwrap` on `PATH`; `None` when neither.
     pub bwrap: Option<PathBuf>,
@@ -84,12 +85,11 @@ impl SandboxSettings {
             None => (DEFAULT_DOCKER_SOCKET.to_owned(), None),
         };
         let cpus = host_cpus.saturating_sub(1).max(1);
-        let mut limits = ResourceLimits {
-            memory_bytes: DEFAULT_MEMORY_BYTES,
-            nano_cpus: u64::try_from(cpus).unwrap_or(1) * 1_000_000_000,
-            pids: DEFAULT_PIDS,
-            files: crate::spec::DEFAULT_FILES,
-        };
+        let mut limits = ResourceLimits::new(
+            DEFAULT_MEMORY_BYTES,
+            u64::try_from(cpus).unwrap_or(1) * 1_000_000_000,
+            DEFAULT_PIDS,
+        );
         if let Some(text) = set("WORKSPACE_MEMORY") {
             limits.memory_bytes =
                 parse_memory(&text).map_err(|why| knob("WORKSPACE_MEMORY", &text, &why))?;

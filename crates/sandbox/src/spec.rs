@@ -185,6 +185,7 @@ pub const DEFAULT_FILES: u64 = 1_000_000;
 
 /// Resource caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ResourceLimits {
     /// Memory cap in bytes.
     pub memory_bytes: u64,
@@ -200,6 +201,27 @@ pub struct ResourceLimits {
 
 fn default_files() -> u64 {
     DEFAULT_FILES
+}
+
+impl ResourceLimits {
+    /// Caps of `memory_bytes`, `nano_cpus` (billionths of a CPU) and `pids` processes, with the
+    /// default file-count cap ([`DEFAULT_FILES`]).
+    #[must_use]
+    pub fn new(memory_bytes: u64, nano_cpus: u64, pids: u32) -> Self {
+        Self {
+            memory_bytes,
+            nano_cpus,
+            pids,
+            files: DEFAULT_FILES,
+        }
+    }
+
+    /// These caps with at most `files` entries in the workspace's writable trees.
+    #[must_use]
+    pub fn with_files(mut self, files: u64) -> Self {
+        self.files = files;
+        self
+    }
 }
 
 impl Default for ResourceLimits {

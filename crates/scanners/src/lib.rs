@@ -5,6 +5,16 @@
 //! Everything here is pure: no I/O, no threads, and the clock only through an injected clock. Regular
 //! expressions use the linear-time `regex` engine, so a scan always completes and needs no time
 //! budget or quarantine.
+//!
+//! ```
+//! use auto_swe_scanners::{CompiledPatterns, HarnessConfig, Verdict, builtin_patterns, scan_shell_command};
+//!
+//! let patterns = CompiledPatterns::compile(builtin_patterns());
+//! let harmless = scan_shell_command(&patterns, "cargo test --workspace", HarnessConfig::Loaded);
+//! assert_eq!(harmless.verdict, Verdict::Allow);
+//! let wipe = scan_shell_command(&patterns, "rm -rf / --no-preserve-root", HarnessConfig::Loaded);
+//! assert_eq!(wipe.verdict, Verdict::Block);
+//! ```
 
 mod builtin;
 mod clock;

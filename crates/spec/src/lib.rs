@@ -3,6 +3,16 @@
 //! A [`WorkflowSpec`] is a graph of [`Node`]s of fifteen kinds. This crate reads specs from JSON
 //! and YAML (a *tolerant* reader for stored specs and a *strict* one for the save path), and is
 //! pure: no I/O, no async runtime, no global state.
+//!
+//! ```
+//! use auto_swe_spec::{ReadMode, SourceFormat, ValidateOptions, content_hash, read_spec, validate};
+//!
+//! let text = r#"{"entry": "end", "nodes": [{"id": "end", "type": "terminate", "status": "SUCCESS"}]}"#;
+//! let spec = read_spec(text, SourceFormat::Json, ReadMode::Strict)?;
+//! assert!(validate(&spec, &ValidateOptions::default()).is_valid());
+//! assert_eq!(content_hash(&spec)?.len(), 64);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod binding;
 mod canonical;
@@ -45,6 +55,7 @@ pub use read::{MAX_SPEC_BYTES, ReadError, ReadMode, SourceFormat, parse_document
 pub use resolve::{resolve_binding, select_path};
 pub use schema::spec_schema;
 pub use validate::{
-    Code, Diagnostic, MAX_FANOUT_DEPTH, Report, Severity, ValidateOptions, validate, validate_value,
+    Code, Diagnostic, DiagnosticSeverity, MAX_FANOUT_DEPTH, Report, ValidateOptions, validate,
+    validate_value,
 };
 pub use write_path::{RESERVED_SEGMENTS, WritePathError, parse_write_path, write_at};

@@ -84,10 +84,87 @@ pub enum StoreError {
     },
     /// Applying migrations failed.
     #[error("migration failed")]
-    Migration(#[source] sqlx::migrate::MigrateError),
+    Migration(#[source] DatabaseError),
     /// The database reported an error.
     #[error("database error")]
-    Database(#[source] sqlx::Error),
+    Database(#[source] DatabaseError),
+}
+
+/// A failure the database (or its driver) reported, in the store's own terms: its message, the
+/// database's error code when it gave one, and whether the same call may succeed when retried.
+/// The driver's error stays reachable as [`std::error::Error::source`].
+#[derive(Debug)]
+pub struct DatabaseError {
+    message: String,
+    code: Option<String>,
+    retryable: bool,
+    source: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+impl DatabaseError {
+    /// The driver's message (it never carries a bound value, so never a secret).
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The database's own error code: a `PostgreSQL` SQLSTATE (`40001`) or a `SQLite` result
+    /// code (`5`), when the database gave one.
+    #[must_use]
+    pub fn database_code(&self) -> Option<&str> {
+        self.code.as_deref()
+    }
+
+    /// Whether the same call may succeed when retried: a connection or pool failure, a
+    /// serialization failure or deadlock (`PostgreSQL`), a busy or locked database (`SQLite`).
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+
+    fn from_sqlx(error: sqlx::Error) -> Self {
+        let retryable = matches!(
+            error,
+            sqlx::Error::Io(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::WorkerCrashed
+        ) || is_transient_database_error(&error);
+        let code = match &error {
+            sqlx::Error::Database(db) => db.code().map(std::borrow::Cow::into_owned),
+            _ => None,
+        };
+        Self {
+            message: error.to_string(),
+            code,
+            retryable,
+            source: Box::new(error),
+        }
+    }
+
+    fn from_migrate(error: sqlx::migrate::MigrateError) -> Self {
+        Self {
+            message: error.to_string(),
+            code: None,
+            retryable: false,
+            source: Box::new(error),
+        }
+    }
+}
+
+impl std::fmt::Display for DatabaseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.code {
+            Some(code) => write!(f, "{} (database code {code})", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for DatabaseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.source.as_ref())
+    }
 }
 
 impl StoreError {
@@ -117,15 +194,7 @@ impl StoreError {
     #[must_use]
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Database(error) => {
-                matches!(
-                    error,
-                    sqlx::Error::Io(_)
-                        | sqlx::Error::PoolTimedOut
-                        | sqlx::Error::PoolClosed
-                        | sqlx::Error::WorkerCrashed
-                ) || is_transient_database_error(error)
-            }
+            Self::Database(error) => error.is_retryable(),
             Self::Conflict { .. }
             | Self::NotFound { .. }
             | Self::InvalidInput { .. }
@@ -201,14 +270,14 @@ pub(crate) fn map_write(entity: &'static str, id: &str, error: sqlx::Error) -> S
             _ => {}
         }
     }
-    StoreError::Database(error)
+    StoreError::from(error)
 }
 
 /// The agent library's storage seams speak the agents crate's error: a version check or a
 /// uniqueness rule is a conflict, a missing row is not found, a refused value (bad input, over a
 /// limit, naming a row that does not exist) is invalid, and anything else is unavailable, with
 /// this error's message and code (never a secret).
-impl From<StoreError> for auto_swe_agents::StoreError {
+impl From<StoreError> for auto_swe_agents::LibraryStoreError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::Conflict { .. } => Self::Conflict,
@@ -226,13 +295,13 @@ pub(crate) const REFERENCED_ROW: &str = "referenced row";
 
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
-        Self::Database(error)
+        Self::Database(DatabaseError::from_sqlx(error))
     }
 }
 
 impl From<sqlx::migrate::MigrateError> for StoreError {
     fn from(error: sqlx::migrate::MigrateError) -> Self {
-        Self::Migration(error)
+        Self::Migration(DatabaseError::from_migrate(error))
     }
 }
 

@@ -5,12 +5,16 @@
 //! `pgvector` (`postgres`, for many workers). Both apply their migrations at open and behave the
 //! same; one conformance suite checks both.
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), auto_swe_store::StoreError> {
-//! use auto_swe_store::{Keyring, NewRun, RunStore, Store, StoreConfig};
-//! let keyring = Keyring::from_hex(1, &"00".repeat(32))?;
-//! let store = Store::open(StoreConfig::new("sqlite:///tmp/auto-swe.db", keyring)).await?;
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use auto_swe_store::{Keyring, NewRun, RunStatus, Store, StoreConfig};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let url = format!("sqlite://{}", dir.path().join("auto-swe.db").display());
+//! let store = Store::open(StoreConfig::new(url, Keyring::generate())).await?;
 //! let run = store.create_run(NewRun::new(serde_json::json!({"entry": "start"}))).await?;
+//! assert_eq!(store.get_run(&run.id).await?.status, RunStatus::Pending);
 //! # Ok(()) }
 //! ```
 
@@ -29,15 +33,14 @@ mod secret;
 use std::sync::Arc;
 
 // The vocabulary the store shares with the crates below it, re-exported so a store user
-// names one type: how runs end (spec), how steps and human steps end (interpreter; `StepEnd`
-// and `HumanStepEnd` here, since the store's own `StepStatus` and `HumanStepStatus` are the
-// lifecycles that wrap them) and library scopes with their ids (agents).
+// names one type: how runs end (spec), how steps and human steps end (interpreter's `StepEnd`
+// and `HumanStepEnd`, which the store's `StepStatus` and `HumanStepStatus` lifecycles wrap) and library scopes with their ids (agents).
 pub use auto_swe_agents::ScopeRef;
-pub use auto_swe_interpreter::{HumanStepStatus as HumanStepEnd, StepStatus as StepEnd};
+pub use auto_swe_interpreter::{HumanStepEnd, StepEnd};
 pub use auto_swe_scanners::{Clock, ManualClock, SystemClock};
 pub use auto_swe_spec::TerminalStatus;
 pub use clock::Timestamp;
-pub use error::{StoreError, StoreResult};
+pub use error::{DatabaseError, StoreError, StoreResult};
 pub use limits::{MAX_ARTIFACT_BYTES, MAX_JSON_BYTES, MAX_LONG_TEXT_BYTES, MAX_SHORT_TEXT_BYTES};
 pub use records::admin::{
     AuditEntry, AuditLog, NewAuditEntry, OutcomeClaim, OutcomeLedger, OutcomeRecord, OutcomeState,
@@ -86,10 +89,10 @@ pub use records::tokens::{
 pub use runtime_pins::FencedRuntimePins;
 pub use secret::{Envelope, Keyring, SecretOwner, SecretString};
 
-/// Which backend a store runs on.
+/// Which database a store runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum BackendKind {
+pub enum DatabaseKind {
     /// Embedded `SQLite`.
     Sqlite,
     /// `PostgreSQL` with `pgvector`.
@@ -128,8 +131,8 @@ pub trait StoreBackend:
     + Send
     + Sync
 {
-    /// Which backend this is.
-    fn backend(&self) -> BackendKind;
+    /// Which database this backend runs on.
+    fn backend(&self) -> DatabaseKind;
     /// Closes the connection pool, waiting for connections in use to be returned.
     async fn close(&self);
 }

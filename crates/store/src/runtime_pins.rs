@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use auto_swe_agents::{Runtime, RuntimePinStore, StoreError as LibraryStoreError};
+use auto_swe_agents::{LibraryStoreError, Runtime, RuntimePinStore};
 
 use crate::StoreBackend;
 use crate::records::queue::LeaseToken;

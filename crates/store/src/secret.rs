@@ -116,6 +116,14 @@ impl Keyring {
         }
     }
 
+    /// A keyring holding one fresh random key, version 1: for a store whose sealed secrets need
+    /// not outlive this process (a throwaway local store, a test, an example). Secrets sealed
+    /// under it open only with this value.
+    #[must_use]
+    pub fn generate() -> Self {
+        Self::single(1, random_bytes())
+    }
+
     /// A keyring from a 64-hex-digit master key (as read from configuration).
     pub fn from_hex(version: u32, hex_key: &str) -> StoreResult<Self> {
         let bytes = hex::decode(hex_key.trim())
@@ -260,6 +268,20 @@ mod tests {
         assert_eq!(
             missing.open(OWNER, &envelope).unwrap_err().code(),
             "SECRET_UNKNOWN_KEY_VERSION"
+        );
+    }
+
+    #[test]
+    fn generated_keyrings_hold_fresh_keys() {
+        let ring = Keyring::generate();
+        let envelope = ring.seal(OWNER, b"hunter2").unwrap();
+        assert_eq!(ring.open(OWNER, &envelope).unwrap(), b"hunter2");
+        // Another generated keyring has the same version and another key: it cannot open.
+        let other = Keyring::generate();
+        assert_eq!(other.current_version(), 1);
+        assert_eq!(
+            other.open(OWNER, &envelope).unwrap_err().code(),
+            "SECRET_OPEN_FAILED"
         );
     }
 

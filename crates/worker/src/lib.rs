@@ -8,6 +8,18 @@
 //! step executors ([`StepEffects`]) make a run's effects against the store, the sandbox, the
 //! models and the local SCM ([`LocalScm`], judged by [`LocalCi`]); [`templates`] holds the
 //! built-in workflow templates.
+//!
+//! ```
+//! use auto_swe_spec::{ValidateOptions, validate_value};
+//! use auto_swe_worker::{StepRegistry, templates};
+//!
+//! // Every built-in template validates against the built-in steps.
+//! let catalog = StepRegistry::builtin().catalog();
+//! for template in &templates::TEMPLATES {
+//!     let report = validate_value(&template.spec(), &ValidateOptions::with_step_catalog(&catalog));
+//!     assert!(report.is_valid(), "{}: {:?}", template.name, report.codes());
+//! }
+//! ```
 
 mod budget;
 mod ci;

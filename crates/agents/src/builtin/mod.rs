@@ -8,7 +8,7 @@ mod skills;
 use serde::Serialize;
 
 use crate::model::{AgentVersion, ScopeRef};
-use crate::skills::model::{Skill, SkillRevision, SkillScope, content_hash};
+use crate::skills::model::{Skill, SkillRevision, SkillScope, skill_content_hash};
 
 pub use skills::{BuiltinSkill, builtin_skill, builtin_skills};
 
@@ -53,7 +53,7 @@ impl BuiltinAgent {
     #[must_use]
     pub fn seed_row(&self) -> AgentVersion {
         let mut row = AgentVersion::new(self.key, ScopeRef::Global);
-        row.model_spec = self.model_spec.map(crate::model::ModelSpec::new);
+        row.model_spec = self.model_spec.map(crate::model::ModelName::new);
         row.inherits_model_from = self.inherits_model_from.map(str::to_owned);
         row.system_prompt = Some(self.prompt.to_owned());
         row.skill_refs = self.skills.iter().map(|s| (*s).to_owned()).collect();
@@ -440,7 +440,7 @@ impl BuiltinSkill {
             revision: 1,
             description: self.description.to_owned(),
             prompt_text: self.text.to_owned(),
-            content_hash: content_hash(self.description, self.text),
+            content_hash: skill_content_hash(self.description, self.text),
             scan_warnings: Vec::new(),
             author: None,
             provenance: None,

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::error::{SkillError, StoreError};
+use crate::error::{LibraryStoreError, SkillError};
 use crate::scan::{PatternsProvider, advisory_scan};
 use crate::skills::model::{
     ReferenceFile, SKILL_DESCRIPTION_MAX_CHARS, SKILL_NAME_MAX_CHARS, SKILL_TEXT_MAX_BYTES, Skill,
-    SkillProvenance, SkillRevision, SkillScope, content_hash,
+    SkillProvenance, SkillRevision, SkillScope, skill_content_hash,
 };
 use crate::store::SkillStore;
 
@@ -228,7 +228,7 @@ impl SkillLibrary {
         let revision = SkillRevision {
             skill_id: id,
             revision: 1,
-            content_hash: content_hash(&description, &new.prompt_text),
+            content_hash: skill_content_hash(&description, &new.prompt_text),
             description,
             prompt_text: new.prompt_text,
             scan_warnings: warnings.clone(),
@@ -244,7 +244,7 @@ impl SkillLibrary {
             .create(skill.clone(), revision.clone(), &check)
             .await
         {
-            Err(StoreError::Conflict) => {
+            Err(LibraryStoreError::Conflict) => {
                 name_conflicts(&new.name, &new.scope, &self.store.list().await?)
             }
             other => other?,
@@ -302,7 +302,7 @@ impl SkillLibrary {
                 name: skill.name,
                 conflicts,
             }),
-            Err(StoreError::Conflict) => {
+            Err(LibraryStoreError::Conflict) => {
                 let current = self
                     .store
                     .get(&skill.id)
@@ -314,7 +314,7 @@ impl SkillLibrary {
                     current,
                 })
             }
-            Err(StoreError::NotFound) => Err(SkillError::NotFound { id: skill.id }),
+            Err(LibraryStoreError::NotFound) => Err(SkillError::NotFound { id: skill.id }),
             Err(e) => Err(e.into()),
         }
     }
@@ -362,7 +362,7 @@ impl SkillLibrary {
         let revision = SkillRevision {
             skill_id: skill.id.clone(),
             revision: expected_revision + 1,
-            content_hash: content_hash(&description, &text),
+            content_hash: skill_content_hash(&description, &text),
             description: description.clone(),
             prompt_text: text.clone(),
             scan_warnings: warnings.clone(),

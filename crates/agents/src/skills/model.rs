@@ -116,7 +116,7 @@ impl SkillRevision {
             revision,
             description: description.to_owned(),
             prompt_text: prompt_text.to_owned(),
-            content_hash: content_hash(description, prompt_text),
+            content_hash: skill_content_hash(description, prompt_text),
             scan_warnings: Vec::new(),
             author: None,
             provenance: None,
@@ -128,7 +128,7 @@ impl SkillRevision {
 /// The content hash of a description and text: SHA-256 over their lengths and bytes, so no two
 /// different pairs share an encoding.
 #[must_use]
-pub fn content_hash(description: &str, prompt_text: &str) -> String {
+pub fn skill_content_hash(description: &str, prompt_text: &str) -> String {
     let mut hasher = Sha256::new();
     for part in [description, prompt_text] {
         hasher.update((part.len() as u64).to_be_bytes());

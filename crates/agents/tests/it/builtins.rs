@@ -88,7 +88,7 @@ fn thirty_six_skills_each_assigned_or_deliberately_not() {
         assert!(row.is_built_in && row.is_verified && row.current_revision == 1);
         assert_eq!(
             revision.content_hash,
-            auto_swe_agents::content_hash(skill.description, skill.text)
+            auto_swe_agents::skill_content_hash(skill.description, skill.text)
         );
     }
 }

@@ -6,9 +6,9 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use auto_swe_agents::{
-    AgentRef, AgentVersion, InMemoryRuntimePinStore, PromptSource, ResolveCtx, ResolveWarning,
-    ReviewPersona, ReviewPromptInputs, ReviewPromptSource, Runtime, RuntimePinStore, RuntimeSource,
-    ScopeRef, SkillScope, StoreError, builtin_agent, choose_review_prompt,
+    AgentRef, AgentVersion, InMemoryRuntimePinStore, LibraryStoreError, PromptSource, ResolveCtx,
+    ResolveWarning, ReviewPersona, ReviewPromptInputs, ReviewPromptSource, Runtime,
+    RuntimePinStore, RuntimeSource, ScopeRef, SkillScope, builtin_agent, choose_review_prompt,
 };
 use auto_swe_agents::{NewSkill, SkillEdit, SkillLibrary, StaticPatterns};
 
@@ -319,7 +319,10 @@ struct RacingPins {
 
 #[async_trait]
 impl RuntimePinStore for RacingPins {
-    async fn load(&self, run: &str) -> Result<BTreeMap<String, Option<Runtime>>, StoreError> {
+    async fn load(
+        &self,
+        run: &str,
+    ) -> Result<BTreeMap<String, Option<Runtime>>, LibraryStoreError> {
         self.inner.load(run).await
     }
     async fn compare_and_set(
@@ -327,7 +330,7 @@ impl RuntimePinStore for RacingPins {
         run: &str,
         expected: &BTreeMap<String, Option<Runtime>>,
         next: BTreeMap<String, Option<Runtime>>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<bool, LibraryStoreError> {
         let race = self.race.lock().unwrap().take();
         if let Some((key, value)) = race {
             let mut theirs = expected.clone();
@@ -556,7 +559,7 @@ fn fix_personas_are_bounded_by_the_implementer() {
 /// harness drives only its own provider's models.
 #[test]
 fn runtimes_read_back_their_wire_names_and_harnesses_keep_to_their_provider() {
-    use auto_swe_agents::ModelSpec;
+    use auto_swe_agents::ModelName;
 
     for runtime in [
         Runtime::Native,
@@ -571,8 +574,8 @@ fn runtimes_read_back_their_wire_names_and_harnesses_keep_to_their_provider() {
     }
     assert_eq!(Runtime::parse_lenient("mastra"), Some(Runtime::Native));
     assert_eq!(Runtime::parse_lenient("codex-cli"), None);
-    let anthropic = ModelSpec::new("anthropic/claude-sonnet-4-5");
-    let openai = ModelSpec::new("openai/gpt-5");
+    let anthropic = ModelName::new("anthropic/claude-sonnet-4-5");
+    let openai = ModelName::new("openai/gpt-5");
     assert!(Runtime::Codex.can_drive(&openai));
     assert!(!Runtime::Codex.can_drive(&anthropic));
     assert!(Runtime::ClaudeCode.can_drive(&anthropic));

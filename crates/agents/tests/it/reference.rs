@@ -63,7 +63,7 @@ fn version_of(spec: &RowSpec, v: u8) -> AgentVersion {
     row.system_prompt = Some(format!("{} {} v{v}", KEYS[spec.key], scope_of(spec.scope)));
     row.model_spec = spec
         .model
-        .map(|m| auto_swe_agents::ModelSpec::new(&format!("anthropic/m{m}")));
+        .map(|m| auto_swe_agents::ModelName::new(&format!("anthropic/m{m}")));
     row.inherits_model_from = spec.parent.map(|p| KEYS[p].to_owned());
     row.runtime = spec
         .runtime

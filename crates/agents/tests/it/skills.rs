@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use auto_swe_agents::{
     InMemorySkillStore, NewSkill, PromptSkill, SkillEdit, SkillLibrary, SkillPlacement,
-    SkillProvenance, SkillScope, SkillStore, StaticPatterns, content_hash, fold_skill_name,
-    load_skill, render_skill, scopes_overlap, skills_inline, skills_menu,
+    SkillProvenance, SkillScope, SkillStore, StaticPatterns, fold_skill_name, load_skill,
+    render_skill, scopes_overlap, skill_content_hash, skills_inline, skills_menu,
 };
 
 use crate::support::block;
@@ -44,7 +44,7 @@ fn revisions_are_cut_by_text_and_description_changes_only() {
     assert_eq!(saved.skill.current_revision, 1);
     assert_eq!(
         saved.revision.unwrap().content_hash,
-        content_hash("Does a thing.", "Guidance text.")
+        skill_content_hash("Does a thing.", "Guidance text.")
     );
     block(lib.verify(&id, 1)).unwrap();
     // A rename and a toggle cut nothing and keep verification.

@@ -4,8 +4,9 @@
 use std::collections::BTreeSet;
 
 use auto_swe_agents::{
-    Capability, ToolGrant, agent_run_workspace_tools, capabilities, implementer_workspace_tools,
+    Capability, ToolGrant, agent_run_workspace_tools, implementer_workspace_tools,
     is_known_tool_key, knowledge_tools, mcp_enabled, persona_mcp_binding, persona_tool_keys,
+    tool_capabilities,
 };
 
 fn keys(list: &[&str]) -> Vec<String> {
@@ -205,7 +206,7 @@ fn capability_mapping_under_both_grants() {
     for (input, grant, expected) in cases {
         let owned = input.map(keys);
         assert_eq!(
-            capabilities(owned.as_deref(), grant),
+            tool_capabilities(owned.as_deref(), grant),
             expected,
             "{input:?} {grant:?}"
         );

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use auto_swe_agents::{
     Actor, AgentFields, AgentLibrary, AgentPatch, AgentStore, CreateAgent, InMemoryAgentStore,
-    LibraryError, ModelSpec, Runtime, ScopeRef, StaticPatterns,
+    LibraryError, ModelName, Runtime, ScopeRef, StaticPatterns,
 };
 use auto_swe_scanners::CompiledPatterns;
 
@@ -34,7 +34,7 @@ fn setup() -> (Arc<InMemoryAgentStore>, AgentLibrary) {
 
 fn model(spec: &str) -> AgentFields {
     AgentFields {
-        model_spec: Some(ModelSpec::new(spec)),
+        model_spec: Some(ModelName::new(spec)),
         system_prompt: Some("Review carefully.".to_owned()),
         ..AgentFields::default()
     }
@@ -208,21 +208,21 @@ fn restore_cuts_a_new_version_and_keeps_verification_for_an_unchanged_prompt() {
     fields.system_prompt = Some("same prompt".to_owned());
     block(lib.create(CreateAgent::new("a", g.clone(), fields), &admin())).unwrap();
     let swap_model = AgentPatch {
-        model_spec: Some(Some(ModelSpec::new("anthropic/other"))),
+        model_spec: Some(Some(ModelName::new("anthropic/other"))),
         ..AgentPatch::default()
     };
     let v2 = block(lib.edit("a", &g, 1, swap_model, &admin())).unwrap();
     assert!(v2.scan_warnings.is_empty());
     let v3 = block(lib.restore("a", &g, 1, 2, &admin())).unwrap();
     assert_eq!(v3.version.version, 3);
-    assert_eq!(v3.version.model_spec, Some(ModelSpec::new("anthropic/m")));
+    assert_eq!(v3.version.model_spec, Some(ModelName::new("anthropic/m")));
     assert_eq!(v3.version.system_prompt.as_deref(), Some("same prompt"));
     let (_, history) = block(store.history("a", &g)).unwrap().unwrap();
     assert_eq!(history.len(), 3);
-    assert_eq!(history[0].model_spec, Some(ModelSpec::new("anthropic/m")));
+    assert_eq!(history[0].model_spec, Some(ModelName::new("anthropic/m")));
     assert_eq!(
         history[1].model_spec,
-        Some(ModelSpec::new("anthropic/other"))
+        Some(ModelName::new("anthropic/other"))
     );
 }
 
@@ -306,7 +306,7 @@ fn a_new_override_starts_on_the_platform_runtime_and_parents_warn_about_stranded
     };
     block(lib.create(CreateAgent::new("ciFixer", g.clone(), persona), &admin())).unwrap();
     let patch = AgentPatch {
-        model_spec: Some(Some(ModelSpec::new("openai/x"))),
+        model_spec: Some(Some(ModelName::new("openai/x"))),
         runtime: Some(None),
         ..AgentPatch::default()
     };

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::sync::Arc;
 
-use auto_swe_egress::Verdict;
+use auto_swe_egress::EgressVerdict;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -172,7 +172,7 @@ async fn curl_speaks_tls_through_a_tunnel_and_a_foreign_server_name_is_cut_off()
     );
     let decisions = proxy.sink.wait_for(1).await;
     assert!(
-        matches!(&decisions[0].verdict, Verdict::Allowed { .. }),
+        matches!(&decisions[0].verdict, EgressVerdict::Allowed { .. }),
         "{decisions:?}"
     );
     // A real TLS client through the same tunnel naming another server.
@@ -192,7 +192,7 @@ async fn curl_speaks_tls_through_a_tunnel_and_a_foreign_server_name_is_cut_off()
     assert!(
         matches!(
             &decisions[1].verdict,
-            Verdict::Refused {
+            EgressVerdict::Refused {
                 reason: "SNI_MISMATCH",
                 ..
             }
@@ -292,7 +292,7 @@ async fn git_clones_over_http_through_the_proxy_and_only_from_the_allowed_host()
             .sink
             .decisions()
             .iter()
-            .all(|d| matches!(d.verdict, Verdict::Allowed { .. }))
+            .all(|d| matches!(d.verdict, EgressVerdict::Allowed { .. }))
     );
     // Another host: git reports the proxy's 403 and nothing reaches the server.
     let before = upstream.seen().len();

@@ -4,7 +4,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use auto_swe_egress::{
-    Access, EgressDecision, ProxyConfig, Rule, StaticResolver, Verdict, client_hello_for_tests,
+    Access, EgressDecision, EgressVerdict, ProxyConfig, Rule, StaticResolver,
+    client_hello_for_tests,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -18,7 +19,7 @@ const PRIVATE: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7));
 
 fn refused(decision: &EgressDecision) -> (&str, Option<&str>) {
     match &decision.verdict {
-        Verdict::Refused { reason, rule, .. } => (reason, rule.as_deref()),
+        EgressVerdict::Refused { reason, rule, .. } => (reason, rule.as_deref()),
         other => panic!("not refused: {other:?}"),
     }
 }
@@ -98,7 +99,7 @@ async fn a_tunnel_with_the_right_server_name_reaches_the_checked_address() {
             access: Some(Access::Tunnel),
             host: "registry.test".into(),
             port: upstream.port(),
-            verdict: Verdict::Allowed {
+            verdict: EgressVerdict::Allowed {
                 rule: format!("allow {origin}"),
                 address: LOOPBACK,
             },
@@ -262,7 +263,9 @@ async fn a_rebinding_name_is_resolved_once_and_connected_to_as_checked() {
     assert_eq!(resolver.calls("rebind.test"), 1);
     assert_eq!(upstream.connections().await, 1);
     let first = proxy.sink.wait_for(1).await;
-    assert!(matches!(first[0].verdict, Verdict::Allowed { address, .. } if address == LOOPBACK));
+    assert!(
+        matches!(first[0].verdict, EgressVerdict::Allowed { address, .. } if address == LOOPBACK)
+    );
     // The next request resolves again and meets the rebound answer: refused, not connected.
     let (status, _) = tunnel(&proxy, &origin, &["rebind.test"]).await;
     assert!(status.contains("EGRESS_REFUSED (METADATA)"), "{status}");

@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use auto_swe_egress::{EgressProxy, MemorySink, ProxyConfig, Verdict, client_hello_for_tests};
+use auto_swe_egress::{
+    EgressProxy, EgressVerdict, MemorySink, ProxyConfig, client_hello_for_tests,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
@@ -67,10 +69,13 @@ async fn a_tunnel_from_a_unix_socket_is_checked_and_relayed() {
     }
     assert_eq!(upstream.connections().await, 1);
     let decisions = proxy.sink.wait_for(2).await;
-    assert!(matches!(decisions[0].verdict, Verdict::Allowed { .. }));
+    assert!(matches!(
+        decisions[0].verdict,
+        EgressVerdict::Allowed { .. }
+    ));
     assert!(matches!(
         decisions[1].verdict,
-        Verdict::Refused {
+        EgressVerdict::Refused {
             reason: "SNI_MISMATCH",
             ..
         }
@@ -125,7 +130,7 @@ async fn curl_through_a_bridge_to_the_unix_socket_speaks_http_and_tls() {
     assert!(
         decisions
             .iter()
-            .all(|d| matches!(d.verdict, Verdict::Allowed { .. })),
+            .all(|d| matches!(d.verdict, EgressVerdict::Allowed { .. })),
         "{decisions:?}"
     );
 }
@@ -162,6 +167,6 @@ async fn any_byte_stream_can_be_served_and_its_tunnel_is_copied() {
     );
     assert!(matches!(
         sink.wait_for(1).await[0].verdict,
-        Verdict::Allowed { .. }
+        EgressVerdict::Allowed { .. }
     ));
 }

@@ -128,15 +128,12 @@ pub(crate) async fn probe_report(
         let _ = output::print_diagnostic(&format!("auto-swe: {} ({})", e, e.code()));
     }
     let state = state_dir();
-    let config = ProbeConfig {
-        settings,
-        state_dir: state.clone(),
-        kube_config: std::env::var("KUBECONFIG").ok().or_else(|| {
-            std::env::var("KUBERNETES_SERVICE_HOST")
-                .ok()
-                .map(|_| "in-cluster".to_owned())
-        }),
-    };
+    let mut config = ProbeConfig::new(settings, state.clone());
+    config.kube_config = std::env::var("KUBECONFIG").ok().or_else(|| {
+        std::env::var("KUBERNETES_SERVICE_HOST")
+            .ok()
+            .map(|_| "in-cluster".to_owned())
+    });
     let report = auto_swe_sandbox::probe(&config).await;
     let _ = std::fs::remove_dir_all(&state);
     Ok(report)

@@ -51,7 +51,7 @@ struct ErrorOut {
 struct StepOut {
     node_id: String,
     recording_id: String,
-    status: auto_swe_interpreter::StepStatus,
+    status: auto_swe_interpreter::StepEnd,
     attempt: u32,
 }
 

@@ -1,7 +1,7 @@
 //! Fan-out: output shape, item keys, exports, pluck, concurrency, join, onBranchFail, shared
 //! signal slots, abandoned waits, nested prefixes and cancellation.
 
-use auto_swe_interpreter::{HumanStepStatus, ScriptedCall, TerminalStatus};
+use auto_swe_interpreter::{HumanStepEnd, ScriptedCall, TerminalStatus};
 use serde_json::{Value, json};
 
 use crate::support::{error_code, sim, status, steps};
@@ -172,7 +172,7 @@ fn block_fails_the_run_and_cancels_siblings_waiting_on_people() {
     // Item 3 never started once the fan-out was blocked.
     assert_eq!(branches[3]["started"], json!(false));
     assert!(run.calls.iter().any(|c| matches!(c,
-        ScriptedCall::ResolveHuman(r) if r.recording_id == "fan[0]/approve" && r.status == HumanStepStatus::Cancelled)));
+        ScriptedCall::ResolveHuman(r) if r.recording_id == "fan[0]/approve" && r.status == HumanStepEnd::Cancelled)));
     assert!(steps(&run.records).contains(&"fan[0]/approve CANCELLED 1".to_owned()));
     assert!(steps(&run.records).contains(&"fan FAILED 1".to_owned()));
 }

@@ -1,7 +1,7 @@
 //! Signals and human nodes.
 
 use auto_swe_interpreter::{
-    HumanStepStatus, ScriptedCall, SignalWait, TerminalStatus, WaitKind, patches,
+    HumanStepEnd, ScriptedCall, SignalWait, TerminalStatus, WaitKind, patches,
 };
 use serde_json::json;
 
@@ -163,7 +163,7 @@ fn human_approval_notifies_waits_on_hitl_and_routes_the_decision() {
         (wait.name.as_str(), wait.kind),
         ("hitl_approve", WaitKind::Human)
     );
-    assert_eq!(done.status, HumanStepStatus::Resolved);
+    assert_eq!(done.status, HumanStepEnd::Resolved);
 
     let rejected = sim(
         approval_spec(true),
@@ -201,9 +201,11 @@ fn human_timeout_routes_to_on_timeout_and_resolves_the_step_timed_out() {
         (status(&run), (*run.outcome.result).clone()),
         ("TIMED_OUT".into(), json!("late"))
     );
-    assert!(run.calls.iter().any(
-        |c| matches!(c, ScriptedCall::ResolveHuman(r) if r.status == HumanStepStatus::TimedOut)
-    ));
+    assert!(
+        run.calls.iter().any(
+            |c| matches!(c, ScriptedCall::ResolveHuman(r) if r.status == HumanStepEnd::TimedOut)
+        )
+    );
     assert_eq!(steps(&run.records), ["approve TIMED_OUT 1"]);
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use auto_swe_models::testing::{MockError, MockReply, MockTurn};
 use auto_swe_models::{
     Api, ApiKey, ClientConfig, EMBEDDING_DIMENSIONS, EmbeddingClient, Endpoint, GuardedHttp,
-    HttpConfig, Meter, MeterConfig, ModelClient, ModelSpec, NameLookup, PriceCatalog,
+    HttpConfig, HttpResponse, Meter, MeterConfig, ModelClient, ModelSpec, NameLookup, PriceCatalog,
     ProviderClient, Tier,
 };
 use auto_swe_scanners::UrlPolicy;
@@ -220,4 +220,62 @@ async fn the_client_trait_is_object_safe() {
     let boxed: Box<dyn ModelClient> = Box::new(client(Api::OpenaiChat, "openai/gpt-4o", &server));
     assert_eq!(boxed.complete(&ask("x")).await.unwrap().text(), "dyn");
     assert_eq!(boxed.spec().to_string(), "openai/gpt-4o");
+}
+
+#[tokio::test]
+async fn post_json_answers_with_the_crates_own_response_type() {
+    // A loopback mock answering one JSON error: status, headers and body read through
+    // `HttpResponse`, and a URL off the client's origin refused before anything is sent.
+    let server = mock(
+        Api::AnthropicMessages,
+        vec![MockTurn::Error(MockError::RateLimited(Some(7)))],
+    )
+    .await;
+    let port = server.origin().rsplit(':').next().unwrap().to_owned();
+    let mut policy = UrlPolicy::default();
+    policy
+        .allow_private_origin(&format!("localhost:{port}"))
+        .unwrap();
+    let base = Url::parse(&format!("http://localhost:{port}")).unwrap();
+    let http = GuardedHttp::with_lookup(
+        &base,
+        Arc::new(policy),
+        HttpConfig::default(),
+        Arc::new(FixedLookup(IpAddr::V4(Ipv4Addr::LOCALHOST))),
+    )
+    .unwrap();
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("x-api-key", KEY.parse().unwrap());
+    let response: HttpResponse = http
+        .post_json(
+            base.join("/v1/messages").unwrap(),
+            headers,
+            br#"{"model":"claude-haiku-4-5","max_tokens":8,"messages":[]}"#.to_vec(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    assert!(
+        response
+            .header("content-type")
+            .is_some_and(|v| v.starts_with("application/json")),
+        "{:?}",
+        response.headers()
+    );
+    assert_eq!(response.header("retry-after"), Some("7"));
+    let body = response.bytes().await.unwrap();
+    assert!(String::from_utf8_lossy(&body).contains("rate_limit_error"));
+    assert_eq!(server.requests().len(), 1);
+
+    let elsewhere = http
+        .post_json(
+            Url::parse("https://api.anthropic.com/v1/messages").unwrap(),
+            reqwest::header::HeaderMap::new(),
+            Vec::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(elsewhere.before_sending);
+    assert_eq!(elsewhere.error.code(), "MODEL_REFUSED_BY_POLICY");
+    assert_eq!(server.requests().len(), 1);
 }

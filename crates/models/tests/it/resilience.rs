@@ -100,12 +100,10 @@ async fn a_200_holding_an_error_body_is_an_error_not_an_empty_answer() {
 
 #[test]
 fn full_jitter_spans_zero_to_the_ceiling() {
-    let policy = RetryPolicy {
-        max_attempts: 10,
-        base_delay: Duration::from_millis(400),
-        max_delay: Duration::from_secs(5),
-        ..RetryPolicy::default()
-    };
+    let mut policy = RetryPolicy::default();
+    policy.max_attempts = 10;
+    policy.base_delay = Duration::from_millis(400);
+    policy.max_delay = Duration::from_secs(5);
     let error = ModelError::Server {
         status: 500,
         message: String::new(),
@@ -120,10 +118,8 @@ fn full_jitter_spans_zero_to_the_ceiling() {
     // The ceiling stops at max_delay.
     assert_eq!(at(8, u64::MAX), Some(Duration::from_secs(5)));
     // No jitter: exactly the ceiling.
-    let exact = RetryPolicy {
-        jitter: Jitter::None,
-        ..policy
-    };
+    let mut exact = policy;
+    exact.jitter = Jitter::None;
     assert_eq!(
         exact.delay(1, &error, Duration::ZERO, long, 7),
         Some(Duration::from_millis(800))
@@ -135,7 +131,8 @@ fn full_jitter_spans_zero_to_the_ceiling() {
 proptest! {
     #[test]
     fn jittered_delays_stay_within_bounds(retry in 0u32..12, random: u64) {
-        let policy = RetryPolicy { max_attempts: 20, ..RetryPolicy::default() };
+        let mut policy = RetryPolicy::default();
+        policy.max_attempts = 20;
         let error = ModelError::Network { message: String::new() };
         let delay = policy
             .delay(retry, &error, Duration::ZERO, Duration::from_secs(3600), random)

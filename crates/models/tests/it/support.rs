@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use auto_swe_models::testing::{MockServer, MockTurn};
 use auto_swe_models::{
-    Api, ApiKey, ClientConfig, Endpoint, ModelRequest, ModelSpec, ProviderClient, RetryPolicy,
+    Api, ApiKey, ClientConfig, Endpoint, ModelRequest, ModelSpec, ProviderClient,
 };
 use auto_swe_scanners::UrlPolicy;
 use url::Url;
@@ -44,13 +44,10 @@ pub(crate) fn config(api: Api, spec: &str, server: &MockServer) -> ClientConfig 
     let mut config = ClientConfig::new(ModelSpec::parse(spec).unwrap(), ApiKey::new(KEY));
     config.endpoint = endpoint;
     config.policy = Arc::new(policy);
-    config.retry = RetryPolicy {
-        max_attempts: 3,
-        base_delay: Duration::from_millis(1),
-        max_delay: Duration::from_millis(5),
-        retry_after_cap: Duration::from_secs(1),
-        ..RetryPolicy::default()
-    };
+    config.retry.max_attempts = 3;
+    config.retry.base_delay = Duration::from_millis(1);
+    config.retry.max_delay = Duration::from_millis(5);
+    config.retry.retry_after_cap = Duration::from_secs(1);
     config
 }
 

@@ -10,6 +10,7 @@ use crate::trace::cut_chars;
 
 /// The digest's bounds (seeds §3.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TicketDigestLimits {
     /// Title characters.
     pub title: usize,

@@ -46,6 +46,7 @@ pub const SECURITY_WARNINGS_PREFIX: &str = "SECURITY_WARNINGS:";
 
 /// How the tools behave; read once per agent build.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ToolConfig {
     /// `workspace.maxToolOutputChars`.
     pub max_output_chars: usize,

@@ -82,10 +82,7 @@ async fn a_model_reads_edits_runs_the_tests_and_answers() {
         meter.clone(),
         tools,
         tracer.clone(),
-        LoopConfig {
-            system: "You fix bugs.".to_owned(),
-            ..LoopConfig::default()
-        },
+        LoopConfig::new("You fix bugs.".to_owned()),
     );
     let mut session = Session::new("session-1");
     let outcome = runtime
@@ -277,10 +274,7 @@ async fn calls_past_the_step_budget_are_not_run() {
         meter(1_000_000),
         toolset(&ws, tracer.clone(), Arc::new(MemoryAudit::default())),
         tracer,
-        LoopConfig {
-            max_steps: StepBudget::new(1),
-            ..LoopConfig::default()
-        },
+        LoopConfig::default().with_max_steps(StepBudget::new(1)),
     );
     let mut session = Session::new("s");
     let outcome = runtime
@@ -442,10 +436,7 @@ async fn twenty_turns_read_most_of_their_input_from_the_cache() {
         meter(100_000_000),
         toolset(&ws, tracer.clone(), Arc::new(MemoryAudit::default())),
         tracer,
-        LoopConfig {
-            system: "You are a careful engineer. ".repeat(40),
-            ..LoopConfig::default()
-        },
+        LoopConfig::new("You are a careful engineer. ".repeat(40)),
     );
     let (input, cached) = twenty_turns(&runtime, "twenty", false).await;
     let share = cached as f64 / input as f64;
@@ -481,10 +472,7 @@ async fn twenty_turns_on_the_anthropic_wire_read_from_the_cache_after_the_first(
         meter(100_000_000),
         toolset(&ws, tracer.clone(), Arc::new(MemoryAudit::default())),
         tracer,
-        LoopConfig {
-            system: "You are a careful engineer. ".repeat(40),
-            ..LoopConfig::default()
-        },
+        LoopConfig::new("You are a careful engineer. ".repeat(40)),
     );
     let (input, cached) = twenty_turns(&runtime, "twenty-wire", true).await;
     let share = cached as f64 / input as f64;

@@ -268,14 +268,13 @@ async fn a_failed_offload_falls_back_to_truncation() {
     // A file where the offload directory should be: the write fails.
     ws.sh("touch /workspace/.tool-output").await;
     let (tracer, _sink) = Tracer::in_memory();
+    let mut config = ToolConfig::default();
+    config.max_output_chars = 1_000;
     let tools = toolset_with(
         &ws,
         Arc::new(tracer),
         Arc::new(MemoryAudit::default()),
-        ToolConfig {
-            max_output_chars: 1_000,
-            ..ToolConfig::default()
-        },
+        config,
     );
     let result = tools
         .call(

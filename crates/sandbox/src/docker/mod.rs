@@ -30,6 +30,7 @@ use crate::spec::{
 
 /// Configuration of the `docker` backend.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DockerConfig {
     /// Engine socket path.
     pub socket: String,
@@ -40,6 +41,23 @@ pub struct DockerConfig {
     /// script makes `auto-swe-netadmin:bookworm`, under 4 MB) keeps creation fast on
     /// copy-based storage drivers such as vfs, where every container copies its image.
     pub sidecar_image: Option<String>,
+}
+
+impl DockerConfig {
+    /// The engine at `socket`, `helper_image` for helper scripts, and the metadata sidecar's
+    /// image (`None`: each workspace's own image).
+    #[must_use]
+    pub fn new(
+        socket: impl Into<String>,
+        helper_image: impl Into<String>,
+        sidecar_image: Option<String>,
+    ) -> Self {
+        Self {
+            socket: socket.into(),
+            helper_image: helper_image.into(),
+            sidecar_image,
+        }
+    }
 }
 
 /// The sidecar image `scripts/build-workspace-rootfs.sh` builds.

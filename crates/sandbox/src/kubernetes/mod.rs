@@ -19,6 +19,7 @@ use crate::spec::{ExecOutput, ExecRequest, SecretEnv, WorkspaceSpec};
 
 /// Cluster-side settings of the backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KubernetesConfig {
     /// Namespace of workspace pods.
     pub namespace: String,

@@ -44,6 +44,7 @@ const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 
 /// Configuration of the `local` backend.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct LocalConfig {
     /// The bubblewrap binary.
     pub bwrap: PathBuf,

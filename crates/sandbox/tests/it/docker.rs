@@ -126,11 +126,11 @@ async fn a_missing_sidecar_image_falls_back_to_the_workspace_image() {
     if harness::docker().await.is_none() {
         return;
     }
-    let backend = auto_swe_sandbox::DockerBackend::connect(auto_swe_sandbox::DockerConfig {
-        socket: harness::docker_socket(),
-        helper_image: harness::image(),
-        sidecar_image: Some("auto-swe-no-such-sidecar:missing".to_owned()),
-    })
+    let backend = auto_swe_sandbox::DockerBackend::connect(auto_swe_sandbox::DockerConfig::new(
+        harness::docker_socket(),
+        harness::image(),
+        Some("auto-swe-no-such-sidecar:missing".to_owned()),
+    ))
     .await
     .unwrap();
     let ws = backend

@@ -134,12 +134,7 @@ fn ephemeral_with(mounts: Vec<Mount>) -> EphemeralSpec {
         mounts,
         env: std::collections::BTreeMap::default(),
         secret_env: SecretEnv::new(),
-        limits: ResourceLimits {
-            memory_bytes: 256 * 1024 * 1024,
-            nano_cpus: 1_000_000_000,
-            pids: 128,
-            ..ResourceLimits::default()
-        },
+        limits: ResourceLimits::new(256 * 1024 * 1024, 1_000_000_000, 128),
         network: NetworkMode::None,
     }
 }

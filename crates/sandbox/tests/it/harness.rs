@@ -113,14 +113,14 @@ pub(crate) fn docker_socket() -> String {
 /// A Docker backend, or `None` (reason printed) when no engine answers. Under
 /// `AUTO_SWE_REQUIRE_DOCKER=1` that fails the test instead.
 pub(crate) async fn docker() -> Option<auto_swe_sandbox::DockerBackend> {
-    let config = auto_swe_sandbox::DockerConfig {
-        socket: docker_socket(),
-        helper_image: image(),
-        sidecar_image: Some(
+    let config = auto_swe_sandbox::DockerConfig::new(
+        docker_socket(),
+        image(),
+        Some(
             std::env::var("AUTO_SWE_SIDECAR_IMAGE")
                 .unwrap_or_else(|_| auto_swe_sandbox::DEFAULT_SIDECAR_IMAGE.to_owned()),
         ),
-    };
+    );
     match auto_swe_sandbox::DockerBackend::connect(config).await {
         Ok(backend) => Some(backend),
         Err(e) => {

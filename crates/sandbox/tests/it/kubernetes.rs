@@ -25,10 +25,8 @@ fn spec() -> WorkspaceSpec {
 
 #[test]
 fn pod_manifest_snapshot() {
-    let config = KubernetesConfig {
-        runtime_class: Some("gvisor".to_owned()),
-        ..KubernetesConfig::default()
-    };
+    let mut config = KubernetesConfig::default();
+    config.runtime_class = Some("gvisor".to_owned());
     let pod = pod_manifest("asw-impl-0001", &spec(), &config);
     assert!(!pod.to_string().contains("tok-value-never-in-pod"));
     insta::assert_json_snapshot!("k8s_pod", pod);

@@ -378,12 +378,11 @@ async fn start_api(behaviour: Behaviour) -> FakeApi {
 }
 
 fn config() -> KubernetesConfig {
-    KubernetesConfig {
-        namespace: NS.to_owned(),
-        poll_interval: Duration::from_millis(1),
-        start_timeout: Duration::from_secs(60),
-        ..KubernetesConfig::default()
-    }
+    let mut config = KubernetesConfig::default();
+    NS.clone_into(&mut config.namespace);
+    config.poll_interval = Duration::from_millis(1);
+    config.start_timeout = Duration::from_secs(60);
+    config
 }
 
 fn spec() -> WorkspaceSpec {

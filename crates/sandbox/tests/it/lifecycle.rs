@@ -57,11 +57,7 @@ async fn cleanup_child() {
         }],
         env: std::collections::BTreeMap::new(),
         secret_env: SecretEnv::new(),
-        limits: ResourceLimits {
-            memory_bytes: 128 * 1024 * 1024,
-            pids: 64,
-            ..ResourceLimits::default()
-        },
+        limits: ResourceLimits::new(128 * 1024 * 1024, ResourceLimits::default().nano_cpus, 64),
         network: NetworkMode::None,
     };
     let request = ExecRequest::shell(&format!(

@@ -26,7 +26,7 @@ pub const MAX_FANOUT_DEPTH: usize = 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
-pub enum Severity {
+pub enum DiagnosticSeverity {
     /// The spec cannot be saved or run.
     Error,
     /// Likely a mistake; the spec still runs.
@@ -56,9 +56,9 @@ macro_rules! codes {
 
             /// Whether the code is an error or a warning.
             #[must_use]
-            pub fn severity(self) -> Severity {
+            pub fn severity(self) -> DiagnosticSeverity {
                 match self {
-                    $(Self::$variant => Severity::$severity,)*
+                    $(Self::$variant => DiagnosticSeverity::$severity,)*
                 }
             }
         }
@@ -192,8 +192,8 @@ impl Report {
 
     pub(crate) fn push(&mut self, diagnostic: Diagnostic) {
         match diagnostic.code.severity() {
-            Severity::Error => self.errors.push(diagnostic),
-            Severity::Warning => self.warnings.push(diagnostic),
+            DiagnosticSeverity::Error => self.errors.push(diagnostic),
+            DiagnosticSeverity::Warning => self.warnings.push(diagnostic),
         }
     }
 }

@@ -12,7 +12,7 @@ macro_rules! impl_agent_library {
                 let key: String = row.try_get("key")?;
                 let mut version = AgentVersion::new(&key, scope);
                 version.version = stored_number("agents", row.try_get("version")?)?;
-                version.model_spec = row.try_get::<Option<String>, _>("model")?.map(ModelSpec);
+                version.model_spec = row.try_get::<Option<String>, _>("model")?.map(ModelName);
                 version.inherits_model_from = row.try_get("inherits_model_from")?;
                 version.system_prompt = row.try_get("system_prompt")?;
                 version.credential_id = row.try_get("credential_id")?;

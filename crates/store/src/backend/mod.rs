@@ -86,8 +86,8 @@ pub(crate) mod prelude {
     };
     pub(crate) use crate::secret::{Keyring, SecretOwner, SecretString};
     pub(crate) use auto_swe_agents::{
-        AgentLineageHead, AgentVersion, CredentialRef, ModelSpec, ReasoningLevel, Runtime,
-        ScopeRef, Skill, SkillRevision, StoreError as LibraryStoreError,
+        AgentLineageHead, AgentVersion, CredentialRef, LibraryStoreError, ModelName,
+        ReasoningLevel, Runtime, ScopeRef, Skill, SkillRevision,
     };
     pub(crate) use auto_swe_scanners::Clock;
 }

@@ -159,7 +159,7 @@ impl WorkWaiter for PgWaiter {
                 while self.listener.next_buffered().is_some() {}
                 Ok(true)
             }
-            Ok(Err(error)) => Err(StoreError::Database(error)),
+            Ok(Err(error)) => Err(StoreError::from(error)),
             Err(_) => Ok(false),
         }
     }
@@ -237,8 +237,8 @@ impl MemoryStore for PgStore {
 
 #[async_trait::async_trait]
 impl crate::StoreBackend for PgStore {
-    fn backend(&self) -> crate::BackendKind {
-        crate::BackendKind::Postgres
+    fn backend(&self) -> crate::DatabaseKind {
+        crate::DatabaseKind::Postgres
     }
 
     async fn close(&self) {

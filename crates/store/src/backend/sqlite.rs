@@ -245,8 +245,8 @@ impl MemoryStore for SqliteStore {
 
 #[async_trait::async_trait]
 impl crate::StoreBackend for SqliteStore {
-    fn backend(&self) -> crate::BackendKind {
-        crate::BackendKind::Sqlite
+    fn backend(&self) -> crate::DatabaseKind {
+        crate::DatabaseKind::Sqlite
     }
 
     async fn close(&self) {

@@ -7,7 +7,7 @@ use crate::enums::string_enum;
 use crate::error::{StoreError, StoreResult};
 use crate::records::queue::LeaseToken;
 
-use auto_swe_interpreter::{HumanStepStatus as HumanStepEnd, StepStatus as StepEnd};
+use auto_swe_interpreter::{HumanStepEnd, StepEnd};
 
 /// Declares a stored status that is either in progress or one of the interpreter's ends.
 macro_rules! lifecycle_status {

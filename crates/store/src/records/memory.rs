@@ -5,8 +5,9 @@ use async_trait::async_trait;
 use crate::clock::Timestamp;
 use crate::error::{StoreError, StoreResult};
 
-/// Embedding width every memory item carries.
-pub const EMBEDDING_DIMENSIONS: usize = 1536;
+/// Embedding width every memory item carries: the models crate's, the width its embedding
+/// client asks providers for.
+pub use auto_swe_models::EMBEDDING_DIMENSIONS;
 /// The most hits one search returns.
 pub const MAX_SEARCH_LIMIT: u32 = 200;
 

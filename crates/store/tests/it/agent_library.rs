@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use auto_swe_agents::{
-    Actor, AgentFields, AgentLibrary, AgentPatch, AgentRef, AgentVersion, CreateAgent, ModelSpec,
-    NewSkill, ReasoningLevel, ReferenceFile, ResolveCtx, Resolver, Runtime, ScopeRef, Skill,
-    SkillProvenance, SkillRevision, SkillScope, StaticPatterns, StoreError as LibraryStoreError,
+    Actor, AgentFields, AgentLibrary, AgentPatch, AgentRef, AgentVersion, CreateAgent,
+    LibraryStoreError, ModelName, NewSkill, ReasoningLevel, ReferenceFile, ResolveCtx, Resolver,
+    Runtime, ScopeRef, Skill, SkillProvenance, SkillRevision, SkillScope, StaticPatterns,
     name_conflicts,
 };
 use auto_swe_store::{SecretString, Store};
@@ -76,7 +76,7 @@ async fn agent_lineages_append_by_compare_and_set(db: &TestDb) {
     v2.system_prompt = None;
     v2.tool_keys = None;
     v2.runtime = None;
-    v2.model_spec = Some(ModelSpec::new("openai/gpt-5"));
+    v2.model_spec = Some(ModelName::new("openai/gpt-5"));
     assert_eq!(
         store.append(v2.clone(), Some(2)).await.unwrap_err(),
         LibraryStoreError::Conflict
@@ -522,7 +522,7 @@ async fn the_agent_library_runs_on_the_store(db: &TestDb) {
         .await
         .unwrap();
     let fields = AgentFields {
-        model_spec: Some(ModelSpec::new("anthropic/claude-sonnet")),
+        model_spec: Some(ModelName::new("anthropic/claude-sonnet")),
         system_prompt: Some("You implement.".to_owned()),
         skill_refs: vec![saved.skill.id.clone()],
         reasoning: ReasoningLevel::Medium,

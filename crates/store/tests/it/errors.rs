@@ -59,3 +59,27 @@ fn keyrings_refuse_bad_material() {
     );
     assert_eq!(ring.rotate_to(2, [0; 32]).unwrap().current_version(), 2);
 }
+
+#[tokio::test]
+async fn database_failures_are_the_stores_own_error_type() {
+    // A database file inside a directory that does not exist: the driver cannot open it.
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}",
+        dir.path().join("missing").join("store.db").display()
+    );
+    let error = Store::open(StoreConfig::new(&url, crate::support::keyring()))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "STORE_DATABASE", "{error:?}");
+    let StoreError::Database(database) = &error else {
+        panic!("expected a database error, got {error:?}");
+    };
+    assert!(!database.message().is_empty());
+    // SQLITE_CANTOPEN: a fault of the input, not one a retry clears.
+    assert_eq!(database.database_code(), Some("14"), "{database}");
+    assert!(!database.is_retryable());
+    assert!(!error.is_retryable());
+    assert!(std::error::Error::source(database).is_some());
+    assert!(database.to_string().contains("database code 14"));
+}

@@ -90,7 +90,7 @@ async fn check(blank: BlankDb) {
     assert_eq!(
         v2.model_spec
             .as_ref()
-            .map(auto_swe_agents::ModelSpec::as_str),
+            .map(auto_swe_agents::ModelName::as_str),
         Some("anthropic/claude")
     );
     assert_eq!(

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use auto_swe_agents::{
-    AgentRef, AgentVersion, CredentialRef, InMemoryCredentialStore, ResolveCtx, Resolver, Runtime,
-    RuntimeSource, ScopeRef, StoreError as LibraryStoreError,
+    AgentRef, AgentVersion, CredentialRef, InMemoryCredentialStore, LibraryStoreError, ResolveCtx,
+    Resolver, Runtime, RuntimeSource, ScopeRef,
 };
 use auto_swe_store::{NewRun, RunPins};
 use serde_json::json;

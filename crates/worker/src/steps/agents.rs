@@ -81,11 +81,7 @@ pub(crate) fn native_loop(
         Arc::new(tools),
         Arc::clone(&context.tracer),
         Arc::clone(&context.services.patterns),
-        LoopConfig {
-            system,
-            max_steps: StepBudget::new(40),
-            ..LoopConfig::default()
-        },
+        LoopConfig::new(system).with_max_steps(StepBudget::new(40)),
     ))
 }
 

@@ -30,6 +30,7 @@ const GATE_OUTPUT_CHARS: usize = 8_000;
 /// quality gates and in CI; `[ci]` names checks only CI runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct GateConfig {
     /// Quality gates: name to command.
     #[serde(default)]

@@ -102,12 +102,7 @@ pub(crate) fn services_with(
             backend,
             "unused".to_owned(),
             root,
-            ResourceLimits {
-                memory_bytes: 512 * 1024 * 1024,
-                nano_cpus: 1_000_000_000,
-                pids: 256,
-                ..ResourceLimits::default()
-            },
+            ResourceLimits::new(512 * 1024 * 1024, 1_000_000_000, 256),
         ),
         models: Arc::new(SingleModel::new(client)),
         prices: PriceCatalog::builtin(),

@@ -44,12 +44,7 @@ fn services(
             backend,
             image.to_owned(),
             root,
-            ResourceLimits {
-                memory_bytes: 256 * 1024 * 1024,
-                nano_cpus: 1_000_000_000,
-                pids: 128,
-                ..ResourceLimits::default()
-            },
+            ResourceLimits::new(256 * 1024 * 1024, 1_000_000_000, 128),
         ),
         models: Arc::new(SingleModel::new(Arc::new(
             ReplayClient::new(cassette).unwrap(),
@@ -547,23 +542,24 @@ async fn container_steps_run_locked_down_on_docker() {
         .ok()
         .filter(|h| h.starts_with("unix://"))
         .unwrap_or_else(|| "/var/run/docker.sock".to_owned());
-    let backend = match auto_swe_sandbox::DockerBackend::connect(auto_swe_sandbox::DockerConfig {
-        socket,
-        helper_image: image.clone(),
-        sidecar_image: std::env::var("AUTO_SWE_SIDECAR_IMAGE").ok(),
-    })
-    .await
-    {
-        Ok(backend) => backend,
-        Err(error) => {
-            assert!(
-                std::env::var("AUTO_SWE_REQUIRE_DOCKER").as_deref() != Ok("1"),
-                "docker required: {error}"
-            );
-            eprintln!("skipping: {error}");
-            return;
-        }
-    };
+    let backend =
+        match auto_swe_sandbox::DockerBackend::connect(auto_swe_sandbox::DockerConfig::new(
+            socket,
+            image.clone(),
+            std::env::var("AUTO_SWE_SIDECAR_IMAGE").ok(),
+        ))
+        .await
+        {
+            Ok(backend) => backend,
+            Err(error) => {
+                assert!(
+                    std::env::var("AUTO_SWE_REQUIRE_DOCKER").as_deref() != Ok("1"),
+                    "docker required: {error}"
+                );
+                eprintln!("skipping: {error}");
+                return;
+            }
+        };
     let db = TestStore::new(Kind::Sqlite).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let services = services(

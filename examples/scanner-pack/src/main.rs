@@ -1,7 +1,7 @@
 //! A host adding its own pattern pack: two company-specific rules, one built-in rule disabled,
 //! served through a `PatternSource` and compiled through the TTL cache.
 //!
-//! Run with `cargo run -p auto-swe-scanners --example pattern_pack`.
+//! Run with `cargo run -p auto-swe-example-scanner-pack`.
 #![expect(clippy::print_stdout, reason = "an example prints what it found")]
 
 use auto_swe_scanners::{
