@@ -244,9 +244,10 @@ impl ClaudeCodeAdapter {
         }
         if call.tool.starts_with(relay::RELAY_TOOL_PREFIX) {
             // A relayed MCP tool runs in the worker, through the binding, when the CLI sends
-            // the call over the pipe; only a bound one may be asked for.
+            // the call over the pipe; only a bound one may be asked for, and each spends a step
+            // of the turn's budget.
             return match relay::relayed_key(self.config.mcp.as_deref(), &call.tool) {
-                Some(_) => Decision::Allow,
+                Some(_) => turn.admit_relayed(&call.tool),
                 None => Decision::Deny {
                     reason: "no such relayed MCP tool".to_owned(),
                 },

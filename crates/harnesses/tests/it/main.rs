@@ -6,4 +6,5 @@
 mod claude_real;
 mod codex_real;
 mod fake;
+mod step_budget;
 mod support;

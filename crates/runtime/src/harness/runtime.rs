@@ -177,27 +177,12 @@ impl HarnessTurn {
                             self.tag
                         )));
                 }
-                let max = self.config.max_steps.get();
-                let spent = self
-                    .state
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .allowed;
-                if spent >= max {
-                    Decision::Deny {
-                        reason: format!("the step budget of {max} tool calls is spent"),
-                    }
-                } else {
-                    decide_canonical(&canonical, &self.policy)
+                match decide_canonical(&canonical, &self.policy) {
+                    Decision::Allow => self.take_step(),
+                    deny @ Decision::Deny { .. } => deny,
                 }
             }
         };
-        if decision == Decision::Allow {
-            self.state
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .allowed += 1;
-        }
         let mut input = call.input.clone();
         if let Some(obj) = input.as_object_mut() {
             for key in ["content", "new_string", "newText", "file_text"] {
@@ -221,6 +206,32 @@ impl HarnessTurn {
             call: None,
         });
         decision
+    }
+
+    /// Admits one call of a tool the adapter relays to the worker itself (an MCP tool served
+    /// over the CLI's own pipe, whose call the binding screens and traces): it spends a step
+    /// of the turn's budget like any allowed call, and is refused once the budget is spent.
+    #[must_use]
+    pub fn admit_relayed(&self, tool: &str) -> Decision {
+        let decision = self.take_step();
+        if let Decision::Deny { reason } = &decision {
+            tracing::info!(tool, reason = %reason, "relayed tool call refused");
+        }
+        decision
+    }
+
+    /// Spends one step of the budget, checked and counted under one lock so concurrent calls
+    /// never pass it together.
+    fn take_step(&self) -> Decision {
+        let max = self.config.max_steps.get();
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.allowed >= max {
+            return Decision::Deny {
+                reason: format!("the step budget of {max} tool calls is spent"),
+            };
+        }
+        state.allowed += 1;
+        Decision::Allow
     }
 
     /// Debits one finished model call; past the budget the turn is stopped and this returns
