@@ -103,6 +103,14 @@ pub enum QueueState {
     },
     /// Waiting on a wake condition.
     Parked(WakeOn),
+    /// Waiting on a wake condition for at most until `deadline` (database time), when it becomes
+    /// claimable anyway ([`Release::ParkUntil`]).
+    ParkedUntil {
+        /// What wakes it early.
+        wake: WakeOn,
+        /// When it is claimable without its wake.
+        deadline: Timestamp,
+    },
     /// Released as done, or ended by finalize; not claimable.
     Done,
     /// Dead-lettered: `max_attempts` claims in a row ended without a release (each holder
@@ -299,6 +307,14 @@ pub(crate) fn queue_state_from_row(row: QueueRow) -> StoreResult<QueueState> {
         wake_kind.as_deref(),
         wake_key,
     ) {
+        ("RUNNABLE", _, _, Some("SIGNAL"), Some(name)) => Ok(QueueState::ParkedUntil {
+            wake: WakeOn::Signal { name },
+            deadline: Timestamp::from_millis(available_at),
+        }),
+        ("RUNNABLE", _, _, Some("HUMAN_STEP"), Some(id)) => Ok(QueueState::ParkedUntil {
+            wake: WakeOn::HumanStep { id },
+            deadline: Timestamp::from_millis(available_at),
+        }),
         ("RUNNABLE", _, _, _, _) => Ok(QueueState::Runnable {
             available_at: Timestamp::from_millis(available_at),
         }),

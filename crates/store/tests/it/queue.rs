@@ -243,7 +243,19 @@ async fn parked_runs_with_a_deadline_wake_on_either(db: &TestDb) {
     // Woken early by its signal.
     let run_id = runnable_run(db).await;
     let claim = db.store.claim(&request("w", 1)).await.unwrap().remove(0);
+    let before = db.store.database_time().await.unwrap();
     db.store.release(&claim, park(&wake)).await.unwrap();
+    // Readers see what it waits for and until when, not a plain runnable run.
+    match db.store.queue_state(&run_id).await.unwrap() {
+        Some(QueueState::ParkedUntil {
+            wake: seen,
+            deadline,
+        }) => {
+            assert_eq!(seen, wake);
+            assert!(deadline >= before.plus(Duration::from_secs(3600)));
+        }
+        other => unreachable!("not parked until a deadline: {other:?}"),
+    }
     assert!(db.store.claim(&request("w", 10)).await.unwrap().is_empty());
     db.store
         .send_signal(&run_id, "other", &json!({}))
@@ -254,6 +266,11 @@ async fn parked_runs_with_a_deadline_wake_on_either(db: &TestDb) {
         .send_signal(&run_id, "ci", &json!({"status": "SUCCESS"}))
         .await
         .unwrap();
+    // Its wake written, it is plainly runnable now.
+    assert!(matches!(
+        db.store.queue_state(&run_id).await.unwrap(),
+        Some(QueueState::Runnable { .. })
+    ));
     let claim = db.store.claim(&request("w", 10)).await.unwrap().remove(0);
     assert_eq!(claim.run_id, run_id);
 

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use auto_swe_store::{
-    HumanStepStatus, OutcomeState, PullRequestQuery, RunListQuery, Store, StoreError,
+    HumanStepStatus, OutcomeState, PullRequestQuery, QueueState, RunListQuery, Store, StoreError,
+    WakeOn,
 };
 use auto_swe_worker::templates::{TEMPLATES, template};
 use auto_swe_worker::{CI_SIGNAL, MERGE_SIGNAL, WorkerError};
@@ -14,7 +15,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::progress::Progress;
-use super::run::{report_end, waiting_on};
+use super::run::report_end;
 use super::{LocalHost, SandboxChoice, open_store, run_model, runtime, scm, text_argument};
 use crate::output::{self, Format, Status};
 
@@ -139,17 +140,11 @@ async fn follow_run(store: &Store, run_id: &str, format: Format) -> anyhow::Resu
     let settled = async {
         loop {
             let run = store.get_run(run_id).await?;
-            let moving = match run.status {
-                auto_swe_store::RunStatus::Pending | auto_swe_store::RunStatus::Running => true,
-                auto_swe_store::RunStatus::Waiting => {
-                    let prs = store
-                        .list_pull_requests(&PullRequestQuery::default().of_run(run_id))
-                        .await?;
-                    waiting_on(store, &run, &prs).await?.as_deref() == Some(CI_SIGNAL)
-                }
-                _ => false,
+            let queue = match run.status {
+                auto_swe_store::RunStatus::Waiting => store.queue_state(run_id).await?,
+                _ => None,
             };
-            if !moving {
+            if !still_moving(run.status, queue.as_ref()) {
                 return Ok::<_, anyhow::Error>(());
             }
             tokio::time::sleep(FOLLOW_POLL).await;
@@ -161,6 +156,28 @@ async fn follow_run(store: &Store, run_id: &str, format: Format) -> anyhow::Resu
         .map_err(|e| store_error(&e, "run"))??;
     progress.settle(store, run_id, None).await?;
     report_end(store, run_id, None, format).await
+}
+
+/// Whether `--follow` keeps following: the run is queued or held by a worker, or waits for
+/// local CI's verdict, which a worker delivers. The queue, not the pull request's CI status, says
+/// what a waiting run waits for: local CI marks the pull request green before its verdict wakes
+/// the run, and in between the run must not read as waiting for the merge.
+fn still_moving(status: auto_swe_store::RunStatus, queue: Option<&QueueState>) -> bool {
+    match status {
+        auto_swe_store::RunStatus::Pending | auto_swe_store::RunStatus::Running => true,
+        auto_swe_store::RunStatus::Waiting => match queue {
+            Some(QueueState::Runnable { .. } | QueueState::Leased { .. }) => true,
+            Some(
+                QueueState::Parked(WakeOn::Signal { name })
+                | QueueState::ParkedUntil {
+                    wake: WakeOn::Signal { name },
+                    ..
+                },
+            ) => name == CI_SIGNAL,
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 async fn show_run(
@@ -715,4 +732,53 @@ pub(crate) fn worker(args: &WorkerArgs) -> anyhow::Result<Status> {
         served.map_err(|e: WorkerError| anyhow::anyhow!("{e} ({})", e.code()))?;
         Ok(Status::Success)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use auto_swe_store::{RunStatus, Timestamp};
+
+    use super::*;
+
+    fn on(name: &str) -> WakeOn {
+        WakeOn::Signal {
+            name: name.to_owned(),
+        }
+    }
+
+    #[test]
+    fn follow_goes_on_through_a_wake_not_yet_claimed_and_stops_at_a_person() {
+        let until = |wake| QueueState::ParkedUntil {
+            wake,
+            deadline: Timestamp::from_millis(0),
+        };
+        // Local CI's verdict written, the run woken but not yet claimed: still moving, whatever
+        // the pull request's CI status says by then.
+        let woken = QueueState::Runnable {
+            available_at: Timestamp::from_millis(0),
+        };
+        assert!(still_moving(RunStatus::Waiting, Some(&woken)));
+        assert!(still_moving(
+            RunStatus::Waiting,
+            Some(&until(on(CI_SIGNAL)))
+        ));
+        assert!(still_moving(
+            RunStatus::Waiting,
+            Some(&QueueState::Parked(on(CI_SIGNAL)))
+        ));
+        assert!(still_moving(RunStatus::Running, None));
+        // Waits only a person or another system ends.
+        for parked in [
+            QueueState::Parked(on(MERGE_SIGNAL)),
+            until(on(MERGE_SIGNAL)),
+            until(WakeOn::HumanStep { id: "h".to_owned() }),
+            QueueState::Done,
+        ] {
+            assert!(
+                !still_moving(RunStatus::Waiting, Some(&parked)),
+                "{parked:?}"
+            );
+        }
+        assert!(!still_moving(RunStatus::Waiting, None));
+    }
 }
