@@ -66,7 +66,7 @@ pub use records::memory::{
 };
 pub use records::queries::{
     AuditPage, AuditQuery, InboxQuery, MAX_PAGE, OrgSpend, ReapQuery, RunListQuery, RunPage,
-    RunQueryStore, RunVisibility, TracePage,
+    RunQueryStore, RunViewer, RunVisibility, TracePage,
 };
 pub use records::queue::{
     Claim, ClaimRequest, DEFAULT_MAX_ATTEMPTS, Enqueue, LeaseToken, MAX_CLAIM_BATCH, MAX_DELAY,

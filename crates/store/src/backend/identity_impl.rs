@@ -27,6 +27,7 @@ macro_rules! impl_identity_stores {
                     id: row.try_get("id")?,
                     email: row.try_get("email")?,
                     name: row.try_get("name")?,
+                    active: row.try_get("active")?,
                     created_at: Timestamp::from_millis(row.try_get("created_at")?),
                 })
             }
@@ -290,6 +291,18 @@ macro_rules! impl_identity_stores {
                 row.as_ref().map(Self::user_from_row).transpose()
             }
 
+            async fn set_user_active(&self, id: &str, active: bool) -> StoreResult<()> {
+                let done = sqlx::query("UPDATE users SET active = $2 WHERE id = $1")
+                    .bind(id)
+                    .bind(active)
+                    .execute(&self.pool)
+                    .await?;
+                if done.rows_affected() == 0 {
+                    return Err(StoreError::not_found("user", id));
+                }
+                Ok(())
+            }
+
             async fn list_users(&self, query: &UserListQuery) -> StoreResult<UserPage> {
                 let limit = validate_page(query.limit)?;
                 limits::optional_short_text("user search", query.search.as_deref())?;
@@ -417,6 +430,7 @@ macro_rules! impl_identity_stores {
                 let row = sqlx::query(
                     "UPDATE api_tokens SET last_used_at = $2 WHERE token_hash = $1 \
                      AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2) \
+                     AND (user_id IS NULL OR user_id IN (SELECT id FROM users WHERE active)) \
                      RETURNING *",
                 )
                 .bind(crate::records::tokens::hash_token(plaintext.expose()))

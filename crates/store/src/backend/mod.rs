@@ -64,7 +64,8 @@ pub(crate) mod prelude {
     };
     pub(crate) use crate::records::queries::{
         AuditPage, AuditQuery, InboxQuery, OrgSpend, ReapQuery, RunListQuery, RunPage,
-        RunQueryStore, RunVisibility, TracePage, decode_cursor, encode_cursor, validate_page,
+        RunQueryStore, RunViewer, RunVisibility, TracePage, decode_cursor, encode_cursor,
+        validate_page,
     };
     pub(crate) use crate::records::queue::{
         Claim, ClaimRequest, Enqueue, LeaseToken, QueueState, QueueStore, Release, WakeOn,

@@ -27,17 +27,38 @@ macro_rules! impl_run_queries {
                     Some((at, id)) => (Some(at), Some(id)),
                     None => (None, None),
                 };
+                let (viewer, viewer_user, viewer_team) = match &query.visible_to {
+                    None => (None, None, None),
+                    Some(RunViewer::User(id)) => (Some(id.as_str()), Some(id.as_str()), None),
+                    Some(RunViewer::ServicePrincipal { id, team_id }) => {
+                        (Some(id.as_str()), None, Some(team_id.as_str()))
+                    }
+                };
                 let rows = sqlx::query(
-                    "SELECT * FROM workflow_runs \
-                     WHERE (CAST($1 AS TEXT) IS NULL OR org_id = $1) \
-                     AND (CAST($2 AS TEXT) IS NULL OR team_id = $2) \
-                     AND (CAST($3 AS TEXT) IS NULL OR status = $3) \
-                     AND (CAST($4 AS TEXT) IS NULL OR launched_by = $4) \
-                     AND (CAST($5 AS TEXT) IS NULL OR template_version_id = $5) \
-                     AND (CAST($6 AS BIGINT) IS NULL OR created_at < $6 \
-                          OR (created_at = $6 AND id < $7)) \
-                     AND (CAST($9 AS TEXT) IS NULL OR id LIKE $9 ESCAPE '\\') \
-                     ORDER BY created_at DESC, id DESC LIMIT $8",
+                    "SELECT r.* FROM workflow_runs r \
+                     LEFT JOIN run_inputs i ON i.id = r.run_input_id \
+                     LEFT JOIN connections c ON c.id = i.connection_id \
+                     LEFT JOIN workflow_template_versions v ON v.id = r.template_version_id \
+                     LEFT JOIN workflow_templates t ON t.id = v.template_id \
+                     WHERE (CAST($1 AS TEXT) IS NULL OR r.org_id = $1) \
+                     AND (CAST($2 AS TEXT) IS NULL OR r.team_id = $2) \
+                     AND (CAST($3 AS TEXT) IS NULL OR r.status = $3) \
+                     AND (CAST($4 AS TEXT) IS NULL OR r.launched_by = $4) \
+                     AND (CAST($5 AS TEXT) IS NULL OR r.template_version_id = $5) \
+                     AND (CAST($6 AS BIGINT) IS NULL OR r.created_at < $6 \
+                          OR (r.created_at = $6 AND r.id < $7)) \
+                     AND (CAST($9 AS TEXT) IS NULL OR r.id LIKE $9 ESCAPE '\\') \
+                     AND (CAST($10 AS TEXT) IS NULL \
+                       OR COALESCE(r.launched_by, i.submitter) = $10 \
+                       OR c.team_id IN (SELECT m.team_id FROM team_memberships m \
+                                        WHERE m.user_id = $11) \
+                       OR t.team_id IN (SELECT m.team_id FROM team_memberships m \
+                                        WHERE m.user_id = $11) \
+                       OR (i.connection_id IS NULL AND COALESCE(r.launched_by, i.submitter) IN \
+                           (SELECT p.id FROM service_principals p JOIN team_memberships m \
+                            ON m.team_id = p.team_id WHERE m.user_id = $11)) \
+                       OR c.team_id = $12 OR t.team_id = $12) \
+                     ORDER BY r.created_at DESC, r.id DESC LIMIT $8",
                 )
                 .bind(&query.org_id)
                 .bind(&query.team_id)
@@ -48,6 +69,9 @@ macro_rules! impl_run_queries {
                 .bind(after_id)
                 .bind(limit + 1)
                 .bind(query.id_prefix.as_deref().map(crate::records::queries::like_prefix))
+                .bind(viewer)
+                .bind(viewer_user)
+                .bind(viewer_team)
                 .fetch_all(&self.pool)
                 .await?;
                 let mut runs = rows

@@ -31,10 +31,31 @@ pub struct RunListQuery {
     /// Only runs whose id starts with this text (a pasted, shortened run id); `%` and `_` are
     /// matched literally.
     pub id_prefix: Option<String>,
+    /// Only runs this viewer may see ([`RunViewer`]); `None` lists every run (platform
+    /// admins and operators).
+    pub visible_to: Option<RunViewer>,
     /// Page size (1..=500).
     pub limit: u32,
     /// Where the previous page ended ([`RunPage::next`]); `None` for the first page.
     pub cursor: Option<String>,
+}
+
+/// Who is looking, for the run-visibility predicate: a run is visible to its requester, to
+/// members of the team that owns the connection (repository) its work request targets or the
+/// template it runs, and — for a run with no connection that one of their team's service
+/// principals requested — to that team's members.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunViewer {
+    /// A signed-in user: their own runs and their teams' (through their team memberships).
+    User(String),
+    /// A service principal: its own runs and those of its team's connections and templates.
+    ServicePrincipal {
+        /// The principal.
+        id: String,
+        /// Its team.
+        team_id: String,
+    },
 }
 
 impl RunListQuery {

@@ -35,6 +35,8 @@ string_enum! {
         Admin => "PLATFORM_ADMIN",
         /// Operates it: reads everything, reaps and re-queues runs.
         Operator => "PLATFORM_OPERATOR",
+        /// Leads engineers: above everyone signed in, below the platform's admins.
+        Lead => "LEAD",
     }
 }
 
@@ -123,6 +125,8 @@ pub struct User {
     pub email: String,
     /// Display name.
     pub name: String,
+    /// Whether they may sign in; an inactive user's credentials stop working at once.
+    pub active: bool,
     /// Creation time.
     pub created_at: Timestamp,
 }
@@ -164,6 +168,8 @@ pub trait UserStore: Send + Sync {
     async fn get_user(&self, id: &str) -> StoreResult<User>;
     /// Finds a user by email (case-insensitive).
     async fn find_user_by_email(&self, email: &str) -> StoreResult<Option<User>>;
+    /// Switches a user on or off.
+    async fn set_user_active(&self, id: &str, active: bool) -> StoreResult<()>;
     /// A page of users, newest first, optionally narrowed by a search text.
     async fn list_users(&self, query: &UserListQuery) -> StoreResult<UserPage>;
 }

@@ -70,7 +70,8 @@ pub struct NewApiToken {
 /// Tokens and service principals.
 ///
 /// Implementors guarantee: the plaintext token is returned once, at creation, and only its
-/// SHA-256 is stored; a revoked or expired token never authenticates.
+/// SHA-256 is stored; a revoked or expired token, or one of an inactive user, never
+/// authenticates.
 #[async_trait]
 pub trait TokenStore: Send + Sync {
     /// Creates a service principal.

@@ -25,3 +25,4 @@ mod runs;
 mod runtime_pins;
 mod scale;
 mod secrets;
+mod visibility;

@@ -147,4 +147,56 @@ async fn members_teams_and_platform_roles(db: &TestDb) {
         "ROOT".parse::<PlatformRole>().unwrap_err().code(),
         "STORE_INVALID_INPUT"
     );
+    db.store
+        .grant_platform_role(&alice.id, PlatformRole::Lead)
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store.platform_role(&alice.id).await.unwrap(),
+        Some(PlatformRole::Lead)
+    );
+
+    // Switching a user off stops their tokens at once; switching them on again restores them.
+    assert!(db.store.get_user(&alice.id).await.unwrap().active);
+    let (_, plaintext) = db
+        .store
+        .create_token(NewApiToken {
+            owner: TokenOwner::User(alice.id.clone()),
+            name: "cli".to_owned(),
+            expires_at: None,
+        })
+        .await
+        .unwrap();
+    assert!(
+        db.store
+            .authenticate_token(&plaintext)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    db.store.set_user_active(&alice.id, false).await.unwrap();
+    assert!(!db.store.get_user(&alice.id).await.unwrap().active);
+    assert!(
+        db.store
+            .authenticate_token(&plaintext)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    db.store.set_user_active(&alice.id, true).await.unwrap();
+    assert!(
+        db.store
+            .authenticate_token(&plaintext)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        db.store
+            .set_user_active("no-such-user", false)
+            .await
+            .unwrap_err()
+            .code(),
+        "STORE_NOT_FOUND"
+    );
 }
