@@ -2,7 +2,7 @@
 //! checked against what the spec declares and recorded as a work request, and the run queued.
 
 use auto_swe_spec::{ValidateOptions, validate_value};
-use auto_swe_store::{NewRun, NewRunInput, Run, Store};
+use auto_swe_store::{NewRun, NewRunInput, Run, RunInput, Store, SubmitOutcome};
 use serde_json::Value;
 
 use crate::budget::{billing_org, org_budget};
@@ -27,13 +27,90 @@ fn refused(code: &'static str, message: impl Into<String>) -> WorkerError {
     }
 }
 
+/// How a launch is recorded beyond its spec and input.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LaunchOptions {
+    /// A key the submitter chose: the same key with the same request starts one run, however
+    /// often it is sent; with a different request it is refused (`IDEMPOTENCY_KEY_MISMATCH`).
+    pub idempotency_key: Option<String>,
+    /// The user who launched it (recorded on the run, for visibility).
+    pub launched_by: Option<String>,
+}
+
+/// What [`launch_with`] did.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Launched {
+    /// A new run was started.
+    Started(Run),
+    /// The idempotency key had already started this run; nothing new was recorded.
+    Replayed(Run),
+}
+
+impl Launched {
+    /// The run, new or earlier.
+    #[must_use]
+    pub fn run(&self) -> &Run {
+        match self {
+            Launched::Started(run) | Launched::Replayed(run) => run,
+        }
+    }
+}
+
+/// How long a request recorded under an idempotency key but not yet started is taken to be in
+/// progress elsewhere (`IDEMPOTENCY_KEY_IN_PROGRESS`); after that, its launch is taken to have
+/// died and a later send finishes it.
+pub const IDEMPOTENCY_IN_PROGRESS_WINDOW: std::time::Duration =
+    std::time::Duration::from_secs(30);
+
 /// Validates, records and queues a run; returns it.
-#[tracing::instrument(level = "info", skip_all, fields(submitter = %launch.submitter))]
 pub async fn launch(
     store: &Store,
     registry: &StepRegistry,
     launch: Launch,
 ) -> Result<Run, WorkerError> {
+    launch_with(store, registry, launch, LaunchOptions::default())
+        .await
+        .map(|launched| launched.run().clone())
+}
+
+/// The run an earlier send of the same request started; `IDEMPOTENCY_KEY_IN_PROGRESS` while
+/// that send may still be starting it; `None` when it died before starting one.
+async fn earlier_launch(
+    store: &Store,
+    recorded: &RunInput,
+) -> Result<Option<Launched>, WorkerError> {
+    if let Some(run_id) = &recorded.started_run_id {
+        let run = store
+            .get_run(run_id)
+            .await
+            .map_err(|e| WorkerError::from_store(run_id, e))?;
+        return Ok(Some(Launched::Replayed(run)));
+    }
+    let now = store
+        .database_time()
+        .await
+        .map_err(|e| WorkerError::from_store("", e))?;
+    if now.as_millis() - recorded.created_at.as_millis()
+        < i64::try_from(IDEMPOTENCY_IN_PROGRESS_WINDOW.as_millis()).unwrap_or(i64::MAX)
+    {
+        return Err(refused(
+            "IDEMPOTENCY_KEY_IN_PROGRESS",
+            "a request with this idempotency key is being started; send it again shortly",
+        ));
+    }
+    Ok(None)
+}
+
+/// [`launch`] with an idempotency key and the launching user.
+#[tracing::instrument(level = "info", skip_all, fields(submitter = %launch.submitter))]
+pub async fn launch_with(
+    store: &Store,
+    registry: &StepRegistry,
+    launch: Launch,
+    options: LaunchOptions,
+) -> Result<Launched, WorkerError> {
     let catalog = registry.catalog();
     let report = validate_value(&launch.spec, &ValidateOptions::with_step_catalog(&catalog));
     if !report.is_valid() {
@@ -84,11 +161,20 @@ pub async fn launch(
     let mut request = NewRunInput::new(launch.submitter, input);
     request.connection_id = connection.clone();
     request.billing_org_id = billing.as_ref().map(|b| b.org_id.clone());
-    let (recorded, _) = store
+    request.idempotency_key = options.idempotency_key;
+    let (recorded, outcome) = store
         .submit_run_input(request)
         .await
         .map_err(|e| WorkerError::from_store("", e))?;
+    if outcome == SubmitOutcome::Existing
+        && let Some(earlier) = earlier_launch(store, &recorded).await?
+    {
+        return Ok(earlier);
+    }
     let mut run = NewRun::new(launch.spec).with_run_input(&recorded.id);
+    if let Some(user) = options.launched_by {
+        run = run.launched_by(user);
+    }
     if let Some(billing) = billing {
         run = run.with_org(billing.org_id).with_team(billing.team_id);
     }
@@ -99,14 +185,25 @@ pub async fn launch(
         .create_run(run)
         .await
         .map_err(|e| WorkerError::from_store("", e))?;
-    store
-        .mark_run_input_started(&recorded.id, &run.id)
-        .await
-        .map_err(|e| WorkerError::from_store(&run.id, e))?;
+    if let Err(error) = store.mark_run_input_started(&recorded.id, &run.id).await {
+        // Another launch of the same request won the race: this run is never queued, so it
+        // never runs; answer with the one that did start.
+        if error.code() == "STORE_CONFLICT"
+            && let Ok(request) = store.get_run_input(&recorded.id).await
+            && let Some(started) = request.started_run_id
+        {
+            let run = store
+                .get_run(&started)
+                .await
+                .map_err(|e| WorkerError::from_store(&started, e))?;
+            return Ok(Launched::Replayed(run));
+        }
+        return Err(WorkerError::from_store(&run.id, error));
+    }
     store
         .enqueue(&run.id)
         .await
         .map_err(|e| WorkerError::from_store(&run.id, e))?;
     tracing::info!(run_id = %run.id, "run launched");
-    Ok(run)
+    Ok(Launched::Started(run))
 }

@@ -46,7 +46,9 @@ pub use engine::{
 };
 pub use error::WorkerError;
 pub use journaling::{JournalStats, JournalingDispatcher};
-pub use launch::{Launch, launch};
+pub use launch::{
+    IDEMPOTENCY_IN_PROGRESS_WINDOW, Launch, LaunchOptions, Launched, launch, launch_with,
+};
 pub use parking::{Parking, Working};
 pub use reaper::{ReapReport, Reaper, ReaperConfig};
 pub use scm::{

@@ -1,0 +1,338 @@
+//! Who is calling: personal access tokens and service-principal tokens (`ats_…`, stored as
+//! SHA-256 only), and short-lived JWTs exchanged from a user's token, whose holder's role and
+//! active flag are read again (cached for 30 seconds) on every use.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use auto_swe_store::{PlatformRole, SecretString, Store, TOKEN_PREFIX, TokenOwner};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{JwtAlgorithm, JwtConfig};
+use crate::error::{ApiError, ApiResult};
+
+/// How long a user's role and active flag, read for a JWT, are trusted before reading them
+/// again.
+pub const IDENTITY_CACHE_TTL: Duration = Duration::from_secs(30);
+
+const ISSUER: &str = "auto-swe";
+const AUDIENCE: &str = "auto-swe-api";
+
+/// Platform roles, lowest first: every signed-in user is at least an engineer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[non_exhaustive]
+pub enum Role {
+    /// Everyone signed in.
+    Engineer,
+    /// Team leads.
+    Lead,
+    /// Platform admins.
+    Admin,
+}
+
+impl Role {
+    /// The stable name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Engineer => "ENGINEER",
+            Role::Lead => "LEAD",
+            Role::Admin => "ADMIN",
+        }
+    }
+}
+
+/// A signed-in person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserIdentity {
+    /// User id.
+    pub id: String,
+    /// Their email.
+    pub email: String,
+    /// Their platform role now.
+    pub role: Role,
+    /// Whether they see every run (platform admins and operators).
+    pub sees_everything: bool,
+}
+
+/// A team's non-human caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceIdentity {
+    /// Principal id.
+    pub id: String,
+    /// Its team.
+    pub team_id: String,
+    /// Connections it may launch on (empty: none).
+    pub allowed_connection_ids: Vec<String>,
+    /// Templates it may launch (empty: none).
+    pub allowed_template_ids: Vec<String>,
+}
+
+/// Whoever presented a credential that authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// A person.
+    User(UserIdentity),
+    /// A service principal: only on routes that declare service scopes.
+    Service(ServiceIdentity),
+}
+
+impl Caller {
+    /// The id runs and answers are recorded under.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        match self {
+            Caller::User(user) => &user.id,
+            Caller::Service(service) => &service.id,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Claims {
+    sub: String,
+    role: Role,
+    iss: String,
+    aud: String,
+    iat: u64,
+    exp: u64,
+}
+
+struct Keys {
+    algorithm: Algorithm,
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+}
+
+/// Checks credentials against the store and issues JWTs.
+pub struct Authenticator {
+    store: Store,
+    keys: Keys,
+    ttl: Duration,
+    cache: Mutex<HashMap<String, (Instant, Option<UserIdentity>)>>,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator")
+            .field("algorithm", &self.keys.algorithm)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the JWT keys cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+#[error("JWT keys: {0}")]
+pub struct KeyError(String);
+
+impl Authenticator {
+    /// Loads the signing keys `config` names; `env_secret` is `AUTO_SWE_JWT_SECRET`.
+    pub fn new(
+        store: Store,
+        config: &JwtConfig,
+        env_secret: Option<SecretString>,
+    ) -> Result<Self, KeyError> {
+        let read = |path: &std::path::Path| {
+            std::fs::read(path).map_err(|e| KeyError(format!("{}: {e}", path.display())))
+        };
+        let keys = match config.algorithm {
+            JwtAlgorithm::HS256 => {
+                let secret = match (&config.secret_file, env_secret) {
+                    (Some(path), _) => read(path)?,
+                    (None, Some(secret)) => secret.expose().as_bytes().to_vec(),
+                    (None, None) => {
+                        tracing::warn!(
+                            "no JWT secret configured: JWTs are signed with a random key and \
+                             stop working when this process ends"
+                        );
+                        let mut bytes = vec![0_u8; 32];
+                        getrandom::getrandom(&mut bytes)
+                            .map_err(|e| KeyError(format!("random key: {e}")))?;
+                        bytes
+                    }
+                };
+                if secret.len() < 32 {
+                    return Err(KeyError("an HS256 secret needs at least 32 bytes".to_owned()));
+                }
+                Keys {
+                    algorithm: Algorithm::HS256,
+                    encoding: EncodingKey::from_secret(&secret),
+                    decoding: DecodingKey::from_secret(&secret),
+                }
+            }
+            JwtAlgorithm::RS256 => {
+                let (Some(private), Some(public)) =
+                    (&config.private_key_file, &config.public_key_file)
+                else {
+                    return Err(KeyError("RS256 needs both key files".to_owned()));
+                };
+                Keys {
+                    algorithm: Algorithm::RS256,
+                    encoding: EncodingKey::from_rsa_pem(&read(private)?)
+                        .map_err(|e| KeyError(format!("private key: {e}")))?,
+                    decoding: DecodingKey::from_rsa_pem(&read(public)?)
+                        .map_err(|e| KeyError(format!("public key: {e}")))?,
+                }
+            }
+        };
+        Ok(Self {
+            store,
+            keys,
+            ttl: Duration::from_secs(config.ttl_seconds),
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Who the `Authorization` header names.
+    #[tracing::instrument(level = "debug", skip_all)]
+    pub async fn authenticate(&self, authorization: Option<&str>) -> ApiResult<Caller> {
+        let Some(value) = authorization else {
+            return Err(ApiError::unauthenticated(
+                "send Authorization: Bearer <token>",
+            ));
+        };
+        let Some(credential) = value
+            .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("bearer "))
+            .map(str::trim)
+        else {
+            return Err(ApiError::unauthenticated(
+                "the Authorization header is not a Bearer credential",
+            ));
+        };
+        if credential.starts_with(TOKEN_PREFIX) {
+            return self.token_caller(credential).await;
+        }
+        if credential.starts_with("eyJ") {
+            return self.jwt_caller(credential).await.map(Caller::User);
+        }
+        Err(ApiError::unauthenticated("the credential is not recognised"))
+    }
+
+    async fn token_caller(&self, credential: &str) -> ApiResult<Caller> {
+        let token = self
+            .store
+            .authenticate_token(&SecretString::new(credential))
+            .await
+            .map_err(|e| ApiError::from_store(&e, "token"))?
+            .ok_or_else(|| ApiError::unauthenticated("the token is unknown, expired or revoked"))?;
+        match token.owner {
+            TokenOwner::User(id) => self
+                .read_user(&id)
+                .await?
+                .map(Caller::User)
+                .ok_or_else(|| ApiError::unauthenticated("the token's user is not active")),
+            TokenOwner::ServicePrincipal(id) => {
+                let principal = self
+                    .store
+                    .get_service_principal(&id)
+                    .await
+                    .map_err(|e| ApiError::from_store(&e, "service principal"))?;
+                Ok(Caller::Service(ServiceIdentity {
+                    id: principal.id,
+                    team_id: principal.team_id,
+                    allowed_connection_ids: principal.allowed_connection_ids,
+                    allowed_template_ids: principal.allowed_template_ids,
+                }))
+            }
+            _ => Err(ApiError::unauthenticated("the token's owner is not known")),
+        }
+    }
+
+    async fn jwt_caller(&self, credential: &str) -> ApiResult<UserIdentity> {
+        let mut validation = Validation::new(self.keys.algorithm);
+        validation.set_issuer(&[ISSUER]);
+        validation.set_audience(&[AUDIENCE]);
+        validation.leeway = 5;
+        let claims = jsonwebtoken::decode::<Claims>(credential, &self.keys.decoding, &validation)
+            .map_err(|e| ApiError::unauthenticated(format!("the JWT is not valid: {e}")))?
+            .claims;
+        if let Some(cached) = self.cached(&claims.sub) {
+            return cached.ok_or_else(|| ApiError::unauthenticated("the user is not active"));
+        }
+        let current = self.read_user(&claims.sub).await?;
+        self.remember(&claims.sub, current.clone());
+        current.ok_or_else(|| ApiError::unauthenticated("the user is not active"))
+    }
+
+    /// What was read about a user in the last 30 seconds: `Some(None)` for inactive or gone.
+    #[expect(clippy::option_option, reason = "not cached, cached as inactive, cached as active")]
+    fn cached(&self, user_id: &str) -> Option<Option<UserIdentity>> {
+        let cache = self.cache.lock().ok()?;
+        cache
+            .get(user_id)
+            .filter(|(at, _)| at.elapsed() < IDENTITY_CACHE_TTL)
+            .map(|(_, user)| user.clone())
+    }
+
+    fn remember(&self, user_id: &str, user: Option<UserIdentity>) {
+        if let Ok(mut cache) = self.cache.lock() {
+            // Bounded: expired entries go first, and a full map starts over.
+            cache.retain(|_, (at, _)| at.elapsed() < IDENTITY_CACHE_TTL);
+            if cache.len() >= 10_000 {
+                cache.clear();
+            }
+            cache.insert(user_id.to_owned(), (Instant::now(), user));
+        }
+    }
+
+    /// Forgets what was read about a user (after their role or active flag changed here).
+    pub fn forget(&self, user_id: &str) {
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.remove(user_id);
+        }
+    }
+
+    /// The user as they are now, `None` when inactive or gone.
+    async fn read_user(&self, id: &str) -> ApiResult<Option<UserIdentity>> {
+        let user = match self.store.get_user(id).await {
+            Ok(user) => user,
+            Err(e) if e.code() == "STORE_NOT_FOUND" => return Ok(None),
+            Err(e) => return Err(ApiError::from_store(&e, "user")),
+        };
+        if !user.active {
+            return Ok(None);
+        }
+        let platform = self
+            .store
+            .platform_role(id)
+            .await
+            .map_err(|e| ApiError::from_store(&e, "user"))?;
+        let (role, sees_everything) = match platform {
+            Some(PlatformRole::Admin) => (Role::Admin, true),
+            Some(PlatformRole::Operator) => (Role::Lead, true),
+            Some(PlatformRole::Lead) => (Role::Lead, false),
+            _ => (Role::Engineer, false),
+        };
+        Ok(Some(UserIdentity {
+            id: user.id,
+            email: user.email,
+            role,
+            sees_everything,
+        }))
+    }
+
+    /// A JWT for `user`, valid for the configured lifetime; returns it and its expiry (seconds
+    /// since the epoch).
+    pub fn issue(&self, user: &UserIdentity) -> ApiResult<(String, u64)> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let exp = now + self.ttl.as_secs();
+        let claims = Claims {
+            sub: user.id.clone(),
+            role: user.role,
+            iss: ISSUER.to_owned(),
+            aud: AUDIENCE.to_owned(),
+            iat: now,
+            exp,
+        };
+        let token =
+            jsonwebtoken::encode(&Header::new(self.keys.algorithm), &claims, &self.keys.encoding)
+                .map_err(|e| ApiError::internal("JWT_SIGNING_FAILED", e.to_string()))?;
+        Ok((token, exp))
+    }
+}

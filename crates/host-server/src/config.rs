@@ -1,0 +1,291 @@
+//! Configuration: a TOML file, then `AUTO_SWE_*` variables over it. Secrets (the store's key,
+//! the JWT signing key) come only from the environment or from files the configuration names,
+//! never from the configuration text itself.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Why the configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("configuration file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file or a variable is not valid.
+    #[error("configuration: {0}")]
+    Invalid(String),
+}
+
+impl ConfigError {
+    /// Stable code.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Read { .. } => "CONFIG_UNREADABLE",
+            Self::Invalid(_) => "CONFIG_INVALID",
+        }
+    }
+}
+
+/// The JWT signing algorithm.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[non_exhaustive]
+pub enum JwtAlgorithm {
+    /// HMAC-SHA256 with a shared secret (`AUTO_SWE_JWT_SECRET` or `jwt.secretFile`).
+    #[default]
+    HS256,
+    /// RSA-SHA256 with a PEM key pair (`jwt.privateKeyFile`, `jwt.publicKeyFile`).
+    RS256,
+}
+
+/// Short-lived credentials exchanged from a token.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+#[non_exhaustive]
+pub struct JwtConfig {
+    /// Signing algorithm.
+    pub algorithm: JwtAlgorithm,
+    /// Lifetime in seconds (60 to 86,400).
+    pub ttl_seconds: u64,
+    /// HS256: a file holding the secret (else `AUTO_SWE_JWT_SECRET`, else a random secret for
+    /// this process only — JWTs then do not survive a restart or reach another server).
+    pub secret_file: Option<PathBuf>,
+    /// RS256: the PEM private key.
+    pub private_key_file: Option<PathBuf>,
+    /// RS256: the PEM public key.
+    pub public_key_file: Option<PathBuf>,
+}
+
+impl Default for JwtConfig {
+    fn default() -> Self {
+        Self {
+            algorithm: JwtAlgorithm::HS256,
+            ttl_seconds: 900,
+            secret_file: None,
+            private_key_file: None,
+            public_key_file: None,
+        }
+    }
+}
+
+/// The first platform admin, made at start when no user has that email.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
+pub struct BootstrapConfig {
+    /// Their email.
+    pub admin_email: Option<String>,
+    /// Where their first token is written (created new, owner-only): the one place it appears.
+    pub token_file: Option<PathBuf>,
+}
+
+/// The worker pool inside the server.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+#[non_exhaustive]
+pub struct PoolConfig {
+    /// Worker tasks (0 serves the API only; `auto-swe worker` processes elsewhere drive runs).
+    pub workers: usize,
+    /// `auto`, `local` or `docker`.
+    pub sandbox: String,
+    /// The model runs that name none run on (`provider/name`, or `replay/demo`).
+    pub model: String,
+    /// Lease length in seconds (1 to 3,600).
+    pub lease_seconds: u64,
+    /// Where workspaces and local repositories live.
+    pub state_dir: PathBuf,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            workers: 2,
+            sandbox: "auto".to_owned(),
+            model: "replay/demo".to_owned(),
+            lease_seconds: 60,
+            state_dir: std::env::temp_dir().join("auto-swe-server"),
+        }
+    }
+}
+
+/// Everything the server reads at start.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// The store (`postgres://…` to share it with other servers and workers, or `sqlite://…`).
+    /// A URL with a password belongs in `AUTO_SWE_STORE_URL`, not in the file.
+    pub store_url: Option<String>,
+    /// A file holding the store's 32-byte sealing key (else `AUTO_SWE_STORE_KEY`, 64 hex
+    /// digits).
+    pub store_key_file: Option<PathBuf>,
+    /// Largest request body in bytes (1 KiB to 64 MiB).
+    pub body_limit_bytes: usize,
+    /// A request that takes longer is answered 408 (1 to 600 s): slow clients cannot hold
+    /// connections open.
+    pub request_timeout_seconds: u64,
+    /// Short-lived credentials.
+    pub jwt: JwtConfig,
+    /// The first admin.
+    pub bootstrap: BootstrapConfig,
+    /// The worker pool.
+    pub pool: PoolConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            store_url: None,
+            store_key_file: None,
+            body_limit_bytes: 1024 * 1024,
+            request_timeout_seconds: 30,
+            jwt: JwtConfig::default(),
+            bootstrap: BootstrapConfig::default(),
+            pool: PoolConfig::default(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Reads `path` (when given), then applies `AUTO_SWE_LISTEN`, `AUTO_SWE_STORE_URL` and
+    /// `AUTO_SWE_WORKERS` from `env`, and checks the result.
+    pub fn load(
+        path: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let mut config = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_owned(),
+                    source,
+                })?;
+                toml::from_str::<Self>(&text).map_err(|e| ConfigError::Invalid(e.to_string()))?
+            }
+            None => Self::default(),
+        };
+        // A password in the file would sit in plain text beside the rest of the settings.
+        if config.store_url.as_deref().is_some_and(url_has_password) {
+            return Err(ConfigError::Invalid(
+                "storeUrl carries a password: put that URL in AUTO_SWE_STORE_URL instead"
+                    .to_owned(),
+            ));
+        }
+        let set = |name: &str| env(name).filter(|v| !v.is_empty());
+        if let Some(listen) = set("AUTO_SWE_LISTEN") {
+            config.listen = listen
+                .parse()
+                .map_err(|_| ConfigError::Invalid(format!("AUTO_SWE_LISTEN {listen:?}")))?;
+        }
+        if let Some(url) = set("AUTO_SWE_STORE_URL") {
+            config.store_url = Some(url);
+        }
+        if let Some(workers) = set("AUTO_SWE_WORKERS") {
+            config.pool.workers = workers
+                .parse()
+                .map_err(|_| ConfigError::Invalid(format!("AUTO_SWE_WORKERS {workers:?}")))?;
+        }
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let bad = |what: String| Err(ConfigError::Invalid(what));
+        if !(1024..=64 * 1024 * 1024).contains(&self.body_limit_bytes) {
+            return bad("bodyLimitBytes must be between 1024 and 67108864".to_owned());
+        }
+        if !(1..=600).contains(&self.request_timeout_seconds) {
+            return bad("requestTimeoutSeconds must be between 1 and 600".to_owned());
+        }
+        if !(60..=86_400).contains(&self.jwt.ttl_seconds) {
+            return bad("jwt.ttlSeconds must be between 60 and 86400".to_owned());
+        }
+        if !(1..=3600).contains(&self.pool.lease_seconds) {
+            return bad("pool.leaseSeconds must be between 1 and 3600".to_owned());
+        }
+        if self.pool.workers > 64 {
+            return bad("pool.workers must be at most 64".to_owned());
+        }
+        if !matches!(self.pool.sandbox.as_str(), "auto" | "local" | "docker") {
+            return bad(format!(
+                "pool.sandbox {:?}: use auto, local or docker",
+                self.pool.sandbox
+            ));
+        }
+        if self.jwt.algorithm == JwtAlgorithm::RS256
+            && (self.jwt.private_key_file.is_none() || self.jwt.public_key_file.is_none())
+        {
+            return bad("jwt RS256 needs privateKeyFile and publicKeyFile".to_owned());
+        }
+        Ok(())
+    }
+
+    /// The request timeout.
+    #[must_use]
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.request_timeout_seconds)
+    }
+}
+
+fn url_has_password(url: &str) -> bool {
+    url.split_once("://")
+        .and_then(|(_, rest)| rest.split('/').next())
+        .and_then(|authority| authority.rsplit_once('@'))
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn the_environment_overrides_the_file_and_bad_values_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("server.toml");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:9000\"\nbodyLimitBytes = 2048\n[pool]\nworkers = 3\n",
+        )
+        .unwrap();
+        let config = ServerConfig::load(Some(&file), &env(&[("AUTO_SWE_WORKERS", "0")])).unwrap();
+        assert_eq!(config.listen.port(), 9000);
+        assert_eq!(config.body_limit_bytes, 2048);
+        assert_eq!(config.pool.workers, 0);
+
+        for (text, expected) in [
+            ("secret = \"x\"\n", "unknown field"),
+            ("bodyLimitBytes = 1\n", "bodyLimitBytes"),
+            ("[jwt]\nalgorithm = \"RS256\"\n", "RS256 needs"),
+            ("[pool]\nsandbox = \"host\"\n", "pool.sandbox"),
+            ("storeUrl = \"postgres://u:pw@db/x\"\n", "AUTO_SWE_STORE_URL"),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            let error = ServerConfig::load(Some(&file), &env(&[])).unwrap_err();
+            assert!(error.to_string().contains(expected), "{text}: {error}");
+            assert_eq!(error.code(), "CONFIG_INVALID");
+        }
+        let error =
+            ServerConfig::load(None, &env(&[("AUTO_SWE_LISTEN", "not an address")])).unwrap_err();
+        assert!(error.to_string().contains("AUTO_SWE_LISTEN"), "{error}");
+    }
+}

@@ -1,0 +1,127 @@
+//! `auto-swe-server`: the API and a worker pool over one store.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use auto_swe_server::config::ServerConfig;
+use auto_swe_server::{AppState, Authenticator, WorkerGauge, WorkerPool, bootstrap_admin, router};
+use auto_swe_store::{Keyring, SecretString, Store, StoreConfig};
+use clap::Parser;
+use tokio_util::sync::CancellationToken;
+
+/// Serve the auto-swe API and drive runs.
+#[derive(Debug, Parser)]
+#[command(name = "auto-swe-server", version)]
+struct Args {
+    /// A TOML configuration file.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Worker tasks in this process (0: API only); overrides the file and `AUTO_SWE_WORKERS`.
+    #[arg(long)]
+    workers: Option<usize>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AUTO_SWE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("auto-swe-server: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("auto-swe-server: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn store_key(config: &ServerConfig) -> Result<Keyring, String> {
+    let text = match &config.store_key_file {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| format!("store key file {}: {e}", path.display()))?,
+        None => std::env::var("AUTO_SWE_STORE_KEY")
+            .map_err(|_| "set AUTO_SWE_STORE_KEY (64 hex digits) or storeKeyFile".to_owned())?,
+    };
+    let text = text.trim();
+    let bytes: Vec<u8> = (0..text.len())
+        .step_by(2)
+        .map(|i| text.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect::<Option<_>>()
+        .ok_or("the store key is not hexadecimal")?;
+    let key: [u8; 32] = bytes
+        .try_into()
+        .map_err(|_| "the store key must be 32 bytes (64 hex digits)".to_owned())?;
+    Ok(Keyring::single(1, key))
+}
+
+async fn serve(args: Args) -> Result<(), String> {
+    let env = |name: &str| std::env::var(name).ok();
+    let mut config =
+        ServerConfig::load(args.config.as_deref(), &env).map_err(|e| format!("{e} ({})", e.code()))?;
+    if let Some(workers) = args.workers {
+        config.pool.workers = workers;
+    }
+    let url = config
+        .store_url
+        .clone()
+        .ok_or("set AUTO_SWE_STORE_URL (or storeUrl in the configuration file)")?;
+    let store = Store::open(StoreConfig::new(&url, store_key(&config)?))
+        .await
+        .map_err(|e| format!("the store cannot be opened: {e} ({})", e.code()))?;
+    if let Some(email) = &config.bootstrap.admin_email {
+        bootstrap_admin(&store, email, config.bootstrap.token_file.as_deref())
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let secret = std::env::var("AUTO_SWE_JWT_SECRET")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .map(SecretString::new);
+    let auth = Authenticator::new(store.clone(), &config.jwt, secret).map_err(|e| e.to_string())?;
+    let gauge = WorkerGauge::new(config.pool.workers);
+    let pool = WorkerPool::start(&store, &config.pool, &gauge)
+        .await
+        .map_err(|e| e.to_string())?;
+    let app = router(
+        AppState::new(store, auth, gauge),
+        config.body_limit_bytes,
+        config.request_timeout(),
+    );
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("listening on {}: {e}", config.listen))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!(address = %local, workers = config.pool.workers, "serving");
+    // The one line a supervisor or a test reads to find the port.
+    eprintln!("auto-swe-server: listening on http://{local}");
+    let shutdown = CancellationToken::new();
+    let signalled = shutdown.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        }
+        signalled.cancel();
+    });
+    let drained = shutdown.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { drained.cancelled().await })
+        .await
+        .map_err(|e| e.to_string())?;
+    tracing::info!("requests drained; stopping workers");
+    pool.stop().await;
+    Ok(())
+}

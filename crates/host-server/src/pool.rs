@@ -1,0 +1,175 @@
+//! The server's worker pool: N workers over the shared queue, with a run reaper and local CI,
+//! all stopped by one token. With `workers = 0` the server only answers the API and runs wait
+//! for workers elsewhere (`auto-swe worker` against the same store).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use auto_swe_models::{
+    ApiKey, Cassette, ClientConfig, ModelClient, ModelSpec, PriceCatalog, ProviderClient,
+    ReplayClient, Tier,
+};
+use auto_swe_sandbox::{DockerBackend, LocalBackend, SandboxSettings, WorkspaceBackend};
+use auto_swe_scanners::{CompiledPatterns, builtin_patterns};
+use auto_swe_store::Store;
+use auto_swe_worker::local_git::LocalGit;
+use auto_swe_worker::{
+    DurableEngine, EmbeddedEngine, LocalCi, LocalScm, Reaper, ReaperConfig, SingleModel,
+    StepEffects, Worker, WorkerConfig, WorkerServices, WorkspaceTemplate,
+};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::PoolConfig;
+use crate::state::WorkerGauge;
+
+/// The model whose recorded answers the demo replays.
+pub const DEMO_MODEL: &str = "replay/demo";
+
+/// Why the pool cannot start.
+#[derive(Debug, thiserror::Error)]
+#[error("worker pool: {0}")]
+pub struct PoolError(String);
+
+/// A started pool; [`WorkerPool::stop`] ends it.
+#[derive(Debug)]
+pub struct WorkerPool {
+    tasks: JoinSet<()>,
+    stop: CancellationToken,
+}
+
+impl WorkerPool {
+    /// Starts `config.workers` workers (and, when there is at least one, a reaper and local CI)
+    /// over `store`, each counted in `gauge`.
+    pub async fn start(
+        store: &Store,
+        config: &PoolConfig,
+        gauge: &WorkerGauge,
+    ) -> Result<Self, PoolError> {
+        let stop = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+        if config.workers == 0 {
+            return Ok(Self { tasks, stop });
+        }
+        let services = services(store, config).await?;
+        let lease = Duration::from_secs(config.lease_seconds);
+        let engine = Arc::new(EmbeddedEngine::new(store.clone(), lease));
+        for index in 0..config.workers {
+            let worker = Worker::with_effects(
+                Arc::clone(&engine) as Arc<dyn DurableEngine>,
+                Arc::new(StepEffects::new(Arc::clone(&services))),
+                WorkerConfig::new(
+                    format!("server-{}-{index}", std::process::id()),
+                    lease / 3,
+                ),
+            );
+            let running = gauge.started();
+            let token = stop.clone();
+            tasks.spawn(async move {
+                let _running = running;
+                if let Err(error) = worker.serve(token).await {
+                    tracing::error!(%error, code = error.code(), "a worker stopped");
+                }
+            });
+        }
+        let reaper = Reaper::new(
+            store.clone(),
+            engine as Arc<dyn DurableEngine>,
+            ReaperConfig::default(),
+        );
+        let token = stop.clone();
+        tasks.spawn(async move { reaper.serve(token).await });
+        let ci = LocalCi::new(services);
+        let token = stop.clone();
+        tasks.spawn(async move { ci.serve(token).await });
+        Ok(Self { tasks, stop })
+    }
+
+    /// Stops every task and waits for them: each worker releases its run's lease at its next
+    /// step boundary.
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+async fn services(store: &Store, config: &PoolConfig) -> Result<Arc<WorkerServices>, PoolError> {
+    let client = model_client(&config.model)?;
+    let (backend, settings) = backend(&config.sandbox, &config.state_dir).await?;
+    Ok(Arc::new(WorkerServices {
+        store: store.clone(),
+        workspaces: WorkspaceTemplate::new(
+            backend,
+            settings.image.clone(),
+            settings.local_root.clone(),
+            settings.limits,
+        ),
+        models: Arc::new(SingleModel::new(client)),
+        prices: PriceCatalog::builtin(),
+        scm: Arc::new(LocalScm::new(
+            store.clone(),
+            LocalGit::new(),
+            config.state_dir.join("repos"),
+        )),
+        patterns: Arc::new(CompiledPatterns::compile(builtin_patterns())),
+        git: LocalGit::new(),
+        tier: Tier::Standard,
+    }))
+}
+
+/// The model client for `model`: the demo's recorded answers, or a provider's model with its
+/// key from the environment (never from configuration text).
+fn model_client(model: &str) -> Result<Arc<dyn ModelClient>, PoolError> {
+    if model == DEMO_MODEL {
+        let cassette: Cassette = serde_json::from_str(auto_swe_worker::demo::DEMO_CASSETTE)
+            .map_err(|e| PoolError(format!("the demo's answers: {e}")))?;
+        return Ok(Arc::new(
+            ReplayClient::new(cassette).map_err(|e| PoolError(e.to_string()))?,
+        ));
+    }
+    let spec = ModelSpec::parse(model).map_err(|e| PoolError(format!("{model}: {e}")))?;
+    let variable = spec.provider().key_variable();
+    let key = std::env::var(variable).unwrap_or_default();
+    if key.is_empty() {
+        return Err(PoolError(format!("set {variable} to run {model}")));
+    }
+    let client = ProviderClient::new(ClientConfig::new(spec, ApiKey::new(key)))
+        .map_err(|e| PoolError(format!("{model}: {e}")))?;
+    Ok(Arc::new(client))
+}
+
+async fn backend(
+    choice: &str,
+    state_dir: &Path,
+) -> Result<(Arc<dyn WorkspaceBackend>, SandboxSettings), PoolError> {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let settings = SandboxSettings::resolve(&|name| std::env::var(name).ok(), cpus)
+        .map_err(|e| PoolError(e.to_string()))?;
+    let local = |settings: &SandboxSettings| -> Result<Arc<dyn WorkspaceBackend>, PoolError> {
+        let config = settings
+            .local_config(state_dir.join("workspaces"))
+            .map_err(|e| PoolError(e.to_string()))?;
+        Ok(Arc::new(
+            LocalBackend::new(config).map_err(|e| PoolError(e.to_string()))?,
+        ))
+    };
+    let docker = async |settings: &SandboxSettings| -> Result<DockerBackend, PoolError> {
+        let config = settings
+            .docker_config(settings.image.clone())
+            .map_err(|e| PoolError(e.to_string()))?;
+        Ok(DockerBackend::connect(config)
+            .await
+            .map_err(|e| PoolError(e.to_string()))?
+            .protect_path(state_dir))
+    };
+    let chosen: Arc<dyn WorkspaceBackend> = match choice {
+        "local" => local(&settings)?,
+        "docker" => Arc::new(docker(&settings).await?),
+        _ => match docker(&settings).await {
+            Ok(engine) if engine.has_image(&settings.image).await => Arc::new(engine),
+            _ => local(&settings)?,
+        },
+    };
+    Ok((chosen, settings))
+}

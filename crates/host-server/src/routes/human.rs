@@ -1,0 +1,90 @@
+//! Answering human steps (approvals, decisions, questions).
+
+use auto_swe_store::HumanStepStatus;
+use axum::Json;
+use axum::extract::{Path, State};
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::access::{is_run_id, visible_run};
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::routes::Data;
+use crate::routes::runs::HumanStepView;
+use crate::state::{ApiJson, AppState, SignedIn};
+
+/// An answer.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RespondBody {
+    /// What the asking node receives, for example `{"decision": "approve"}`, `{"decision":
+    /// "reject", "comment": "…"}` or `{"answer": "…"}`.
+    #[schema(value_type = Object)]
+    pub answer: Value,
+}
+
+/// Answers a pending human step of a run the caller may see; the run wakes with the answer.
+#[utoipa::path(post, path = "/api/v1/human-steps/{id}/respond", params(("id" = String, Path)),
+    request_body = RespondBody, tag = "human steps",
+    responses((status = 200, body = Data<HumanStepView>), (status = 404, body = crate::routes::ErrorBody),
+              (status = 409, body = crate::routes::ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn respond(
+    State(state): State<AppState>,
+    SignedIn(user): SignedIn,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<RespondBody>,
+) -> ApiResult<Json<Data<HumanStepView>>> {
+    let not_found = || ApiError::not_found("HUMAN_STEP_NOT_FOUND", format!("no human step {id}"));
+    if !is_run_id(&id) {
+        return Err(not_found());
+    }
+    if !body.answer.is_object() {
+        return Err(ApiError::bad_request(
+            "INVALID_BODY",
+            "answer must be an object",
+        ));
+    }
+    let step = match state.store().get_human_step(&id).await {
+        Ok(step) => step,
+        Err(e) if e.code() == "STORE_NOT_FOUND" => return Err(not_found()),
+        Err(e) => return Err(ApiError::from_store(&e, "human step")),
+    };
+    let caller = Caller::User(user);
+    // The run-visibility predicate gates answers too; an invisible run's step does not exist.
+    visible_run(&state, &caller, &step.run_id)
+        .await
+        .map_err(|_| not_found())?;
+    if step.status != HumanStepStatus::Pending {
+        return Err(ApiError::conflict(
+            "HUMAN_STEP_NOT_PENDING",
+            format!("the step is {}", step.status.as_str()),
+        ));
+    }
+    let signal = step
+        .prompt
+        .get("signal")
+        .and_then(Value::as_str)
+        .map_or_else(|| format!("hitl_{}", step.node_id), str::to_owned);
+    let answered = state
+        .store()
+        .answer_human_step(&step.id, caller.id(), &body.answer)
+        .await
+        .map_err(|e| match e.code() {
+            "STORE_CONFLICT" | "STORE_INVALID_INPUT" => ApiError::conflict(
+                "HUMAN_STEP_NOT_PENDING",
+                "the step was answered or expired meanwhile",
+            ),
+            _ => ApiError::from_store(&e, "human step"),
+        })?;
+    state
+        .store()
+        .send_signal(&step.run_id, &signal, &body.answer)
+        .await
+        .map_err(|e| ApiError::from_store(&e, "run"))?;
+    tracing::info!(run_id = %step.run_id, node = %step.node_id, by = %caller.id(), "human step answered");
+    Ok(Json(Data {
+        data: HumanStepView::from(&answered),
+    }))
+}

@@ -1,0 +1,206 @@
+//! The routes under `/api/v1`, `/health`, and the `OpenAPI` document generated from them.
+
+pub mod human;
+pub mod launch;
+pub mod runs;
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use serde::Serialize;
+use tower_http::timeout::TimeoutLayer;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::{AppState, SignedIn};
+
+/// A single item, wrapped as every route wraps it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Data<T> {
+    /// The item.
+    pub data: T,
+}
+
+/// The error shape.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// An error's fields.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable code.
+    pub code: String,
+    /// For people.
+    pub message: String,
+    /// Specifics.
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<serde_json::Value>,
+}
+
+/// What `/health` reports.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok` when the store answers, else `degraded`.
+    pub status: String,
+    /// `ok` or `unavailable`.
+    pub store: String,
+    /// This server's worker tasks.
+    pub workers: WorkerHealth,
+}
+
+/// The worker pool's state.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkerHealth {
+    /// Configured.
+    pub configured: usize,
+    /// Running now.
+    pub running: usize,
+}
+
+/// Whether the server, its store and its workers are up. No credential needed; it names no
+/// secret and no tenant.
+#[utoipa::path(get, path = "/health", tag = "meta",
+    responses((status = 200, body = Health), (status = 503, body = Health)))]
+pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
+    let store_ok = tokio::time::timeout(Duration::from_secs(2), state.store().database_time())
+        .await
+        .is_ok_and(|r| r.is_ok());
+    let (configured, running) = state.workers().read();
+    let status = if store_ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(Health {
+            status: if store_ok { "ok" } else { "degraded" }.to_owned(),
+            store: if store_ok { "ok" } else { "unavailable" }.to_owned(),
+            workers: WorkerHealth {
+                configured,
+                running,
+            },
+        }),
+    )
+}
+
+/// The caller.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Me {
+    /// User id.
+    pub id: String,
+    /// Email.
+    pub email: String,
+    /// `ENGINEER`, `LEAD` or `ADMIN`.
+    pub role: String,
+}
+
+/// Who the credential belongs to.
+#[utoipa::path(get, path = "/api/v1/me", tag = "auth",
+    responses((status = 200, body = Data<Me>), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn me(SignedIn(user): SignedIn) -> Json<Data<Me>> {
+    Json(Data {
+        data: Me {
+            id: user.id,
+            email: user.email,
+            role: user.role.as_str().to_owned(),
+        },
+    })
+}
+
+/// A short-lived credential.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuedToken {
+    /// The JWT: send it as `Authorization: Bearer …`.
+    pub token: String,
+    /// Expiry (seconds since the epoch).
+    pub expires_at: u64,
+}
+
+/// Exchanges a user's token for a short-lived JWT; each use re-reads the user's role and
+/// active flag (at most 30 seconds old).
+#[utoipa::path(post, path = "/api/v1/auth/token", tag = "auth",
+    responses((status = 200, body = Data<IssuedToken>), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn issue_token(
+    State(state): State<AppState>,
+    SignedIn(user): SignedIn,
+) -> ApiResult<Json<Data<IssuedToken>>> {
+    let (token, expires_at) = state.auth().issue(&user)?;
+    Ok(Json(Data {
+        data: IssuedToken { token, expires_at },
+    }))
+}
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The API's `OpenAPI` document.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "auto-swe", description = "Launch, follow and steer agent runs."),
+    paths(health, me, issue_token, launch::create, runs::list, runs::detail, runs::traces,
+          runs::cancel, runs::signal, human::respond),
+    modifiers(&BearerAuth)
+)]
+pub struct ApiDoc;
+
+async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
+
+async fn wrong_method() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "METHOD_NOT_ALLOWED",
+        "this route does not take that method",
+    )
+}
+
+async fn no_route() -> ApiError {
+    ApiError::not_found("ROUTE_NOT_FOUND", "no such route")
+}
+
+/// Every route, with the body limit and the request timeout applied.
+pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/api/v1/openapi.json", get(openapi))
+        .route("/api/v1/me", get(me))
+        .route("/api/v1/auth/token", post(issue_token))
+        .route("/api/v1/work-requests", post(launch::create))
+        .route("/api/v1/workflow-runs", get(runs::list))
+        .route("/api/v1/workflow-runs/{id}", get(runs::detail))
+        .route("/api/v1/workflow-runs/{id}/traces", get(runs::traces))
+        .route("/api/v1/workflow-runs/{id}/cancel", post(runs::cancel))
+        .route("/api/v1/workflow-runs/{id}/signals/{name}", post(runs::signal))
+        .route("/api/v1/human-steps/{id}/respond", post(human::respond))
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            timeout,
+        ))
+        .with_state(state)
+}

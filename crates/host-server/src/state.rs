@@ -1,0 +1,229 @@
+//! What every handler shares, and the extractors that turn a request into a caller and a body.
+//!
+//! A route declares who may call it by the extractor it takes: [`SignedIn`] refuses service
+//! principals with `401 SERVICE_TOKEN_NOT_ALLOWED`; [`AnyCaller`] is for the routes that declare
+//! service scopes (launching runs, reading and cancelling them).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use auto_swe_store::Store;
+use auto_swe_worker::StepRegistry;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use crate::auth::{Authenticator, Caller, Role, UserIdentity};
+use crate::error::ApiError;
+
+/// The server's shared state.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    auth: Authenticator,
+    registry: StepRegistry,
+    workers: WorkerGauge,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").finish_non_exhaustive()
+    }
+}
+
+/// How many of the server's worker tasks are configured and running.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerGauge {
+    configured: Arc<AtomicUsize>,
+    running: Arc<AtomicUsize>,
+}
+
+impl WorkerGauge {
+    /// A gauge for `configured` workers, none running yet.
+    #[must_use]
+    pub fn new(configured: usize) -> Self {
+        let gauge = Self::default();
+        gauge.configured.store(configured, Ordering::Relaxed);
+        gauge
+    }
+
+    /// Marks a worker started; the guard marks it stopped when dropped.
+    #[must_use]
+    pub fn started(&self) -> RunningWorker {
+        self.running.fetch_add(1, Ordering::AcqRel);
+        RunningWorker {
+            running: Arc::clone(&self.running),
+        }
+    }
+
+    /// (configured, running).
+    #[must_use]
+    pub fn read(&self) -> (usize, usize) {
+        (
+            self.configured.load(Ordering::Relaxed),
+            self.running.load(Ordering::Acquire),
+        )
+    }
+}
+
+/// A running worker task; dropping it counts the task as stopped.
+#[derive(Debug)]
+pub struct RunningWorker {
+    running: Arc<AtomicUsize>,
+}
+
+impl Drop for RunningWorker {
+    fn drop(&mut self) {
+        self.running.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl AppState {
+    /// State over `store`, checking credentials with `auth`.
+    #[must_use]
+    pub fn new(store: Store, auth: Authenticator, workers: WorkerGauge) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                auth,
+                registry: StepRegistry::builtin(),
+                workers,
+            }),
+        }
+    }
+
+    /// The store.
+    #[must_use]
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The authenticator.
+    #[must_use]
+    pub fn auth(&self) -> &Authenticator {
+        &self.inner.auth
+    }
+
+    /// The built-in steps specs are validated against.
+    #[must_use]
+    pub fn registry(&self) -> &StepRegistry {
+        &self.inner.registry
+    }
+
+    /// The worker pool's gauge.
+    #[must_use]
+    pub fn workers(&self) -> &WorkerGauge {
+        &self.inner.workers
+    }
+}
+
+async fn caller(parts: &Parts, state: &AppState) -> Result<Caller, ApiError> {
+    let header = match parts.headers.get(AUTHORIZATION) {
+        None => None,
+        Some(value) => Some(value.to_str().map_err(|_| {
+            ApiError::unauthenticated("the Authorization header is not readable text")
+        })?),
+    };
+    state.auth().authenticate(header).await
+}
+
+/// A signed-in person; service principals are refused.
+#[derive(Debug, Clone)]
+pub struct SignedIn(pub UserIdentity);
+
+impl SignedIn {
+    /// Refuses a caller below `role` with 403.
+    pub fn require(&self, role: Role) -> Result<&UserIdentity, ApiError> {
+        if self.0.role >= role {
+            Ok(&self.0)
+        } else {
+            Err(ApiError::forbidden(format!(
+                "this needs the {} role",
+                role.as_str()
+            )))
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for SignedIn {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        match caller(parts, state).await? {
+            Caller::User(user) => Ok(SignedIn(user)),
+            Caller::Service(_) => Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "SERVICE_TOKEN_NOT_ALLOWED",
+                "a service token cannot call this route",
+            )),
+        }
+    }
+}
+
+/// A person or a service principal, for routes that declare service scopes.
+#[derive(Debug, Clone)]
+pub struct AnyCaller(pub Caller);
+
+impl FromRequestParts<AppState> for AnyCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        caller(parts, state).await.map(AnyCaller)
+    }
+}
+
+/// A JSON body, refused in the one error shape: `413 PAYLOAD_TOO_LARGE` above the body limit,
+/// `400 INVALID_BODY` when it is not the expected JSON.
+#[derive(Debug, Clone)]
+pub struct ApiJson<T>(pub T);
+
+impl<T, S> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "PAYLOAD_TOO_LARGE",
+                    "the request body is larger than the server accepts",
+                )
+            } else {
+                ApiError::bad_request("INVALID_BODY", rejection.body_text())
+            }
+        })?;
+        serde_json::from_slice(&bytes)
+            .map(ApiJson)
+            .map_err(|e| ApiError::bad_request("INVALID_BODY", format!("the body is not valid: {e}")))
+    }
+}
+
+/// Query parameters, refused in the one error shape (`400 INVALID_QUERY`).
+#[derive(Debug, Clone)]
+pub struct ApiQuery<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| ApiQuery(q.0))
+            .map_err(|rejection| ApiError::bad_request("INVALID_QUERY", rejection.body_text()))
+    }
+}
