@@ -80,7 +80,11 @@ pub async fn authorize_launch(
             role.map(|_| ()).ok_or_else(not_found)
         }
         Caller::Service(service) => {
-            if !service.allowed_connection_ids.iter().any(|c| c == connection_id) {
+            if !service
+                .allowed_connection_ids
+                .iter()
+                .any(|c| c == connection_id)
+            {
                 return Err(not_found());
             }
             if service.allowed_template_ids.iter().any(|t| t == template) {

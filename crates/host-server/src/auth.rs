@@ -155,7 +155,9 @@ impl Authenticator {
                     }
                 };
                 if secret.len() < 32 {
-                    return Err(KeyError("an HS256 secret needs at least 32 bytes".to_owned()));
+                    return Err(KeyError(
+                        "an HS256 secret needs at least 32 bytes".to_owned(),
+                    ));
                 }
                 Keys {
                     algorithm: Algorithm::HS256,
@@ -209,7 +211,9 @@ impl Authenticator {
         if credential.starts_with("eyJ") {
             return self.jwt_caller(credential).await.map(Caller::User);
         }
-        Err(ApiError::unauthenticated("the credential is not recognised"))
+        Err(ApiError::unauthenticated(
+            "the credential is not recognised",
+        ))
     }
 
     async fn token_caller(&self, credential: &str) -> ApiResult<Caller> {
@@ -259,7 +263,10 @@ impl Authenticator {
     }
 
     /// What was read about a user in the last 30 seconds: `Some(None)` for inactive or gone.
-    #[expect(clippy::option_option, reason = "not cached, cached as inactive, cached as active")]
+    #[expect(
+        clippy::option_option,
+        reason = "not cached, cached as inactive, cached as active"
+    )]
     fn cached(&self, user_id: &str) -> Option<Option<UserIdentity>> {
         let cache = self.cache.lock().ok()?;
         cache
@@ -330,9 +337,12 @@ impl Authenticator {
             iat: now,
             exp,
         };
-        let token =
-            jsonwebtoken::encode(&Header::new(self.keys.algorithm), &claims, &self.keys.encoding)
-                .map_err(|e| ApiError::internal("JWT_SIGNING_FAILED", e.to_string()))?;
+        let token = jsonwebtoken::encode(
+            &Header::new(self.keys.algorithm),
+            &claims,
+            &self.keys.encoding,
+        )
+        .map_err(|e| ApiError::internal("JWT_SIGNING_FAILED", e.to_string()))?;
         Ok((token, exp))
     }
 }

@@ -38,7 +38,9 @@ pub async fn bootstrap_admin(
         Some(user) => (user, false),
         None => (store.create_user(email, "admin").await?, true),
     };
-    store.grant_platform_role(&user.id, PlatformRole::Admin).await?;
+    store
+        .grant_platform_role(&user.id, PlatformRole::Admin)
+        .await?;
     let Some(path) = token_file.filter(|_| created) else {
         return Ok(false);
     };

@@ -245,7 +245,6 @@ fn url_has_password(url: &str) -> bool {
         .is_some_and(|(userinfo, _)| userinfo.contains(':'))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,7 +276,10 @@ mod tests {
             ("bodyLimitBytes = 1\n", "bodyLimitBytes"),
             ("[jwt]\nalgorithm = \"RS256\"\n", "RS256 needs"),
             ("[pool]\nsandbox = \"host\"\n", "pool.sandbox"),
-            ("storeUrl = \"postgres://u:pw@db/x\"\n", "AUTO_SWE_STORE_URL"),
+            (
+                "storeUrl = \"postgres://u:pw@db/x\"\n",
+                "AUTO_SWE_STORE_URL",
+            ),
         ] {
             std::fs::write(&file, text).unwrap();
             let error = ServerConfig::load(Some(&file), &env(&[])).unwrap_err();

@@ -109,16 +109,20 @@ impl ApiError {
                 format!("no such {what}"),
             ),
             "STORE_INVALID_INPUT" => Self::bad_request("INVALID_INPUT", error.to_string()),
-            "STORE_VALUE_TOO_LARGE" => {
-                Self::new(StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE", error.to_string())
-            }
+            "STORE_VALUE_TOO_LARGE" => Self::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "PAYLOAD_TOO_LARGE",
+                error.to_string(),
+            ),
             "STORE_CONFLICT" | "IDEMPOTENCY_KEY_MISMATCH" | "RUN_ENDED" => {
                 Self::conflict(error.code(), error.to_string())
             }
-            code if error.is_retryable() => {
-                Self::new(StatusCode::SERVICE_UNAVAILABLE, code, "the store is unavailable")
-                    .retry_after(1)
-            }
+            code if error.is_retryable() => Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                code,
+                "the store is unavailable",
+            )
+            .retry_after(1),
             code => {
                 tracing::error!(%error, code, "store failure");
                 Self::internal(code, "the store failed")

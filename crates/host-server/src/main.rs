@@ -31,7 +31,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("auto-swe-server: {error}");
@@ -57,7 +60,10 @@ fn store_key(config: &ServerConfig) -> Result<Keyring, String> {
     let text = text.trim();
     let bytes: Vec<u8> = (0..text.len())
         .step_by(2)
-        .map(|i| text.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
         .collect::<Option<_>>()
         .ok_or("the store key is not hexadecimal")?;
     let key: [u8; 32] = bytes
@@ -68,8 +74,8 @@ fn store_key(config: &ServerConfig) -> Result<Keyring, String> {
 
 async fn serve(args: Args) -> Result<(), String> {
     let env = |name: &str| std::env::var(name).ok();
-    let mut config =
-        ServerConfig::load(args.config.as_deref(), &env).map_err(|e| format!("{e} ({})", e.code()))?;
+    let mut config = ServerConfig::load(args.config.as_deref(), &env)
+        .map_err(|e| format!("{e} ({})", e.code()))?;
     if let Some(workers) = args.workers {
         config.pool.workers = workers;
     }
@@ -109,7 +115,8 @@ async fn serve(args: Args) -> Result<(), String> {
     let shutdown = CancellationToken::new();
     let signalled = shutdown.clone();
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             () = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}

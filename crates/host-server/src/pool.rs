@@ -59,10 +59,7 @@ impl WorkerPool {
             let worker = Worker::with_effects(
                 Arc::clone(&engine) as Arc<dyn DurableEngine>,
                 Arc::new(StepEffects::new(Arc::clone(&services))),
-                WorkerConfig::new(
-                    format!("server-{}-{index}", std::process::id()),
-                    lease / 3,
-                ),
+                WorkerConfig::new(format!("server-{}-{index}", std::process::id()), lease / 3),
             );
             let running = gauge.started();
             let token = stop.clone();

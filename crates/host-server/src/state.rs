@@ -192,20 +192,22 @@ where
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "PAYLOAD_TOO_LARGE",
-                    "the request body is larger than the server accepts",
-                )
-            } else {
-                ApiError::bad_request("INVALID_BODY", rejection.body_text())
-            }
-        })?;
-        serde_json::from_slice(&bytes)
-            .map(ApiJson)
-            .map_err(|e| ApiError::bad_request("INVALID_BODY", format!("the body is not valid: {e}")))
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "PAYLOAD_TOO_LARGE",
+                        "the request body is larger than the server accepts",
+                    )
+                } else {
+                    ApiError::bad_request("INVALID_BODY", rejection.body_text())
+                }
+            })?;
+        serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| {
+            ApiError::bad_request("INVALID_BODY", format!("the body is not valid: {e}"))
+        })
     }
 }
 

@@ -61,8 +61,7 @@ impl Launched {
 /// How long a request recorded under an idempotency key but not yet started is taken to be in
 /// progress elsewhere (`IDEMPOTENCY_KEY_IN_PROGRESS`); after that, its launch is taken to have
 /// died and a later send finishes it.
-pub const IDEMPOTENCY_IN_PROGRESS_WINDOW: std::time::Duration =
-    std::time::Duration::from_secs(30);
+pub const IDEMPOTENCY_IN_PROGRESS_WINDOW: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Validates, records and queues a run; returns it.
 pub async fn launch(

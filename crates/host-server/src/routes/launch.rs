@@ -157,10 +157,12 @@ fn launch_error(error: &WorkerError) -> ApiError {
         code if matches!(error, WorkerError::LaunchRefused { .. }) => {
             ApiError::bad_request(code, error.to_string())
         }
-        code if error.is_retryable() => {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, "the store is unavailable")
-                .retry_after(1)
-        }
+        code if error.is_retryable() => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            code,
+            "the store is unavailable",
+        )
+        .retry_after(1),
         code => {
             tracing::error!(%error, code, "launch failed");
             ApiError::internal(code, "the launch failed")

@@ -193,7 +193,10 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
         .route("/api/v1/workflow-runs/{id}", get(runs::detail))
         .route("/api/v1/workflow-runs/{id}/traces", get(runs::traces))
         .route("/api/v1/workflow-runs/{id}/cancel", post(runs::cancel))
-        .route("/api/v1/workflow-runs/{id}/signals/{name}", post(runs::signal))
+        .route(
+            "/api/v1/workflow-runs/{id}/signals/{name}",
+            post(runs::signal),
+        )
         .route("/api/v1/human-steps/{id}/respond", post(human::respond))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)

@@ -56,7 +56,9 @@ impl From<&Run> for RunSummary {
             cost_micros: run.usage.cost_micros,
             created_at: run.created_at.as_millis(),
             ended_at: run.ended_at.map(auto_swe_store::Timestamp::as_millis),
-            cancel_requested_at: run.cancel_requested_at.map(auto_swe_store::Timestamp::as_millis),
+            cancel_requested_at: run
+                .cancel_requested_at
+                .map(auto_swe_store::Timestamp::as_millis),
         }
     }
 }
@@ -415,7 +417,9 @@ pub async fn signal(
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "SIGNAL_RESERVED",
-            format!("{name} is sent by the system (CI, merges, answers to human steps), not by hand"),
+            format!(
+                "{name} is sent by the system (CI, merges, answers to human steps), not by hand"
+            ),
         ));
     }
     if name.is_empty()

@@ -1,0 +1,261 @@
+//! A real `auto-swe-server` process on loopback over a fresh `PostgreSQL` database, and the
+//! store opened beside it to set up users, teams and repositories.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use auto_swe_store::{
+    Keyring, NewApiToken, PlatformRole, Store, StoreConfig, TeamRole, TokenOwner, User,
+};
+use auto_swe_worker::LocalScm;
+use auto_swe_worker::local_git::LocalGit;
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+/// The store key the tests' servers seal secrets with (fake by construction).
+pub(crate) const STORE_KEY_HEX: &str =
+    "0707070707070707070707070707070707070707070707070707070707070707";
+/// The HS256 secret the tests' servers sign JWTs with (fake by construction).
+pub(crate) const JWT_SECRET: &str = "test-only-jwt-secret-0123456789abcdef";
+
+/// A fresh database: its URL, or `None` when `PostgreSQL` is not configured (and not required).
+pub(crate) fn fresh_database(tag: &str) -> Option<String> {
+    let Some(admin) = std::env::var("AUTO_SWE_POSTGRES_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        assert!(
+            std::env::var("AUTO_SWE_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+            "AUTO_SWE_REQUIRE_POSTGRES=1 but AUTO_SWE_POSTGRES_URL is not set"
+        );
+        eprintln!("skipped: AUTO_SWE_POSTGRES_URL is not set");
+        return None;
+    };
+    let name = format!(
+        "server_{tag}_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "psql creates the test's own database"
+    )]
+    let status = Command::new("psql")
+        .args([
+            admin.as_str(),
+            "-qc",
+            &format!("CREATE DATABASE \"{name}\""),
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (base, _) = admin.rsplit_once('/').unwrap();
+    Some(format!("{base}/{name}"))
+}
+
+/// A server process; ended (by its PID) when dropped.
+pub(crate) struct Server {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) base: String,
+    /// Its state directory (workspaces, repositories, the bootstrap token).
+    pub(crate) state: PathBuf,
+    /// What it wrote to stderr after it started listening.
+    pub(crate) log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Starts `auto-swe-server` over `store_url` with `workers` workers; waits until it listens.
+    pub(crate) fn start(store_url: &str, workers: usize, extra_config: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let config = dir.path().join("server.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "listen = \"127.0.0.1:0\"\nbodyLimitBytes = 65536\n{extra_config}\n\
+                 [bootstrap]\nadminEmail = \"root@example.test\"\ntokenFile = \"{}\"\n\
+                 [pool]\nworkers = {workers}\nsandbox = \"local\"\nleaseSeconds = 10\n\
+                 stateDir = \"{}\"\n",
+                dir.path().join("admin.token").display(),
+                state.display()
+            ),
+        )
+        .unwrap();
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the test runs the server binary it tests"
+        )]
+        let mut child = Command::new(env!("CARGO_BIN_EXE_auto-swe-server"))
+            .arg("--config")
+            .arg(&config)
+            .env("AUTO_SWE_STORE_URL", store_url)
+            .env("AUTO_SWE_STORE_KEY", STORE_KEY_HEX)
+            .env("AUTO_SWE_JWT_SECRET", JWT_SECRET)
+            .env("AUTO_SWE_LOG", "auto_swe_sandbox=debug,warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (found, lines) = std::sync::mpsc::channel();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = std::sync::Arc::clone(&log);
+        std::thread::spawn(move || {
+            let mut listening = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if listening {
+                    kept.lock().unwrap().push(line);
+                } else if let Some(address) = line.strip_prefix("auto-swe-server: listening on ") {
+                    listening = true;
+                    let _ = found.send(Ok(address.to_owned()));
+                } else {
+                    let _ = found.send(Err(line));
+                }
+            }
+        });
+        let start = Instant::now();
+        let mut seen = Vec::new();
+        let base = loop {
+            let line = lines
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|e| unreachable!("the server did not start ({e}): {seen:?}"));
+            match line {
+                Ok(base) => break base,
+                Err(line) => seen.push(line),
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "{seen:?}");
+        };
+        Self {
+            child,
+            base,
+            state,
+            log,
+            dir,
+        }
+    }
+
+    /// The bootstrap admin's token.
+    pub(crate) fn admin_token(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("admin.token")).unwrap()
+    }
+
+    /// Sends a request; returns the status and the JSON body (`Null` when there is none).
+    pub(crate) async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+    ) -> (StatusCode, Value) {
+        let mut request = reqwest::Client::new().request(method, format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+}
+
+/// The store beside a server.
+pub(crate) async fn open_store(url: &str) -> Store {
+    let mut key = [0_u8; 32];
+    key.fill(7);
+    Store::open(StoreConfig::new(url, Keyring::single(1, key)))
+        .await
+        .unwrap()
+}
+
+/// A user with a token, in `team` (when given) with `platform` (when given).
+pub(crate) async fn user_with_token(
+    store: &Store,
+    email: &str,
+    team: Option<&str>,
+    platform: Option<PlatformRole>,
+) -> (User, String) {
+    let user = store.create_user(email, email).await.unwrap();
+    if let Some(team) = team {
+        store
+            .set_team_role(team, &user.id, TeamRole::Member)
+            .await
+            .unwrap();
+    }
+    if let Some(role) = platform {
+        store.grant_platform_role(&user.id, role).await.unwrap();
+    }
+    let (_, token) = store
+        .create_token(NewApiToken {
+            owner: TokenOwner::User(user.id.clone()),
+            name: "test".to_owned(),
+            expires_at: None,
+        })
+        .await
+        .unwrap();
+    (user, token.expose().to_owned())
+}
+
+/// Registers the demo repository with the server's local SCM; returns its connection and team.
+pub(crate) async fn demo_repository(store: &Store, state: &Path) -> (String, String) {
+    let source = state.join("demo-source");
+    let git = LocalGit::new();
+    auto_swe_worker::demo::write_demo_repository(&source, &git)
+        .await
+        .unwrap();
+    let scm = LocalScm::new(store.clone(), git, state.join("repos"));
+    let repo = scm
+        .register(&source.to_string_lossy(), "slugify")
+        .await
+        .unwrap();
+    let connection = store.get_connection(&repo.connection_id).await.unwrap();
+    (repo.connection_id, connection.team_id)
+}
+
+/// Polls a run until `done` holds (at most two minutes).
+pub(crate) async fn wait_for_run(
+    server: &Server,
+    token: &str,
+    run_id: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let start = Instant::now();
+    loop {
+        let (status, body) = server
+            .call(
+                Method::GET,
+                &format!("/api/v1/workflow-runs/{run_id}"),
+                Some(token),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        if done(&body["data"]) {
+            return body["data"].clone();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the run did not get there: {body}\n{}",
+            server.log.lock().unwrap().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
