@@ -24,6 +24,8 @@ pub enum BackendKind {
     Docker,
     /// A Kubernetes cluster.
     Kubernetes,
+    /// A backend of the embedding program's own, outside this crate.
+    Custom,
 }
 
 impl BackendKind {
@@ -34,6 +36,7 @@ impl BackendKind {
             Self::Local => "local",
             Self::Docker => "docker",
             Self::Kubernetes => "kubernetes",
+            Self::Custom => "custom",
         }
     }
 }
