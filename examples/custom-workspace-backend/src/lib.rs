@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use auto_swe_sandbox::testing::{BackendProfile, Claim};
+use auto_swe_sandbox::testing::{BackendProfile, Guarantee};
 use auto_swe_sandbox::{
     BackendKind, EXEC_ID_ENV, ExecId, ExecOutput, ExecRequest, Exit, OutputChunk, Protection,
     Result, SandboxError, SpawnedProcess, WorkspaceBackend, WorkspaceHandle, WorkspaceSpec,
@@ -97,7 +97,7 @@ impl SubprocessBackend {
     pub fn profile(&self) -> BackendProfile {
         let root = self.root.clone();
         BackendProfile::per_workspace(move |ws| root.join(&ws.id).display().to_string())
-            .with_claims([Claim::ProcessesOnThisHost])
+            .with_claims([Guarantee::ProcessesOnThisHost])
     }
 
     fn get(&self, id: &str) -> Result<Arc<Workspace>> {

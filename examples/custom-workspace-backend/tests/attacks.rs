@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use auto_swe_example_custom_workspace_backend::SubprocessBackend;
-use auto_swe_sandbox::testing::{BackendProfile, BehaviourSuite, Check, CheckFailure, Claim};
+use auto_swe_sandbox::testing::{BackendProfile, BehaviourSuite, Check, CheckFailure, Guarantee};
 use auto_swe_sandbox::{
     BackendKind, EnvName, ExecId, ExecOutput, ExecRequest, LocalRoot, Result, SandboxError,
     SecretEnv, SpawnedProcess, WorkspaceBackend, WorkspaceHandle, WorkspaceSpec, shell_quote,
@@ -136,7 +136,7 @@ impl WorkspaceBackend for Broken {
 
 /// Runs `check` against the good backend broken by `flaw` (with `claims` on top of its own
 /// profile) and returns the failure the check must report.
-async fn failure_of(flaw: Flaw, check: Check, claims: &[Claim]) -> CheckFailure {
+async fn failure_of(flaw: Flaw, check: Check, claims: &[Guarantee]) -> CheckFailure {
     let root = tempfile::tempdir().unwrap();
     let inner = SubprocessBackend::new(root.path()).unwrap();
     let profile: BackendProfile = inner
@@ -227,7 +227,7 @@ async fn a_false_claim_fails_its_check() {
     let failure = failure_of(
         Flaw::Nothing,
         Check::HostFilesHidden,
-        &[Claim::HostFilesHidden],
+        &[Guarantee::HostFilesHidden],
     )
     .await;
     assert!(failure.step.ends_with("cannot be read"), "{failure}");

@@ -2,7 +2,7 @@
 //! and what it does not protect is skipped for the reason it declares.
 
 use auto_swe_example_custom_workspace_backend::SubprocessBackend;
-use auto_swe_sandbox::testing::{BehaviourSuite, Check, Claim, Outcome, Skip};
+use auto_swe_sandbox::testing::{BehaviourSuite, Check, Guarantee, Outcome, Skip};
 use auto_swe_sandbox::{LocalRoot, Protection, WorkspaceSpec};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -48,11 +48,11 @@ async fn the_subprocess_backend_passes_what_it_claims() {
             (Check::PauseAndResume, not_protected(Protection::Freeze)),
             (
                 Check::NoCapabilities,
-                Skip::NotClaimed(Claim::NoCapabilities)
+                Skip::NotClaimed(Guarantee::NoCapabilities)
             ),
             (
                 Check::WritesConfined,
-                Skip::NotClaimed(Claim::WritesConfined)
+                Skip::NotClaimed(Guarantee::WritesConfined)
             ),
             (
                 Check::MetadataNamesBlackholed,
@@ -60,11 +60,11 @@ async fn the_subprocess_backend_passes_what_it_claims() {
             ),
             (
                 Check::NoEngineSocket,
-                Skip::NotClaimed(Claim::NoEngineSocket)
+                Skip::NotClaimed(Guarantee::NoEngineSocket)
             ),
             (
                 Check::HostFilesHidden,
-                Skip::NotClaimed(Claim::HostFilesHidden)
+                Skip::NotClaimed(Guarantee::HostFilesHidden)
             ),
             (Check::OomIsReported, not_protected(Protection::MemoryCap)),
             (Check::EscapeForkBomb, not_protected(Protection::PidsCap)),

@@ -2,23 +2,24 @@
 //! own backends pass, for an embedder to run against theirs.
 //!
 //! A backend is checked against what it declares: a [`BackendProfile`] says where commands see
-//! the workspace and which [`Claim`]s the backend makes, and every workspace's
-//! [`WorkspaceHandle::protections`] say which caps are in force. A check whose claim or
+//! the workspace and which [`Guarantee`]s the backend claims, and every workspace's
+//! [`WorkspaceHandle::protections`] say which caps are in force. A check whose guarantee or
 //! protection is not declared is [`Outcome::Skipped`] with the reason — never passed silently —
 //! and a failed check is a [`CheckFailure`] naming the check, the step, what was expected and
 //! what happened.
 //!
-//! Some checks touch the host running the suite: with [`Claim::ProcessesOnThisHost`] they read
-//! `/proc` to look at an exec's processes from outside, and with [`Claim::HostFilesHidden`] they
-//! plant canary files in `/root` and `$HOME` (removed afterwards).
+//! Some checks touch the host running the suite: with [`Guarantee::ProcessesOnThisHost`] they
+//! read `/proc` to look at an exec's processes from outside, and with
+//! [`Guarantee::HostFilesHidden`] they plant canary files in `/root` and `$HOME` (removed
+//! afterwards).
 //!
 //! ```no_run
-//! use auto_swe_sandbox::testing::{BackendProfile, BehaviourSuite, Claim};
+//! use auto_swe_sandbox::testing::{BackendProfile, BehaviourSuite, Guarantee};
 //! use auto_swe_sandbox::{LocalBackend, LocalConfig, LocalRoot, WorkspaceSpec};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let backend = LocalBackend::new(LocalConfig::new(LocalRoot::HostSystem))?;
-//! let profile = BackendProfile::new("/workspace").with_claims(Claim::ALL.iter().copied());
+//! let profile = BackendProfile::new("/workspace").with_claims(Guarantee::ALL.iter().copied());
 //! let suite = BehaviourSuite::new(profile, WorkspaceSpec::new("unused", LocalRoot::HostSystem));
 //! let report = suite.run(&backend).await;
 //! print!("{report}");
@@ -45,11 +46,11 @@ use crate::spec::WorkspaceSpec;
 
 use context::Ctx;
 
-/// What a backend says it provides beyond running commands, so the suite checks it (and skips
-/// the checks of what it does not claim, saying so).
+/// A guarantee a backend may claim beyond running commands: the suite checks each one claimed
+/// and skips, saying so, the checks of each one not claimed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
-pub enum Claim {
+pub enum Guarantee {
     /// The workspace's processes run on the machine running the suite, so it can look at them
     /// from outside through `/proc` (that a timed-out tree is gone, that no command line holds
     /// a secret).
@@ -64,7 +65,7 @@ pub enum Claim {
     NoEngineSocket,
 }
 
-impl Claim {
+impl Guarantee {
     /// Every claim.
     pub const ALL: &'static [Self] = &[
         Self::ProcessesOnThisHost,
@@ -86,7 +87,7 @@ enum WorkspaceDir {
 #[derive(Clone)]
 pub struct BackendProfile {
     dir: WorkspaceDir,
-    claims: BTreeSet<Claim>,
+    claims: BTreeSet<Guarantee>,
     patience: Duration,
 }
 
@@ -127,7 +128,7 @@ impl BackendProfile {
 
     /// Adds claims.
     #[must_use]
-    pub fn with_claims(mut self, claims: impl IntoIterator<Item = Claim>) -> Self {
+    pub fn with_claims(mut self, claims: impl IntoIterator<Item = Guarantee>) -> Self {
         self.claims.extend(claims);
         self
     }
@@ -142,7 +143,7 @@ impl BackendProfile {
 
     /// Whether the backend makes `claim`.
     #[must_use]
-    pub fn claims(&self, claim: Claim) -> bool {
+    pub fn claims(&self, claim: Guarantee) -> bool {
         self.claims.contains(&claim)
     }
 
@@ -251,17 +252,17 @@ impl Check {
     }
 
     /// The claims the check needs the profile to make.
-    fn claims(self) -> &'static [Claim] {
+    fn claims(self) -> &'static [Guarantee] {
         match self {
             Self::TimeoutKillsTheTree
             | Self::KillOneExec
             | Self::SecretsStayOffCommandLines
             | Self::EscapeForkBomb
-            | Self::FileCountBoundEndsAnEndlessMaker => &[Claim::ProcessesOnThisHost],
-            Self::NoCapabilities => &[Claim::NoCapabilities],
-            Self::WritesConfined => &[Claim::WritesConfined],
-            Self::NoEngineSocket => &[Claim::NoEngineSocket],
-            Self::HostFilesHidden => &[Claim::HostFilesHidden],
+            | Self::FileCountBoundEndsAnEndlessMaker => &[Guarantee::ProcessesOnThisHost],
+            Self::NoCapabilities => &[Guarantee::NoCapabilities],
+            Self::WritesConfined => &[Guarantee::WritesConfined],
+            Self::NoEngineSocket => &[Guarantee::NoEngineSocket],
+            Self::HostFilesHidden => &[Guarantee::HostFilesHidden],
             _ => &[],
         }
     }
@@ -292,7 +293,7 @@ impl fmt::Display for Check {
 #[non_exhaustive]
 pub enum Skip {
     /// The profile does not make this claim.
-    NotClaimed(Claim),
+    NotClaimed(Guarantee),
     /// The workspace does not list this protection; `reason` is what its `missing` says.
     NotProtected {
         /// The protection.

@@ -1,13 +1,13 @@
 //! The shared behaviour and escape suite (`auto_swe_sandbox::testing`), run against every real
 //! backend with every claim made: each check is a test of its own per backend.
 
-use auto_swe_sandbox::testing::{BackendProfile, BehaviourSuite, Check, Claim, Outcome, Skip};
+use auto_swe_sandbox::testing::{BackendProfile, BehaviourSuite, Check, Guarantee, Outcome, Skip};
 use auto_swe_sandbox::{Protection, WorkspaceBackend, WorkspaceSpec};
 
 /// Runs `check` against `backend`, which claims everything the crate's backends give; panics
 /// with the named failure, or on a skip the crate's backends may not take.
 pub(crate) async fn check(backend: &dyn WorkspaceBackend, spec: WorkspaceSpec, check: Check) {
-    let profile = BackendProfile::new("/workspace").with_claims(Claim::ALL.iter().copied());
+    let profile = BackendProfile::new("/workspace").with_claims(Guarantee::ALL.iter().copied());
     let outcome = BehaviourSuite::new(profile, spec)
         .run_check(backend, check)
         .await
