@@ -32,6 +32,8 @@ enum Flaw {
     IgnoresOutputLimit,
     /// Gives every exec the same tag.
     ReusesExecTag,
+    /// Answers `remove` without removing anything.
+    RemoveIsANoOp,
     /// None: the good backend as it is.
     Nothing,
 }
@@ -75,7 +77,7 @@ impl Broken {
                 argv.append(&mut request.argv);
                 request.argv = argv;
             }
-            Flaw::UncheckedCopyPaths | Flaw::Nothing => {}
+            Flaw::UncheckedCopyPaths | Flaw::RemoveIsANoOp | Flaw::Nothing => {}
         }
         request
     }
@@ -127,6 +129,9 @@ impl WorkspaceBackend for Broken {
         self.inner.resume(ws).await
     }
     async fn remove(&self, ws: &WorkspaceHandle) -> Result<()> {
+        if matches!(self.flaw, Flaw::RemoveIsANoOp) {
+            return Ok(());
+        }
         self.inner.remove(ws).await
     }
     async fn kill_exec(&self, ws: &WorkspaceHandle, exec: &ExecId) -> Result<()> {
@@ -150,7 +155,15 @@ async fn failure_of(flaw: Flaw, check: Check, claims: &[Guarantee]) -> CheckFail
         .await
         .expect_err("the broken backend passed");
     assert_eq!(failure.check, check, "{failure}");
-    // The failed check still removed its workspace, and what it ran with it.
+    // The failed check still removed its workspace, and what it ran with it (through the
+    // flawed backend's own remove, so the good one cleans up after a no-op).
+    if matches!(flaw, Flaw::RemoveIsANoOp) {
+        for entry in std::fs::read_dir(root.path()).unwrap() {
+            let id = entry.unwrap().file_name().into_string().unwrap();
+            let ws = broken.inner.attach(&id).await.unwrap();
+            broken.inner.remove(&ws).await.unwrap();
+        }
+    }
     assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
     failure
 }
@@ -218,6 +231,12 @@ async fn an_ignored_output_cap_fails_output_limit_honoured() {
 async fn a_reused_exec_tag_fails_exec_and_status() {
     let failure = failure_of(Flaw::ReusesExecTag, Check::ExecAndStatus, &[]).await;
     assert_eq!(failure.step, "every exec carries its own AUTO_SWE_EXEC_ID");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remove_that_removes_nothing_fails_remove_twice() {
+    let failure = failure_of(Flaw::RemoveIsANoOp, Check::RemoveTwice, &[]).await;
+    assert_eq!(failure.step, "a removed workspace is not found");
 }
 
 /// A claim is checked, not trusted: the subprocess backend claiming to hide the host's files
