@@ -1,6 +1,9 @@
 //! What the suite does not ask but this backend promises: dropping an exec (the caller gave up
 //! on it) ends its whole tree.
-#![expect(clippy::unwrap_used, reason = "a test helper outside #[test] fails loudly too")]
+#![expect(
+    clippy::unwrap_used,
+    reason = "a test helper outside #[test] fails loudly too"
+)]
 
 use std::time::{Duration, Instant};
 
