@@ -3,7 +3,7 @@
 //! credentials, exec tagging, `shell_quote` and safe archives.
 //!
 //! This is the only crate of the workspace that starts processes. With the `testing` feature,
-//! [`testing`] holds the behaviour suite every backend passes, for checking a backend of one's
+//! `testing` holds the behaviour suite every backend passes, for checking a backend of one's
 //! own.
 //!
 //! ```
