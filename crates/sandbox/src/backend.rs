@@ -24,6 +24,8 @@ pub enum BackendKind {
     Docker,
     /// A Kubernetes cluster.
     Kubernetes,
+    /// A backend of the embedding program's own, outside this crate.
+    Custom,
 }
 
 impl BackendKind {
@@ -34,6 +36,7 @@ impl BackendKind {
             Self::Local => "local",
             Self::Docker => "docker",
             Self::Kubernetes => "kubernetes",
+            Self::Custom => "custom",
         }
     }
 }
@@ -115,7 +118,9 @@ pub struct SpawnedProcess {
 /// keeper's PID once; secret env reaches the process by name or out of band, never in argv, a
 /// command line or the engine's stored config; every exec carries a fresh `AUTO_SWE_EXEC_ID` and
 /// a timeout kills the exec's whole tree; `remove` is idempotent; copy-in archives pass
-/// [`crate::assert_safe_archive`] and are extracted inside the sandbox, never on the host.
+/// [`crate::assert_safe_archive`] and are extracted inside the sandbox, never on the host. The
+/// shared behaviour suite of the `testing` feature (`auto_swe_sandbox::testing`) checks a
+/// backend against this contract; `docs/embedding.md` lists what it checks.
 #[async_trait]
 pub trait WorkspaceBackend: Send + Sync {
     /// The driver.

@@ -2,7 +2,9 @@
 //! the `local` (bubblewrap), `docker` and `kubernetes` drivers, git without resting
 //! credentials, exec tagging, `shell_quote` and safe archives.
 //!
-//! This is the only crate of the workspace that starts processes.
+//! This is the only crate of the workspace that starts processes. With the `testing` feature,
+//! `testing` holds the behaviour suite every backend passes, for checking a backend of one's
+//! own.
 //!
 //! ```
 //! use std::time::Duration;
@@ -32,6 +34,8 @@ mod process;
 mod quote;
 mod settings;
 mod spec;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use archive::{ArchiveSummary, assert_safe_archive};
 pub use backend::{

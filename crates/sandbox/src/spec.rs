@@ -383,7 +383,9 @@ impl ExecRequest {
         self
     }
 
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Refuses what no backend can run: an empty argv, a NUL byte in an argument or an
+    /// environment value, a relative working directory. Every backend calls it first.
+    pub fn validate(&self) -> Result<()> {
         if self.argv.is_empty() {
             return Err(SandboxError::InvalidRequest("empty argv".to_owned()));
         }

@@ -5,30 +5,19 @@ use auto_swe_sandbox::{ExecRequest, LocalRoot, Protection, SecretEnv, WorkspaceB
 
 use crate::{harness, suite};
 
-macro_rules! docker_suite {
-    ($($name:ident),* $(,)?) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            let Some(backend) = harness::docker().await else { return };
-            suite::$name(&backend, harness::spec(&harness::image(), LocalRoot::HostSystem)).await;
-        }
-    )*};
+async fn run(check: auto_swe_sandbox::testing::Check) {
+    let Some(backend) = harness::docker().await else {
+        return;
+    };
+    suite::check(
+        &backend,
+        harness::spec(&harness::image(), LocalRoot::HostSystem),
+        check,
+    )
+    .await;
 }
 
-docker_suite!(
-    exec_and_status,
-    timeout_kills_the_tree,
-    copy_in_and_out,
-    pause_resume_and_remove_twice,
-    oom_is_reported,
-    secrets_stay_off_command_lines,
-    posture,
-    canaries_are_unreadable,
-    escape_tar_copied_back,
-    escape_fork_bomb,
-    file_count_bound_refuses_after_a_burst,
-    file_count_bound_ends_an_endless_maker,
-);
+suite::every_check!(run);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stored_config_holds_no_secret_and_metadata_is_blackholed() {

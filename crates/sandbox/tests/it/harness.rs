@@ -64,38 +64,6 @@ pub(crate) fn host_processes_with(file: &str, needle: &str) -> Vec<u32> {
         .collect()
 }
 
-/// Planted canary files; removed on drop.
-pub(crate) struct Canaries {
-    pub(crate) value: String,
-    pub(crate) files: Vec<PathBuf>,
-}
-
-impl Canaries {
-    pub(crate) fn plant() -> Self {
-        let value = format!("Canary-Value-{}-9f3", std::process::id());
-        let mut files = Vec::new();
-        let mut dirs = vec![PathBuf::from("/root")];
-        if let Some(home) = std::env::var_os("HOME") {
-            dirs.push(PathBuf::from(home));
-        }
-        for dir in dirs {
-            let file = dir.join(format!(".auto-swe-canary-{}", std::process::id()));
-            if std::fs::write(&file, &value).is_ok() {
-                files.push(file);
-            }
-        }
-        Self { value, files }
-    }
-}
-
-impl Drop for Canaries {
-    fn drop(&mut self) {
-        for f in &self.files {
-            let _ = std::fs::remove_file(f);
-        }
-    }
-}
-
 /// The workspace image built by `scripts/build-workspace-rootfs.sh`.
 pub(crate) fn image() -> String {
     std::env::var("AUTO_SWE_WORKSPACE_IMAGE")

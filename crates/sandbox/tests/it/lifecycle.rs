@@ -1,8 +1,8 @@
 //! Nothing left behind, and one exec ended alone: a caller process (this test binary, started
 //! again as a child that runs one ephemeral command the way `auto-swe sandbox run` does) is
 //! sent `SIGTERM` or `SIGKILL` by its PID, and then nothing of its run may be left — no
-//! process, container, cgroup, state directory or lent mount; and `kill_exec` ends a
-//! long-running command's tree while its workspace stays usable.
+//! process, container, cgroup, state directory or lent mount. (`kill_exec` ending one exec is
+//! the behaviour suite's `kill_one_exec`.)
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use auto_swe_sandbox::{
     EphemeralRunner, EphemeralSpec, ExecRequest, Mount, MountAccess, NetworkMode, ResourceLimits,
-    STATE_DIR_PREFIX, SecretEnv, TerminationSignals, WorkspaceBackend,
+    STATE_DIR_PREFIX, SecretEnv, TerminationSignals,
 };
 
 use crate::harness;
@@ -365,94 +365,4 @@ async fn docker_run_keeps_its_timeout_when_the_caller_dies_and_is_swept_once_exp
         docker.inspect_container(&container, None).await.is_err(),
         "the expired container is left"
     );
-}
-
-/// `kill_exec` ends a long-running command (and what it started) while the workspace stays up.
-pub(crate) async fn kill_one_exec(
-    backend: &dyn WorkspaceBackend,
-    spec: auto_swe_sandbox::WorkspaceSpec,
-) {
-    let ws = backend.create(&spec).await.unwrap();
-    let mut long = backend
-        .spawn(
-            &ws,
-            &ExecRequest::shell("sleep 277 & env -i /bin/sh -c 'sleep 276' & echo up; wait")
-                .timeout(Duration::from_secs(120)),
-        )
-        .await
-        .unwrap();
-    let first = tokio::time::timeout(Duration::from_secs(60), long.output.recv())
-        .await
-        .unwrap();
-    assert!(
-        matches!(first, Some(auto_swe_sandbox::OutputChunk::Stdout(ref b)) if b == b"up\n"),
-        "{first:?}"
-    );
-    let started = Instant::now();
-    backend.kill_exec(&ws, &long.exec_id).await.unwrap();
-    let exit = tokio::time::timeout(Duration::from_secs(30), long.exit)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    assert_eq!(exit, auto_swe_sandbox::Exit::Status(137));
-    assert!(started.elapsed() < Duration::from_secs(30));
-    // Nothing of it is left, and the workspace still runs commands.
-    let out = backend
-        .exec(
-            &ws,
-            &ExecRequest::shell(
-                "ps -eo args 2>/dev/null || cat /proc/[0-9]*/cmdline | tr '\\0' ' '",
-            )
-            .timeout(Duration::from_secs(60)),
-        )
-        .await
-        .unwrap();
-    assert!(
-        !out.stdout_text().contains("sleep 277") && !out.stdout_text().contains("sleep 276"),
-        "{}",
-        out.stdout_text()
-    );
-    for leftover in [&b"sleep\x00277\x00"[..], b"sleep\x00276\x00"] {
-        let left: Vec<u32> = harness::host_processes_with("cmdline", "sleep")
-            .into_iter()
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == leftover)
-            })
-            .collect();
-        assert!(
-            left.is_empty(),
-            "{:?} is left",
-            String::from_utf8_lossy(leftover)
-        );
-    }
-    let out = backend
-        .exec(&ws, &ExecRequest::shell("echo still"))
-        .await
-        .unwrap();
-    assert_eq!(out.stdout_text(), "still\n");
-    // Ending an exec that has ended is no error.
-    backend.kill_exec(&ws, &long.exec_id).await.unwrap();
-    backend.remove(&ws).await.unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn local_kill_exec() {
-    let state = tempfile::tempdir().unwrap();
-    let Some((backend, root)) = harness::local(&state) else {
-        return;
-    };
-    kill_one_exec(&backend, harness::spec("unused", root)).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_kill_exec() {
-    let Some(backend) = harness::docker().await else {
-        return;
-    };
-    kill_one_exec(
-        &backend,
-        harness::spec(&harness::image(), auto_swe_sandbox::LocalRoot::HostSystem),
-    )
-    .await;
 }
