@@ -82,6 +82,12 @@ impl Server {
     /// Starts `auto-swe-server` over `store_url` with `workers` workers; waits until it listens.
     pub(crate) fn start(store_url: &str, workers: usize, extra_config: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        // The sandbox's account passes through the state directory (a temporary one is 0700).
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o711),
+        )
+        .unwrap();
         let state = dir.path().join("state");
         let config = dir.path().join("server.toml");
         std::fs::write(
@@ -106,7 +112,7 @@ impl Server {
             .env("AUTO_SWE_STORE_URL", store_url)
             .env("AUTO_SWE_STORE_KEY", STORE_KEY_HEX)
             .env("AUTO_SWE_JWT_SECRET", JWT_SECRET)
-            .env("AUTO_SWE_LOG", "auto_swe_sandbox=debug,warn")
+            .env("AUTO_SWE_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -210,6 +210,16 @@ fn passage_dir(path: &Path) -> Result<()> {
         .map_err(|e| SandboxError::io(format!("opening {} to the sandbox", path.display()), e))
 }
 
+/// Creates `path` and each of its missing ancestors, top down, as passages ([`passage_dir`]).
+/// Directories that exist are left as they are (the reachability check then judges them).
+fn passage_path(path: &Path) -> Result<()> {
+    let missing: Vec<&Path> = path.ancestors().take_while(|dir| !dir.exists()).collect();
+    for dir in missing.into_iter().rev() {
+        passage_dir(dir)?;
+    }
+    Ok(())
+}
+
 /// A private directory owned by the sandbox's account (`workspace/`, `tmp/`).
 fn sandbox_dir(path: &Path, identity: &HostIdentity) -> Result<()> {
     private_dir(path)?;
@@ -253,6 +263,9 @@ impl LocalBackend {
             check_rootfs(dir)?;
         }
         let identity = HostIdentity::resolve(&config.account)?;
+        // Made before the check: directories created here are passages, never a private
+        // directory the sandbox's account could not get through once bubblewrap runs.
+        passage_path(&config.state_dir)?;
         identity.check_reachable(&config.state_dir.join("x"))?;
         let swept = sweep::stale(&identity, config.cgroup_root.as_deref());
         if swept.state_dirs + swept.cgroups > 0 {

@@ -1,6 +1,6 @@
 //! The shared behaviour suite and escape suite against the `local` (bubblewrap) backend.
 
-use auto_swe_sandbox::{LocalConfig, Protection};
+use auto_swe_sandbox::{LocalBackend, LocalConfig, LocalRoot, Protection};
 
 use crate::{harness, suite};
 
@@ -257,4 +257,62 @@ async fn a_sandbox_that_cannot_start_is_a_typed_error() {
         );
     }
     backend.remove(&ws).await.unwrap();
+}
+
+/// A state directory that does not exist yet is made so the sandbox's account can pass through
+/// it, and commands run; one below a directory that account cannot search is refused when the
+/// backend is made, naming that directory, not later when bubblewrap fails to start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_state_directory_is_made_reachable_and_an_unreachable_one_is_refused() {
+    use auto_swe_sandbox::{ExecRequest, WorkspaceBackend as _};
+    use std::os::unix::fs::PermissionsExt as _;
+    let outer = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(outer.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = harness::rootfs().map_or(LocalRoot::HostSystem, LocalRoot::Rootfs);
+    let mut config = LocalConfig::new(root.clone());
+    config.state_dir = outer.path().join("not/there/yet");
+    let backend = match LocalBackend::new(config) {
+        Ok(backend) => backend,
+        Err(e) => {
+            assert!(
+                std::env::var("AUTO_SWE_REQUIRE_BWRAP").as_deref() != Ok("1"),
+                "bubblewrap required: {e}"
+            );
+            eprintln!("skipping: {e}");
+            return;
+        }
+    };
+    for made in ["not", "not/there", "not/there/yet"] {
+        let mode = std::fs::metadata(outer.path().join(made))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o711, "{made}");
+    }
+    let ws = backend
+        .create(&harness::spec("unused", root.clone()))
+        .await
+        .unwrap();
+    let out = backend
+        .exec(&ws, &ExecRequest::new(["/bin/sh", "-c", "echo ok"]))
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok", "{out:?}");
+    backend.remove(&ws).await.unwrap();
+
+    // Below a directory only its owner may search: refused up front, when the sandbox runs as
+    // another account (as it does under root).
+    let private = outer.path().join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let mut config = LocalConfig::new(root);
+    config.state_dir = private.join("state");
+    match LocalBackend::new(config) {
+        Err(e) => {
+            assert_eq!(e.code(), "WORKSPACE_BACKEND_UNAVAILABLE", "{e}");
+            assert!(e.to_string().contains("private"), "{e}");
+        }
+        // Not root: the sandbox runs as this account, which may search its own directory.
+        Ok(_) => assert_ne!(nix::unistd::geteuid().as_raw(), 0, "root must be refused"),
+    }
 }
