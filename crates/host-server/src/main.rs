@@ -57,19 +57,7 @@ fn store_key(config: &ServerConfig) -> Result<Keyring, String> {
         None => std::env::var("AUTO_SWE_STORE_KEY")
             .map_err(|_| "set AUTO_SWE_STORE_KEY (64 hex digits) or storeKeyFile".to_owned())?,
     };
-    let text = text.trim();
-    let bytes: Vec<u8> = (0..text.len())
-        .step_by(2)
-        .map(|i| {
-            text.get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        })
-        .collect::<Option<_>>()
-        .ok_or("the store key is not hexadecimal")?;
-    let key: [u8; 32] = bytes
-        .try_into()
-        .map_err(|_| "the store key must be 32 bytes (64 hex digits)".to_owned())?;
-    Ok(Keyring::single(1, key))
+    Keyring::from_hex(1, &text).map_err(|e| format!("the store key: {e} ({})", e.code()))
 }
 
 async fn serve(args: Args) -> Result<(), String> {

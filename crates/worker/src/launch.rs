@@ -36,6 +36,9 @@ pub struct LaunchOptions {
     pub idempotency_key: Option<String>,
     /// The user who launched it (recorded on the run, for visibility).
     pub launched_by: Option<String>,
+    /// The stored template and version whose spec this is (recorded on the work request and
+    /// the run: the template's team sees the run).
+    pub template: Option<(String, String)>,
 }
 
 /// What [`launch_with`] did.
@@ -161,6 +164,7 @@ pub async fn launch_with(
     request.connection_id = connection.clone();
     request.billing_org_id = billing.as_ref().map(|b| b.org_id.clone());
     request.idempotency_key = options.idempotency_key;
+    request.template_id = options.template.as_ref().map(|(id, _)| id.clone());
     let (recorded, outcome) = store
         .submit_run_input(request)
         .await
@@ -173,6 +177,9 @@ pub async fn launch_with(
     let mut run = NewRun::new(launch.spec).with_run_input(&recorded.id);
     if let Some(user) = options.launched_by {
         run = run.launched_by(user);
+    }
+    if let Some((_, version)) = options.template {
+        run = run.with_template_version(version);
     }
     if let Some(billing) = billing {
         run = run.with_org(billing.org_id).with_team(billing.team_id);

@@ -117,7 +117,7 @@ pub async fn create(
     ))
 }
 
-fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
+pub(crate) fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
     let Some(value) = headers.get(IDEMPOTENCY_KEY) else {
         return Ok(None);
     };
@@ -134,7 +134,7 @@ fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
     Ok(Some(text.to_owned()))
 }
 
-fn launch_error(error: &WorkerError) -> ApiError {
+pub(crate) fn launch_error(error: &WorkerError) -> ApiError {
     if let WorkerError::Store(store) = error
         && store.code() != "IDEMPOTENCY_KEY_MISMATCH"
     {

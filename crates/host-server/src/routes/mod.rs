@@ -3,6 +3,7 @@
 pub mod human;
 pub mod launch;
 pub mod runs;
+pub mod templates;
 
 use std::time::Duration;
 
@@ -160,7 +161,8 @@ impl Modify for BearerAuth {
 #[openapi(
     info(title = "auto-swe", description = "Launch, follow and steer agent runs."),
     paths(health, me, issue_token, launch::create, runs::list, runs::detail, runs::traces,
-          runs::cancel, runs::signal, human::respond),
+          runs::cancel, runs::signal, human::respond, templates::create, templates::add_version,
+          templates::detail, templates::launch),
     modifiers(&BearerAuth)
 )]
 pub struct ApiDoc;
@@ -198,6 +200,16 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
             post(runs::signal),
         )
         .route("/api/v1/human-steps/{id}/respond", post(human::respond))
+        .route("/api/v1/workflow-templates", post(templates::create))
+        .route("/api/v1/workflow-templates/{id}", get(templates::detail))
+        .route(
+            "/api/v1/workflow-templates/{id}/versions",
+            post(templates::add_version),
+        )
+        .route(
+            "/api/v1/workflow-templates/{id}/runs",
+            post(templates::launch),
+        )
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(body_limit))

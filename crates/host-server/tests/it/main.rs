@@ -6,5 +6,6 @@
 )]
 
 mod auth;
+mod pool;
 mod runs;
 mod support;

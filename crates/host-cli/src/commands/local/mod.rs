@@ -67,6 +67,11 @@ pub(crate) fn home() -> anyhow::Result<PathBuf> {
 /// then linked into place, so two processes starting at once agree on one key and neither reads
 /// a half-written one.
 fn keyring(home: &Path) -> anyhow::Result<Keyring> {
+    // A store shared with servers and other hosts is sealed with their key.
+    if let Some(hex) = std::env::var(STORE_KEY_ENV).ok().filter(|k| !k.is_empty()) {
+        return Keyring::from_hex(1, &hex)
+            .map_err(|e| anyhow::anyhow!("{STORE_KEY_ENV}: {e} ({})", e.code()));
+    }
     let path = home.join("keyring.key");
     let read = |path: &Path| -> anyhow::Result<Keyring> {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -97,6 +102,9 @@ fn keyring(home: &Path) -> anyhow::Result<Keyring> {
         Err(e) => Err(e).with_context(|| format!("writing {}", path.display())),
     }
 }
+
+/// The shared store key: 64 hex digits, the same variable `auto-swe-server` reads.
+pub(crate) const STORE_KEY_ENV: &str = "AUTO_SWE_STORE_KEY";
 
 /// Opens the local store (creating the home and the `SQLite` file on first use).
 pub(crate) async fn open_store() -> anyhow::Result<(PathBuf, Store)> {
