@@ -3,7 +3,7 @@
 
 use auto_swe_store::{Run, RunListQuery, RunViewer, TeamRole};
 
-use crate::auth::{Caller, Role};
+use crate::auth::{AccessLevel, Caller};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
@@ -70,7 +70,7 @@ pub async fn authorize_launch(
         Err(e) => return Err(ApiError::from_store(&e, "connection")),
     };
     match caller {
-        Caller::User(user) if user.role >= Role::Admin => Ok(()),
+        Caller::User(user) if user.role >= AccessLevel::Admin => Ok(()),
         Caller::User(user) => {
             let role: Option<TeamRole> = state
                 .store()

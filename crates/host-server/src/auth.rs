@@ -20,11 +20,13 @@ pub const IDENTITY_CACHE_TTL: Duration = Duration::from_secs(30);
 const ISSUER: &str = "auto-swe";
 const AUDIENCE: &str = "auto-swe-api";
 
-/// Platform roles, lowest first: every signed-in user is at least an engineer.
+/// What a person may do across the platform, lowest first: every signed-in user is at least
+/// an engineer; the store's platform roles map onto it (`LEAD` → lead, `PLATFORM_OPERATOR` →
+/// lead who sees every run, `PLATFORM_ADMIN` → admin).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[non_exhaustive]
-pub enum Role {
+pub enum AccessLevel {
     /// Everyone signed in.
     Engineer,
     /// Team leads.
@@ -33,14 +35,14 @@ pub enum Role {
     Admin,
 }
 
-impl Role {
+impl AccessLevel {
     /// The stable name.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
-            Role::Engineer => "ENGINEER",
-            Role::Lead => "LEAD",
-            Role::Admin => "ADMIN",
+            AccessLevel::Engineer => "ENGINEER",
+            AccessLevel::Lead => "LEAD",
+            AccessLevel::Admin => "ADMIN",
         }
     }
 }
@@ -53,7 +55,7 @@ pub struct UserIdentity {
     /// Their email.
     pub email: String,
     /// Their platform role now.
-    pub role: Role,
+    pub role: AccessLevel,
     /// Whether they see every run (platform admins and operators).
     pub sees_everything: bool,
 }
@@ -94,7 +96,7 @@ impl Caller {
 #[derive(Debug, Serialize, Deserialize)]
 struct Claims {
     sub: String,
-    role: Role,
+    role: AccessLevel,
     iss: String,
     aud: String,
     iat: u64,
@@ -309,10 +311,10 @@ impl Authenticator {
             .await
             .map_err(|e| ApiError::from_store(&e, "user"))?;
         let (role, sees_everything) = match platform {
-            Some(PlatformRole::Admin) => (Role::Admin, true),
-            Some(PlatformRole::Operator) => (Role::Lead, true),
-            Some(PlatformRole::Lead) => (Role::Lead, false),
-            _ => (Role::Engineer, false),
+            Some(PlatformRole::Admin) => (AccessLevel::Admin, true),
+            Some(PlatformRole::Operator) => (AccessLevel::Lead, true),
+            Some(PlatformRole::Lead) => (AccessLevel::Lead, false),
+            _ => (AccessLevel::Engineer, false),
         };
         Ok(Some(UserIdentity {
             id: user.id,

@@ -34,7 +34,7 @@ pub mod pool;
 pub mod routes;
 pub mod state;
 
-pub use auth::{Authenticator, Caller, Role};
+pub use auth::{AccessLevel, Authenticator, Caller};
 pub use bootstrap::{BootstrapError, bootstrap_admin};
 pub use error::{ApiError, ApiResult};
 pub use pool::WorkerPool;

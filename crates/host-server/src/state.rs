@@ -16,7 +16,7 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use crate::auth::{Authenticator, Caller, Role, UserIdentity};
+use crate::auth::{AccessLevel, Authenticator, Caller, UserIdentity};
 use crate::error::ApiError;
 
 /// The server's shared state.
@@ -140,7 +140,7 @@ pub struct SignedIn(pub UserIdentity);
 
 impl SignedIn {
     /// Refuses a caller below `role` with 403.
-    pub fn require(&self, role: Role) -> Result<&UserIdentity, ApiError> {
+    pub fn require(&self, role: AccessLevel) -> Result<&UserIdentity, ApiError> {
         if self.0.role >= role {
             Ok(&self.0)
         } else {

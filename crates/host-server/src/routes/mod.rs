@@ -162,7 +162,7 @@ impl Modify for BearerAuth {
     info(title = "auto-swe", description = "Launch, follow and steer agent runs."),
     paths(health, me, issue_token, launch::create, runs::list, runs::detail, runs::traces,
           runs::cancel, runs::signal, human::respond, templates::create, templates::add_version,
-          templates::detail, templates::launch),
+          templates::detail, templates::start_run),
     modifiers(&BearerAuth)
 )]
 pub struct ApiDoc;
@@ -208,7 +208,7 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
         )
         .route(
             "/api/v1/workflow-templates/{id}/runs",
-            post(templates::launch),
+            post(templates::start_run),
         )
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use crate::access::is_run_id;
-use crate::auth::{Caller, Role, UserIdentity};
+use crate::auth::{AccessLevel, Caller, UserIdentity};
 use crate::error::{ApiError, ApiResult};
 use crate::routes::Data;
 use crate::routes::launch::{WorkRequestAccepted, idempotency_key, launch_error};
@@ -93,10 +93,10 @@ fn validated(spec: &Value, state: &AppState) -> ApiResult<()> {
 /// Whether `user` may change templates of `team_id` (leads of the team, and admins; a
 /// platform-wide template is the admins').
 async fn may_edit(state: &AppState, user: &UserIdentity, team_id: Option<&str>) -> ApiResult<()> {
-    if user.role >= Role::Admin {
+    if user.role >= AccessLevel::Admin {
         return Ok(());
     }
-    if user.role < Role::Lead {
+    if user.role < AccessLevel::Lead {
         return Err(ApiError::forbidden(
             "changing templates needs the LEAD role",
         ));
@@ -301,7 +301,7 @@ pub async fn detail(
               (status = 400, body = crate::routes::ErrorBody), (status = 404, body = crate::routes::ErrorBody),
               (status = 409, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
-pub async fn launch(
+pub async fn start_run(
     State(state): State<AppState>,
     AnyCaller(caller): AnyCaller,
     Path(id): Path<String>,
