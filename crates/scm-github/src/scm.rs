@@ -305,13 +305,11 @@ impl GitHubScm {
         permissions: Permissions,
     ) -> Result<GitRemote, GitHubError> {
         let url = self.config.host.clone_url(&repo.owner, &repo.name);
-        let header = if url.starts_with("file://") {
-            None
-        } else {
-            let token = self.token(repo, permissions).await?;
-            Some(basic_auth_header("x-access-token", token.expose()))
-        };
-        Ok(GitRemote { url, header })
+        let token = self.token(repo, permissions).await?;
+        Ok(GitRemote {
+            url,
+            header: Some(basic_auth_header("x-access-token", token.expose())),
+        })
     }
 
     fn mirror_path(&self, connection_id: &str) -> PathBuf {
