@@ -56,6 +56,12 @@ impl GitHubScm {
             .next();
         // A known pull request is checked before anything is pushed: a closed one stops here.
         let existing = match &known {
+            // Heard closed (a webhook): refused without asking again.
+            Some(pr) if pr.state != PullRequestState::Open => {
+                return Err(GitHubError::PullRequestClosed {
+                    number: u64::try_from(pr.number).unwrap_or(0),
+                });
+            }
             Some(pr) => {
                 let found = self
                     .pull(&repo, u64::try_from(pr.number).unwrap_or(0))
