@@ -623,7 +623,7 @@ impl LocalGit {
 
     /// Clones `remote` into a new bare repository at `dest`, its credential (if any) sent as a
     /// header git reads from its environment.
-    #[tracing::instrument(level = "debug", skip(self, remote), fields(url = %remote.url))]
+    #[tracing::instrument(level = "debug", skip(self, remote), fields(url = %remote.shown_url()))]
     pub async fn clone_bare_remote(
         &self,
         remote: &GitRemote,
@@ -651,7 +651,7 @@ impl LocalGit {
     }
 
     /// Fetches `refspecs` from `remote` into `repo`.
-    #[tracing::instrument(level = "debug", skip(self, remote), fields(url = %remote.url))]
+    #[tracing::instrument(level = "debug", skip(self, remote), fields(url = %remote.shown_url()))]
     pub async fn fetch_remote(
         &self,
         repo: &Path,
@@ -670,7 +670,7 @@ impl LocalGit {
 
     /// Pushes `refspecs` of `repo` to `remote`. A push the remote refuses because its branch
     /// moved (someone else pushed, or force-pushed) is `BRANCH_MOVED`: nothing is overwritten.
-    #[tracing::instrument(level = "debug", skip(self, remote), fields(url = %remote.url))]
+    #[tracing::instrument(level = "debug", skip(self, remote), fields(url = %remote.shown_url()))]
     pub async fn push_remote(
         &self,
         repo: &Path,
@@ -740,9 +740,23 @@ impl std::fmt::Debug for GitRemote {
 }
 
 impl GitRemote {
+    /// The URL as errors and spans show it: any userinfo (a credential that should not be
+    /// there) replaced by `***`.
+    #[must_use]
+    pub fn shown_url(&self) -> String {
+        let Some((scheme, rest)) = self.url.split_once("://") else {
+            return "***".to_owned();
+        };
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        match rest[..end].rfind('@') {
+            Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+            None => self.url.clone(),
+        }
+    }
+
     fn refused(&self, detail: &str) -> LocalGitError {
         LocalGitError::NotARepository {
-            source_name: self.url.clone(),
+            source_name: self.shown_url(),
             detail: detail.to_owned(),
         }
     }
@@ -808,7 +822,7 @@ impl GitRemote {
             || lower.contains("terminal prompts disabled")
         {
             return Err(LocalGitError::AuthRequired {
-                source_name: self.url.clone(),
+                source_name: self.shown_url(),
             });
         }
         Err(LocalGitError::Failed {

@@ -293,3 +293,40 @@ async fn merge_state_and_comments_come_from_the_api() {
     let error = scm.repo_ref("no-such-connection").await.unwrap_err();
     assert_eq!(error.code(), "STORE_NOT_FOUND");
 }
+
+#[tokio::test]
+async fn a_remote_never_takes_a_credential_in_its_url_or_a_second_header() {
+    use auto_swe_sandbox::SecretValue;
+    use auto_swe_worker::local_git::GitRemote;
+    let h = Harness::new().await;
+    let dest = h.dir.path().join("refused.git");
+    let refusals = [
+        GitRemote {
+            url: "https://x-access-token:ghs_secret@github.com/o/r.git".to_owned(),
+            header: None,
+        },
+        GitRemote {
+            url: "ext::sh -c touch% /tmp/pwned".to_owned(),
+            header: None,
+        },
+        GitRemote {
+            url: "ssh://git@github.com/o/r.git".to_owned(),
+            header: None,
+        },
+        GitRemote {
+            url: format!("file://{}", h.remote.display()),
+            header: Some(SecretValue::new("Authorization: Basic eA==\r\nX-Evil: 1")),
+        },
+    ];
+    for remote in refusals {
+        let error = h.git.clone_bare_remote(&remote, &dest).await.unwrap_err();
+        assert_eq!(error.code(), "REPOSITORY_INVALID", "{remote:?}");
+        assert!(!error.to_string().contains("ghs_secret"), "{error}");
+        assert!(!remote.shown_url().contains("ghs_secret"));
+        assert!(
+            !format!("{remote:?}").contains("eA=="),
+            "Debug shows no header"
+        );
+    }
+    assert!(!dest.exists());
+}
