@@ -53,8 +53,7 @@ impl GitHubScm {
             .check_suites
             .into_iter()
             .filter(|suite| {
-                suite.app.as_ref().map(|a| a.id) != self.app_id().or(Some(u64::MAX))
-                    || self.app_id().is_none()
+                self.app_id().is_none() || suite.app.as_ref().map(|a| a.id) != self.app_id()
             })
             .map(CheckSuiteView::from)
             .collect())
