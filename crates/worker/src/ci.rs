@@ -45,22 +45,21 @@ impl LocalCi {
     /// Judges every pending head once; returns the verdicts recorded.
     #[tracing::instrument(level = "info", name = "local_ci", skip(self))]
     pub async fn run_pending(&self) -> Result<Vec<CiVerdict>, ScmError> {
+        let Some(scm) = self.services.scm.as_local() else {
+            return Ok(Vec::new());
+        };
         let store = &self.services.store;
         let pending = store
             .list_pull_requests(&PullRequestQuery::default().with_ci_status(CiStatus::Pending))
             .await?;
         let mut verdicts = Vec::new();
         for pr in pending {
-            let repo = match self.services.scm.repository(&pr.connection_id).await {
+            let repo = match scm.repository(&pr.connection_id).await {
                 Ok(repo) => repo,
                 Err(ScmError::NotLocal(_)) => continue,
                 Err(error) => return Err(error),
             };
-            let text = self
-                .services
-                .scm
-                .pull_request_text(&repo, pr.number)
-                .await?;
+            let text = scm.pull_request_text(&repo, pr.number).await?;
             let (status, log) = match run_gates(
                 &self.services,
                 &repo,
@@ -80,10 +79,7 @@ impl LocalCi {
                     ),
                 ),
             };
-            self.services
-                .scm
-                .write_ci_log(&repo, &pr.head_sha, &log)
-                .await?;
+            scm.write_ci_log(&repo, &pr.head_sha, &log).await?;
             let recorded = store
                 .set_ci_status(&pr.connection_id, &pr.head_sha, status)
                 .await?;

@@ -6,7 +6,8 @@
 //! [`JournalingDispatcher`] makes each effect of a run at most once, answering a resumed run
 //! from its history, and [`Worker`] puts them together around the interpreter. The built-in
 //! step executors ([`StepEffects`]) make a run's effects against the store, the sandbox, the
-//! models and the local SCM ([`LocalScm`], judged by [`LocalCi`]); [`templates`] holds the
+//! models and an SCM behind the [`Scm`] seam (the local one, [`LocalScm`], judged by
+//! [`LocalCi`]); [`templates`] holds the
 //! built-in workflow templates.
 //!
 //! ```
@@ -53,7 +54,7 @@ pub use parking::{Parking, Working};
 pub use reaper::{ReapReport, Reaper, ReaperConfig};
 pub use scm::{
     CI_SIGNAL, LOCAL_HOST, LOCAL_ORG_SLUG, LocalRepository, LocalScm, MERGE_SIGNAL,
-    PullRequestOpened, PullRequestText, ScmError,
+    PullRequestOpened, PullRequestRequest, PullRequestText, Scm, ScmError,
 };
 pub use steps::{
     ANSWERED_BY, CONTAINER_OUTPUT_BYTES, CONTAINER_TIMEOUT_CAP, GATE_FILE, GateConfig, GateOutcome,

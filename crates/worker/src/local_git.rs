@@ -14,6 +14,10 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
+mod remote;
+
+pub use remote::GitRemote;
+
 /// Longest a local git command may run.
 pub const GIT_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -173,6 +177,23 @@ impl LocalGit {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        self.run_with_env(operation, cwd, args, stdin, &[]).await
+    }
+
+    /// [`LocalGit::run`] with `env` added after the hardened environment (how a remote's
+    /// credential reaches git: as `GIT_CONFIG_*` entries, never as an argument).
+    async fn run_with_env<I, S>(
+        &self,
+        operation: &str,
+        cwd: Option<&Path>,
+        args: I,
+        stdin: Option<Vec<u8>>,
+        env: &[(&str, &str)],
+    ) -> Result<Output, LocalGitError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         #[expect(
             clippy::disallowed_methods,
             reason = "the worker's local git module is the sanctioned host-side git"
@@ -193,6 +214,7 @@ impl LocalGit {
             .env("GIT_COMMITTER_NAME", MERGE_AUTHOR.0)
             .env("GIT_COMMITTER_EMAIL", MERGE_AUTHOR.1)
             .env("LC_ALL", "C")
+            .envs(env.iter().copied())
             .args([
                 "-c",
                 "core.hooksPath=/dev/null",

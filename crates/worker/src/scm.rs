@@ -4,8 +4,14 @@
 //! Each registered repository is a `git_repo` connection of the `local` organization whose
 //! config names its bare repository; a pull request is keyed by (connection, number), one per
 //! run and branch, and keeps its title, body and branches beside the bare repository.
+//!
+//! [`Scm`] is the seam the worker's steps use: [`LocalScm`] is one provider; a hosted one (GitHub)
+//! lives in its own crate and keeps a bare mirror of each repository under the worker's home, so
+//! every provider hands the steps a [`LocalRepository`] their host-side git works on.
 
 use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
 
 use auto_swe_store::{
     CiStatus, ConnectionType, NewConnection, PullRequest, PullRequestQuery, PullRequestState,
@@ -52,6 +58,16 @@ pub enum ScmError {
     /// A file beside the repository could not be read or written.
     #[error("local SCM: {0}")]
     Io(#[from] std::io::Error),
+    /// A hosted provider refused or failed; its own error named the code.
+    #[error("{message}")]
+    Provider {
+        /// Stable code (`PULL_REQUEST_CLOSED`, `GITHUB_RATE_LIMITED`, …).
+        code: &'static str,
+        /// What happened, with no credential in it.
+        message: String,
+        /// Whether trying again may succeed.
+        retryable: bool,
+    },
 }
 
 impl ScmError {
@@ -65,6 +81,7 @@ impl ScmError {
             ScmError::NoPullRequest(_) => "PULL_REQUEST_NOT_FOUND",
             ScmError::NotMergeable { .. } => "PULL_REQUEST_NOT_MERGEABLE",
             ScmError::Io(_) => "SCM_UNAVAILABLE",
+            ScmError::Provider { code, .. } => code,
         }
     }
 
@@ -75,6 +92,7 @@ impl ScmError {
             ScmError::Git(error) => error.is_retryable(),
             ScmError::Store(error) => error.is_retryable(),
             ScmError::Io(_) => true,
+            ScmError::Provider { retryable, .. } => *retryable,
             ScmError::NotLocal(_) | ScmError::NoPullRequest(_) | ScmError::NotMergeable { .. } => {
                 false
             }
@@ -121,6 +139,88 @@ pub struct PullRequestOpened {
     pub head_sha: String,
     /// Whether this call opened it.
     pub created: bool,
+}
+
+/// The run's pull request as a step asks for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PullRequestRequest {
+    /// The run it belongs to (one pull request per run).
+    pub run_id: String,
+    /// The run's branch, its head.
+    pub branch: String,
+    /// Title.
+    pub title: String,
+    /// Body.
+    pub body: String,
+    /// Opened as a draft (a hosted provider's draft; the local SCM has none).
+    pub draft: bool,
+    /// Labels to put on it.
+    pub labels: Vec<String>,
+}
+
+impl PullRequestRequest {
+    /// A ready pull request from `branch` of `run_id`, with no labels.
+    #[must_use]
+    pub fn new(
+        run_id: impl Into<String>,
+        branch: impl Into<String>,
+        title: impl Into<String>,
+        body: impl Into<String>,
+    ) -> Self {
+        Self {
+            run_id: run_id.into(),
+            branch: branch.into(),
+            title: title.into(),
+            body: body.into(),
+            draft: false,
+            labels: Vec::new(),
+        }
+    }
+}
+
+/// Where the worker's pull requests go: the seam between the steps and a provider.
+///
+/// Implementor's contract: [`Scm::repository`] hands back a bare repository on this machine whose
+/// default branch is current (the steps' host-side git works on it); a run has at most one pull
+/// request, found before one is opened, so a repeated call never opens a second; an opened or
+/// moved pull request is recorded in the store with its head's CI `PENDING` (what arms the run's
+/// CI wait); errors carry stable codes and say whether a retry may help; no credential reaches an
+/// error, a log or a span.
+#[async_trait]
+pub trait Scm: Send + Sync + std::fmt::Debug {
+    /// The provider's name (`local`, `github`).
+    fn provider(&self) -> &'static str;
+
+    /// The repository of a connection, ready for the steps' git.
+    async fn repository(&self, connection_id: &str) -> Result<LocalRepository, ScmError>;
+
+    /// The run's pull request on `repo`, if it opened one.
+    async fn pull_request_of_run(
+        &self,
+        repo: &LocalRepository,
+        run_id: &str,
+    ) -> Result<Option<PullRequest>, ScmError>;
+
+    /// Publishes the run's branch and opens its pull request, or points the open one at the
+    /// branch's new head.
+    async fn create_or_update_pull_request(
+        &self,
+        repo: &LocalRepository,
+        request: &PullRequestRequest,
+    ) -> Result<PullRequestOpened, ScmError>;
+
+    /// The CI log of a head (the failing part, size-capped by the provider), empty when none.
+    async fn fetch_ci_logs(
+        &self,
+        repo: &LocalRepository,
+        head_sha: &str,
+    ) -> Result<String, ScmError>;
+
+    /// The local provider, when this is it (local CI judges only its repositories).
+    fn as_local(&self) -> Option<&LocalScm> {
+        None
+    }
 }
 
 /// The local SCM provider.
@@ -431,5 +531,52 @@ impl LocalScm {
     #[must_use]
     pub fn root(&self) -> &Path {
         &self.root
+    }
+}
+
+#[async_trait]
+impl Scm for LocalScm {
+    fn provider(&self) -> &'static str {
+        LOCAL_HOST
+    }
+
+    async fn repository(&self, connection_id: &str) -> Result<LocalRepository, ScmError> {
+        LocalScm::repository(self, connection_id).await
+    }
+
+    async fn pull_request_of_run(
+        &self,
+        repo: &LocalRepository,
+        run_id: &str,
+    ) -> Result<Option<PullRequest>, ScmError> {
+        LocalScm::pull_request_of_run(self, repo, run_id).await
+    }
+
+    async fn create_or_update_pull_request(
+        &self,
+        repo: &LocalRepository,
+        request: &PullRequestRequest,
+    ) -> Result<PullRequestOpened, ScmError> {
+        LocalScm::create_or_update_pull_request(
+            self,
+            repo,
+            &request.run_id,
+            &request.branch,
+            &request.title,
+            &request.body,
+        )
+        .await
+    }
+
+    async fn fetch_ci_logs(
+        &self,
+        repo: &LocalRepository,
+        head_sha: &str,
+    ) -> Result<String, ScmError> {
+        LocalScm::fetch_ci_logs(self, repo, head_sha).await
+    }
+
+    fn as_local(&self) -> Option<&LocalScm> {
+        Some(self)
     }
 }

@@ -524,6 +524,25 @@ macro_rules! impl_identity_stores {
                 Self::connection_from_row(&row)
             }
 
+            async fn find_repo_connection(
+                &self,
+                host: &str,
+                owner: &str,
+                name: &str,
+            ) -> StoreResult<Option<Connection>> {
+                let row = sqlx::query(
+                    "SELECT * FROM connections WHERE type = 'git_repo' AND repo_host = $1 \
+                     AND LOWER(repo_owner) = LOWER($2) AND LOWER(repo_name) = LOWER($3) \
+                     ORDER BY created_at LIMIT 1",
+                )
+                .bind(host.to_lowercase())
+                .bind(owner)
+                .bind(name)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(Self::connection_from_row).transpose()
+            }
+
             async fn set_connection_token(&self, id: &str, token: &SecretString) -> StoreResult<()> {
                 limits::short_text("token", token.expose()).map_err(|_| {
                     StoreError::invalid("token", "must be 1-512 bytes without NUL")

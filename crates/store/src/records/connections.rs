@@ -91,6 +91,14 @@ pub trait ConnectionStore: Send + Sync {
     async fn create_connection(&self, connection: NewConnection) -> StoreResult<Connection>;
     /// Reads a connection.
     async fn get_connection(&self, id: &str) -> StoreResult<Connection>;
+    /// The `git_repo` connection of `owner/name` on `host`, if one covers it (host as stored,
+    /// lower-case; owner and name compared without regard to case, as hosts treat them).
+    async fn find_repo_connection(
+        &self,
+        host: &str,
+        owner: &str,
+        name: &str,
+    ) -> StoreResult<Option<Connection>>;
     /// Seals and stores the connection's token.
     async fn set_connection_token(&self, id: &str, token: &SecretString) -> StoreResult<()>;
     /// Opens the connection's token.

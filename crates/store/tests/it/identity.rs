@@ -402,6 +402,27 @@ async fn connections_keep_git_repos_unique(db: &TestDb) {
         })
         .await;
     assert_eq!(again.unwrap_err().code(), "STORE_CONFLICT");
+    // A webhook names the repository as its host spells it: found without regard to case,
+    // and only on its own host.
+    let found = db
+        .store
+        .find_repo_connection("GitHub.com", &repo.owner.to_uppercase(), &repo.name)
+        .await
+        .unwrap();
+    assert_eq!(found.map(|c| c.id), Some(created.id.clone()));
+    for (host, owner, name) in [
+        ("ghe.example.com", repo.owner.as_str(), repo.name.as_str()),
+        ("github.com", "someone-else", repo.name.as_str()),
+        ("github.com", repo.owner.as_str(), "other"),
+        ("github.com", "%", "%"),
+    ] {
+        let missing = db
+            .store
+            .find_repo_connection(host, owner, name)
+            .await
+            .unwrap();
+        assert!(missing.is_none(), "{host} {owner}/{name}");
+    }
     // The partial index only covers git repositories.
     for name in ["tracker-1", "tracker-2"] {
         db.store

@@ -47,7 +47,7 @@ pub use workspace::WorkspaceTemplate;
 
 use crate::local_git::LocalGit;
 use crate::parking::{Parking, Working};
-use crate::scm::LocalScm;
+use crate::scm::Scm;
 
 /// What every step of every run shares: the store, the sandbox, the models, the SCM.
 pub struct WorkerServices {
@@ -60,7 +60,7 @@ pub struct WorkerServices {
     /// Prices for metering.
     pub prices: PriceCatalog,
     /// The SCM pull requests go to.
-    pub scm: Arc<LocalScm>,
+    pub scm: Arc<dyn Scm>,
     /// Scanner patterns.
     pub patterns: Arc<CompiledPatterns>,
     /// Host-side git.

@@ -10,7 +10,7 @@ use super::implement::{repository, ticket_text};
 use super::outcome::SendFailure;
 use super::workspace::tail;
 use super::{StepContext, StepExecutor};
-use crate::scm::ScmError;
+use crate::scm::{PullRequestRequest, ScmError};
 
 /// Characters of CI log handed to a fixer.
 const CI_LOG_CHARS: usize = 12_000;
@@ -33,7 +33,7 @@ pub(crate) struct CreateOrUpdatePullRequest;
 impl StepExecutor for CreateOrUpdatePullRequest {
     fn descriptor(&self) -> StepDescriptor {
         let mut step = StepDescriptor {
-            description: Some("Opens the run's pull request from its branch, or moves it to the branch's new head; either way the head's CI is armed.".to_owned()),
+            description: Some("Opens the run's pull request from its branch, or moves it to the branch's new head; either way the head's CI is armed. config.draft (boolean) opens it as a draft and config.labels (strings) labels it, where the provider has them.".to_owned()),
             ..StepDescriptor::default()
         };
         step.inputs.insert(
@@ -70,22 +70,33 @@ impl StepExecutor for CreateOrUpdatePullRequest {
                 .collect();
         }
         let body = context.input_str("body");
+        let mut request =
+            PullRequestRequest::new(&context.run.run_id, context.run.branch(), title, body);
+        request.draft = context
+            .config("draft")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        request.labels = context
+            .config("labels")
+            .and_then(Value::as_array)
+            .map(|labels| {
+                labels
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
         // The pull request is an external write: claimed in the run's outcome ledger first.
-        // The local SCM's write is an upsert keyed on the run (a repeat cannot open a second
-        // pull request), so an error it returns left nothing half-sent; only a crash between
-        // the claim and its record leaves the claim pending.
+        // Every provider finds the run's pull request before it opens one (a repeat cannot open a
+        // second), so an error it returns left nothing half-sent; only a crash between the claim
+        // and its record leaves the claim pending.
         let opened = context
             .send_once("pull-request", || async {
                 let opened = context
                     .services
                     .scm
-                    .create_or_update_pull_request(
-                        &repo,
-                        &context.run.run_id,
-                        &context.run.branch(),
-                        &title,
-                        &body,
-                    )
+                    .create_or_update_pull_request(&repo, &request)
                     .await
                     .map_err(|e| SendFailure::NotSent(scm_failure(&e)))?;
                 serde_json::to_value(&opened).map_err(|e| {

@@ -34,8 +34,7 @@ async fn a_launch_against_a_spent_org_is_refused_and_writes_nothing(db: &TestSto
     let services = demo_services(db.store.clone(), backend, root, &dir.path().join("repos"));
     let source = dir.path().join("source");
     write_demo_repository(&source, &services.git).await.unwrap();
-    let repo = services
-        .scm
+    let repo = crate::end_to_end::local_scm(&services)
         .register(source.to_str().unwrap(), "slugify")
         .await
         .unwrap();

@@ -113,6 +113,11 @@ pub(crate) fn services_with(
     })
 }
 
+/// The services' SCM as the local one the tests register repositories with.
+pub(crate) fn local_scm(services: &WorkerServices) -> &LocalScm {
+    services.scm.as_local().unwrap()
+}
+
 /// Registers the demo repository and launches `ticket-to-merge` on it.
 pub(crate) async fn launch_demo(
     services: &WorkerServices,
@@ -120,8 +125,7 @@ pub(crate) async fn launch_demo(
 ) -> (LocalRepository, String) {
     let source = dir.join("source");
     write_demo_repository(&source, &services.git).await.unwrap();
-    let repo = services
-        .scm
+    let repo = local_scm(services)
         .register(source.to_str().unwrap(), "slugify")
         .await
         .unwrap();
@@ -227,15 +231,17 @@ async fn ticket_to_merge_takes_the_demo_ticket_to_a_merged_pull_request(db: &Tes
         .await
         .unwrap();
     assert_eq!(branch_tip, pr.head_sha);
-    let log = services
-        .scm
+    let log = local_scm(&services)
         .fetch_ci_logs(&repo, &pr.head_sha)
         .await
         .unwrap();
     assert!(log.contains("changelog ok"), "{log}");
 
     // A person merges; the run remembers the lesson and ends.
-    let merged = services.scm.merge(&repo, pr.number, "alice").await.unwrap();
+    let merged = local_scm(&services)
+        .merge(&repo, pr.number, "alice")
+        .await
+        .unwrap();
     store
         .send_signal(
             &run_id,

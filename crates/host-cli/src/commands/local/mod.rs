@@ -237,6 +237,7 @@ impl LocalHost {
     ) -> anyhow::Result<Self> {
         let client = model_client(model)?;
         let (backend, settings) = backend(sandbox, home).await?;
+        let local_scm = scm(home, &store);
         let services = Arc::new(WorkerServices {
             store: store.clone(),
             workspaces: WorkspaceTemplate::new(
@@ -247,12 +248,12 @@ impl LocalHost {
             ),
             models: Arc::new(SingleModel::new(client)),
             prices: PriceCatalog::builtin(),
-            scm: Arc::new(scm(home, &store)),
+            scm: Arc::new(local_scm.clone()),
             patterns: Arc::new(CompiledPatterns::compile(builtin_patterns())),
             git: LocalGit::new(),
             tier: Tier::Standard,
         });
-        apply_budget(&services.scm, &store).await?;
+        apply_budget(&local_scm, &store).await?;
         let engine = Arc::new(EmbeddedEngine::new(store.clone(), lease));
         let worker_id = format!("cli-{}", std::process::id());
         let reaper = Reaper::new(
