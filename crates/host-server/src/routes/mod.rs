@@ -156,6 +156,67 @@ impl Modify for BearerAuth {
     }
 }
 
+/// Documents the answers every route can give, in the one error shape: 400 for a bad path,
+/// query or body, 401 on routes that take a credential, 405, 408 for a request that took too
+/// long, 413 on routes with a body, 503 when the store does not answer.
+struct CommonErrors;
+
+impl Modify for CommonErrors {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+        let error = |description: &str| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("ErrorBody")))
+                            .build(),
+                    )
+                    .build(),
+            )
+        };
+        for item in openapi.paths.paths.values_mut() {
+            for operation in [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+                &mut item.patch,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let secured = operation.security.as_ref().is_some_and(|s| !s.is_empty());
+                let has_body = operation.request_body.is_some();
+                let responses = &mut operation.responses.responses;
+                let mut add = |code: &str, description: &str| {
+                    responses
+                        .entry(code.to_owned())
+                        .or_insert_with(|| error(description));
+                };
+                add("400", "The path, query or body is not valid.");
+                if secured {
+                    add(
+                        "401",
+                        "No credential, or one that does not authenticate here.",
+                    );
+                }
+                add("405", "The route does not take this method.");
+                add("408", "The request took longer than the server allows.");
+                if has_body {
+                    add("413", "The body is larger than the server accepts.");
+                }
+                add(
+                    "503",
+                    "The store does not answer; try again after Retry-After.",
+                );
+            }
+        }
+    }
+}
+
 /// The API's `OpenAPI` document.
 #[derive(OpenApi)]
 #[openapi(
@@ -163,7 +224,8 @@ impl Modify for BearerAuth {
     paths(health, me, issue_token, launch::create, runs::list, runs::detail, runs::traces,
           runs::cancel, runs::signal, human::respond, templates::create, templates::add_version,
           templates::detail, templates::start_run),
-    modifiers(&BearerAuth)
+    components(schemas(ErrorBody, ErrorDetail)),
+    modifiers(&BearerAuth, &CommonErrors)
 )]
 pub struct ApiDoc;
 

@@ -65,15 +65,23 @@ impl From<&Run> for RunSummary {
 
 /// Run list filters.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ListParams {
     /// Only runs in this status.
+    #[param(
+        pattern = "^(PENDING|RUNNING|WAITING|SUCCESS|FAILED|CANCELLED|TIMED_OUT)$",
+        nullable = false
+    )]
     pub status: Option<String>,
-    /// Only runs whose id starts with this text.
+    /// Only runs whose id starts with this text (hexadecimal digits and hyphens).
+    #[param(max_length = 36, pattern = "^[0-9a-fA-F-]*$", nullable = false)]
     pub q: Option<String>,
     /// Page size, 1 to 100 (default 25).
+    #[param(minimum = 1, maximum = 100, nullable = false)]
     pub limit: Option<u32>,
     /// The `next` of the previous page.
+    #[param(nullable = false)]
     pub cursor: Option<String>,
 }
 
@@ -204,9 +212,11 @@ pub struct RunDetail {
 
 /// Detail options.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DetailParams {
     /// Include the frozen spec.
+    #[param(nullable = false)]
     pub include_spec: Option<bool>,
 }
 
@@ -256,11 +266,14 @@ pub async fn detail(
 
 /// Trace paging.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TraceParams {
     /// Only traces after this position (the `since` of the previous page; 0 for the first).
+    #[param(minimum = 0, nullable = false)]
     pub since: Option<i64>,
     /// Page size, 1 to 500 (default 200).
+    #[param(minimum = 1, maximum = 500, nullable = false)]
     pub limit: Option<u32>,
 }
 
