@@ -1,5 +1,6 @@
 //! The routes under `/api/v1`, `/health`, and the `OpenAPI` document generated from them.
 
+pub mod events;
 pub mod human;
 pub mod launch;
 pub mod runs;
@@ -222,7 +223,7 @@ impl Modify for CommonErrors {
 #[openapi(
     info(title = "auto-swe", description = "Launch, follow and steer agent runs."),
     paths(health, me, issue_token, launch::create, runs::list, runs::detail, runs::traces,
-          runs::cancel, runs::signal, human::respond, templates::create, templates::add_version,
+          runs::cancel, runs::signal, events::stream, human::respond, templates::create, templates::add_version,
           templates::detail, templates::start_run),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&BearerAuth, &CommonErrors)
@@ -257,6 +258,7 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
         .route("/api/v1/workflow-runs/{id}", get(runs::detail))
         .route("/api/v1/workflow-runs/{id}/traces", get(runs::traces))
         .route("/api/v1/workflow-runs/{id}/cancel", post(runs::cancel))
+        .route("/api/v1/workflow-runs/{id}/events", get(events::stream))
         .route(
             "/api/v1/workflow-runs/{id}/signals/{name}",
             post(runs::signal),

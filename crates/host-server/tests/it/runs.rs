@@ -200,6 +200,76 @@ async fn a_run_launched_over_http_is_driven_and_seen_only_by_who_may_see_it() {
         )
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
+
+    // The event stream resumes after Last-Event-ID, in order, and ends after the final status.
+    let response = reqwest::Client::new()
+        .get(format!("{}/api/v1/workflow-runs/{run_id}/events", server.base))
+        .bearer_auth(&alice_token)
+        .header("Last-Event-ID", since.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = tokio::time::timeout(std::time::Duration::from_secs(30), response.text())
+        .await
+        .expect("the stream of an ended run ends")
+        .unwrap();
+    let events = sse_events(&text);
+    let ids: Vec<i64> = events
+        .iter()
+        .filter(|(kind, _, _)| kind == "trace")
+        .map(|(_, id, _)| id.unwrap())
+        .collect();
+    assert!(!ids.is_empty(), "{text}");
+    assert!(ids[0] > since && ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    let (_, after) = server
+        .call(
+            Method::GET,
+            &format!("/api/v1/workflow-runs/{run_id}/traces?limit=500&since={since}"),
+            Some(&alice_token),
+            None,
+        )
+        .await;
+    let expected: Vec<i64> = after["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, expected);
+    let (kind, _, last) = events.last().unwrap();
+    assert_eq!(kind, "status");
+    assert_eq!(last["status"], "CANCELLED", "{text}");
+    let (status, _) = server
+        .call(
+            Method::GET,
+            &format!("/api/v1/workflow-runs/{run_id}/events"),
+            Some(&bob_token),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// (event, id, data) of each event in a Server-Sent Events body.
+fn sse_events(text: &str) -> Vec<(String, Option<i64>, Value)> {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let mut kind = None;
+            let mut id = None;
+            let mut data = None;
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("event:") {
+                    kind = Some(v.trim().to_owned());
+                } else if let Some(v) = line.strip_prefix("id:") {
+                    id = v.trim().parse().ok();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data = serde_json::from_str(v.trim()).ok();
+                }
+            }
+            Some((kind?, id, data?))
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
