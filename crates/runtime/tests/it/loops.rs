@@ -284,9 +284,13 @@ async fn calls_past_the_step_budget_are_not_run() {
     assert_eq!(outcome.stop, TurnStop::StepBudget);
     assert_eq!(outcome.tool_calls, 5, "the budget is clamped to at least 5");
     assert_eq!(outcome.model_calls, 3);
+    let counted = ws.sh("wc -l < /workspace/count").await;
     assert_eq!(
-        ws.sh("wc -l < /workspace/count").await.stdout_text().trim(),
-        "5"
+        counted.stdout_text().trim(),
+        "5",
+        "stderr: {}\nthe tool results: {:#?}",
+        String::from_utf8_lossy(&counted.stderr),
+        session.history
     );
     let refused = session.history.last().unwrap();
     assert!(
