@@ -28,6 +28,8 @@ pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 pub const EVENT_HEADER: &str = "x-github-event";
 /// The delivery id header.
 pub const DELIVERY_HEADER: &str = "x-github-delivery";
+/// The `author_association` values whose mentions start runs.
+pub(crate) const TRUSTED_ASSOCIATIONS: [&str; 3] = ["OWNER", "MEMBER", "COLLABORATOR"];
 /// The mention that makes an issue or comment a trigger, by default.
 pub const DEFAULT_MENTION: &str = "@auto-swe";
 
@@ -516,6 +518,23 @@ impl GitHubWebhooks {
                 .unwrap_or_default()
                 .to_owned()
         };
+        // Only people the repository trusts start runs: on a public repository anyone may
+        // comment, and a run spends the organization's budget on the commenter's words.
+        let author = match event {
+            "issue_comment" => payload.get("comment"),
+            _ => Some(issue),
+        }
+        .and_then(|o| o.get("author_association"))
+        .and_then(Value::as_str)
+        .unwrap_or("NONE");
+        if !TRUSTED_ASSOCIATIONS.contains(&author) {
+            return Ok(ignored(
+                event,
+                format!(
+                    "{author}: only the repository's owners, members and collaborators start runs"
+                ),
+            ));
+        }
         let body = text("body");
         let mentioned = match &comment {
             Some(comment) => mentions(comment, &self.mention),

@@ -203,7 +203,10 @@ async fn a_run_launched_over_http_is_driven_and_seen_only_by_who_may_see_it() {
 
     // The event stream resumes after Last-Event-ID, in order, and ends after the final status.
     let response = reqwest::Client::new()
-        .get(format!("{}/api/v1/workflow-runs/{run_id}/events", server.base))
+        .get(format!(
+            "{}/api/v1/workflow-runs/{run_id}/events",
+            server.base
+        ))
         .bearer_auth(&alice_token)
         .header("Last-Event-ID", since.to_string())
         .send()
@@ -221,7 +224,10 @@ async fn a_run_launched_over_http_is_driven_and_seen_only_by_who_may_see_it() {
         .map(|(_, id, _)| id.unwrap())
         .collect();
     assert!(!ids.is_empty(), "{text}");
-    assert!(ids[0] > since && ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    assert!(
+        ids[0] > since && ids.windows(2).all(|w| w[0] < w[1]),
+        "{ids:?}"
+    );
     let (_, after) = server
         .call(
             Method::GET,

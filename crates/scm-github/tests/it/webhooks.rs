@@ -519,7 +519,24 @@ async fn a_mention_by_a_person_is_a_trigger_and_nothing_else_is() {
     plain["comment"]["body"] = json!("thanks @auto-swe-fan");
     let mut edited = fixture("webhook_issue_comment_created");
     edited["action"] = json!("edited");
+    // Anyone may comment on a public repository: a stranger's, a contributor's or an
+    // unlabelled mention starts nothing, on a comment or a new issue.
+    let mut stranger = fixture("webhook_issue_comment_created");
+    stranger["comment"]["author_association"] = json!("NONE");
+    let mut contributor = fixture("webhook_issue_comment_created");
+    contributor["comment"]["author_association"] = json!("CONTRIBUTOR");
+    let mut unlabelled = fixture("webhook_issue_comment_created");
+    unlabelled["comment"]
+        .as_object_mut()
+        .unwrap()
+        .remove("author_association");
+    let mut stranger_issue = fixture("webhook_issues_opened");
+    stranger_issue["issue"]["author_association"] = json!("FIRST_TIME_CONTRIBUTOR");
     for (event, id, payload) in [
+        ("issue_comment", "d-22", stranger),
+        ("issue_comment", "d-23", contributor),
+        ("issue_comment", "d-24", unlabelled),
+        ("issues", "d-25", stranger_issue),
         ("issue_comment", "d-17", bot),
         ("issue_comment", "d-18", plain),
         ("issue_comment", "d-19", edited),
