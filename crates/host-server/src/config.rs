@@ -141,6 +141,9 @@ pub struct ServerConfig {
     pub bootstrap: BootstrapConfig,
     /// The worker pool.
     pub pool: PoolConfig,
+    /// GitHub: the provider pull requests go to, and the webhook route. Absent: local
+    /// repositories only, and `/api/v1/webhooks/github` answers 404.
+    pub github: Option<crate::github::GitHubSection>,
 }
 
 impl Default for ServerConfig {
@@ -154,6 +157,7 @@ impl Default for ServerConfig {
             jwt: JwtConfig::default(),
             bootstrap: BootstrapConfig::default(),
             pool: PoolConfig::default(),
+            github: None,
         }
     }
 }

@@ -15,7 +15,7 @@
 //! let store = Store::open(StoreConfig::new(&url, Keyring::single(1, [7; 32]))).await?;
 //! let auth = Authenticator::new(store.clone(), &JwtConfig::default(), None)?;
 //! let app = router(
-//!     AppState::new(store, auth, WorkerGauge::new(0)),
+//!     AppState::new(store, auth, WorkerGauge::new(0), None),
 //!     1024 * 1024,
 //!     std::time::Duration::from_secs(30),
 //! );
@@ -30,6 +30,7 @@ pub mod auth;
 mod bootstrap;
 pub mod config;
 pub mod error;
+pub mod github;
 pub mod pool;
 pub mod routes;
 pub mod state;

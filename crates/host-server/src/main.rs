@@ -3,9 +3,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use std::sync::Arc;
+
 use auto_swe_server::config::ServerConfig;
+use auto_swe_server::github::GitHub;
 use auto_swe_server::{AppState, Authenticator, WorkerGauge, WorkerPool, bootstrap_admin, router};
 use auto_swe_store::{Keyring, SecretString, Store, StoreConfig};
+use auto_swe_worker::Scm;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
@@ -84,12 +88,24 @@ async fn serve(args: Args) -> Result<(), String> {
         .filter(|s| !s.is_empty())
         .map(SecretString::new);
     let auth = Authenticator::new(store.clone(), &config.jwt, secret).map_err(|e| e.to_string())?;
+    let github = match &config.github {
+        Some(section) => Some(
+            GitHub::open(section, &store, &config.pool.state_dir, &env)
+                .map_err(|e| e.to_string())?,
+        ),
+        None => None,
+    };
     let gauge = WorkerGauge::new(config.pool.workers);
-    let pool = WorkerPool::start(&store, &config.pool, &gauge)
-        .await
-        .map_err(|e| e.to_string())?;
+    let pool = WorkerPool::start(
+        &store,
+        &config.pool,
+        &gauge,
+        github.as_ref().map(|g| Arc::clone(&g.scm) as Arc<dyn Scm>),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     let app = router(
-        AppState::new(store, auth, gauge),
+        AppState::new(store, auth, gauge, github),
         config.body_limit_bytes,
         config.request_timeout(),
     );

@@ -15,7 +15,7 @@ use auto_swe_scanners::{CompiledPatterns, builtin_patterns};
 use auto_swe_store::Store;
 use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::{
-    DurableEngine, EmbeddedEngine, LocalCi, LocalScm, Reaper, ReaperConfig, SingleModel,
+    DurableEngine, EmbeddedEngine, LocalCi, LocalScm, Reaper, ReaperConfig, Scm, SingleModel,
     StepEffects, Worker, WorkerConfig, WorkerServices, WorkspaceTemplate,
 };
 use tokio::task::JoinSet;
@@ -46,13 +46,14 @@ impl WorkerPool {
         store: &Store,
         config: &PoolConfig,
         gauge: &WorkerGauge,
+        scm: Option<Arc<dyn Scm>>,
     ) -> Result<Self, PoolError> {
         let stop = CancellationToken::new();
         let mut tasks = JoinSet::new();
         if config.workers == 0 {
             return Ok(Self { tasks, stop });
         }
-        let services = services(store, config).await?;
+        let services = services(store, config, scm).await?;
         let lease = Duration::from_secs(config.lease_seconds);
         let engine = Arc::new(EmbeddedEngine::new(store.clone(), lease));
         for index in 0..config.workers {
@@ -91,7 +92,13 @@ impl WorkerPool {
     }
 }
 
-async fn services(store: &Store, config: &PoolConfig) -> Result<Arc<WorkerServices>, PoolError> {
+/// The workers' services; pull requests go to `scm` (GitHub) when given, else to the local SCM
+/// under the state directory.
+async fn services(
+    store: &Store,
+    config: &PoolConfig,
+    scm: Option<Arc<dyn Scm>>,
+) -> Result<Arc<WorkerServices>, PoolError> {
     let client = model_client(&config.model)?;
     let (backend, settings) = backend(&config.sandbox, &config.state_dir).await?;
     Ok(Arc::new(WorkerServices {
@@ -104,11 +111,13 @@ async fn services(store: &Store, config: &PoolConfig) -> Result<Arc<WorkerServic
         ),
         models: Arc::new(SingleModel::new(client)),
         prices: PriceCatalog::builtin(),
-        scm: Arc::new(LocalScm::new(
-            store.clone(),
-            LocalGit::new(),
-            config.state_dir.join("repos"),
-        )),
+        scm: scm.unwrap_or_else(|| {
+            Arc::new(LocalScm::new(
+                store.clone(),
+                LocalGit::new(),
+                config.state_dir.join("repos"),
+            ))
+        }),
         patterns: Arc::new(CompiledPatterns::compile(builtin_patterns())),
         git: LocalGit::new(),
         tier: Tier::Standard,

@@ -30,6 +30,7 @@ struct Inner {
     auth: Authenticator,
     registry: StepRegistry,
     workers: WorkerGauge,
+    github: Option<crate::github::GitHub>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -86,17 +87,29 @@ impl Drop for RunningWorker {
 }
 
 impl AppState {
-    /// State over `store`, checking credentials with `auth`.
+    /// State over `store`, checking credentials with `auth`, with GitHub when it is configured.
     #[must_use]
-    pub fn new(store: Store, auth: Authenticator, workers: WorkerGauge) -> Self {
+    pub fn new(
+        store: Store,
+        auth: Authenticator,
+        workers: WorkerGauge,
+        github: Option<crate::github::GitHub>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
                 auth,
                 registry: StepRegistry::builtin(),
                 workers,
+                github,
             }),
         }
+    }
+
+    /// GitHub, when configured.
+    #[must_use]
+    pub fn github(&self) -> Option<&crate::github::GitHub> {
+        self.inner.github.as_ref()
     }
 
     /// The store.

@@ -224,7 +224,7 @@ impl Modify for CommonErrors {
     info(title = "auto-swe", description = "Launch, follow and steer agent runs."),
     paths(health, me, issue_token, launch::create, runs::list, runs::detail, runs::traces,
           runs::cancel, runs::signal, events::stream, human::respond, templates::create, templates::add_version,
-          templates::detail, templates::start_run),
+          templates::detail, templates::start_run, crate::github::webhook),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&BearerAuth, &CommonErrors)
 )]
@@ -264,6 +264,7 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
             post(runs::signal),
         )
         .route("/api/v1/human-steps/{id}/respond", post(human::respond))
+        .route("/api/v1/webhooks/github", post(crate::github::webhook))
         .route("/api/v1/workflow-templates", post(templates::create))
         .route("/api/v1/workflow-templates/{id}", get(templates::detail))
         .route(

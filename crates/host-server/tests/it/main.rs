@@ -9,3 +9,4 @@ mod auth;
 mod pool;
 mod runs;
 mod support;
+mod webhooks;

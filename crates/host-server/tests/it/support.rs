@@ -81,6 +81,16 @@ impl Drop for Server {
 impl Server {
     /// Starts `auto-swe-server` over `store_url` with `workers` workers; waits until it listens.
     pub(crate) fn start(store_url: &str, workers: usize, extra_config: &str) -> Self {
+        Self::start_with_env(store_url, workers, extra_config, &[])
+    }
+
+    /// [`Server::start`] with extra environment variables.
+    pub(crate) fn start_with_env(
+        store_url: &str,
+        workers: usize,
+        extra_config: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         // The sandbox's account passes through the state directory (a temporary one is 0700).
         std::fs::set_permissions(
@@ -113,6 +123,7 @@ impl Server {
             .env("AUTO_SWE_STORE_KEY", STORE_KEY_HEX)
             .env("AUTO_SWE_JWT_SECRET", JWT_SECRET)
             .env("AUTO_SWE_LOG", "warn")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
