@@ -253,7 +253,7 @@ impl ScanResult {
 
 /// Sets `line` and `column` (1-based; columns count characters) from each finding's offset in
 /// `text`. Findings must be sorted by offset; the text up to the last finding is read once, with
-/// newlines counted in bulk and characters counted only on a finding's own line.
+/// newlines found by `memchr` (vectorised) and characters counted only on a finding's own line.
 pub(crate) fn locate(findings: &mut [Finding], text: &str) {
     let bytes = text.as_bytes();
     let mut position = 0;
@@ -263,18 +263,10 @@ pub(crate) fn locate(findings: &mut [Finding], text: &str) {
         let target = finding.offset.min(bytes.len());
         if target > position {
             let between = &bytes[position..target];
-            #[expect(
-                clippy::naive_bytecount,
-                reason = "the compiler vectorises this loop; a crate for it is not worth a dependency"
-            )]
-            let newlines = between.iter().filter(|&&b| b == b'\n').count();
+            let newlines = memchr::memchr_iter(b'\n', between).count();
             if newlines > 0 {
                 line += newlines;
-                line_start = position
-                    + between
-                        .iter()
-                        .rposition(|&b| b == b'\n')
-                        .map_or(0, |last| last + 1);
+                line_start = position + memchr::memrchr(b'\n', between).map_or(0, |last| last + 1);
             }
             position = target;
         }
@@ -283,5 +275,66 @@ pub(crate) fn locate(findings: &mut [Finding], text: &str) {
             .iter()
             .filter(|&&b| b & 0xC0 != 0x80)
             .count();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Line and column of `offset` by walking the text character by character.
+    fn walked(text: &str, offset: usize) -> (usize, usize) {
+        let (mut line, mut column) = (1, 1);
+        for (at, character) in text.char_indices() {
+            if at >= offset {
+                break;
+            }
+            if character == '\n' {
+                line += 1;
+                column = 1;
+            } else {
+                column += 1;
+            }
+        }
+        (line, column)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Newlines (also `\r\n` and runs of them), multi-byte characters, several findings on
+        /// one line and findings at the very end: every finding gets what a walk gives.
+        #[test]
+        fn lines_and_columns_match_a_character_walk(
+            text in "(\n|\r\n|é|日|a|\t){0,300}",
+            picks in prop::collection::vec(0usize..400, 0..12),
+        ) {
+            let mut offsets: Vec<usize> = picks
+                .iter()
+                .map(|&pick| {
+                    let mut offset = pick.min(text.len());
+                    while !text.is_char_boundary(offset) {
+                        offset -= 1;
+                    }
+                    offset
+                })
+                .collect();
+            offsets.sort_unstable();
+            let mut findings: Vec<Finding> = offsets
+                .iter()
+                .map(|&offset| {
+                    Finding::rule("r", FindingType::Secret, Severity::Warning, "x", offset)
+                })
+                .collect();
+            locate(&mut findings, &text);
+            for finding in &findings {
+                prop_assert_eq!(
+                    (finding.line, finding.column),
+                    walked(&text, finding.offset),
+                    "offset {}", finding.offset
+                );
+            }
+        }
     }
 }
