@@ -169,7 +169,7 @@ pub struct HumanStepView {
     pub node_id: String,
     /// `approval`, `decision`, …
     pub kind: String,
-    /// `PENDING`, `RESOLVED`, `TIMED_OUT`, …
+    /// `PENDING`, `ANSWERED`, `TIMED_OUT` or `CANCELLED`.
     pub status: String,
     /// What the person is shown.
     #[schema(value_type = Object)]

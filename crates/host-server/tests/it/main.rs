@@ -6,6 +6,7 @@
 )]
 
 mod auth;
+mod human;
 mod pool;
 mod runs;
 mod support;
