@@ -60,6 +60,6 @@ pub use steps::{
     ANSWERED_BY, CONTAINER_OUTPUT_BYTES, CONTAINER_TIMEOUT_CAP, GATE_FILE, GateConfig, GateOutcome,
     GateResult, GateScope, MCP_OUTPUT_CHARS, McpNodeStep, ModelRouter, OUTCOME_AMBIGUOUS,
     RunDispatcher, RunScope, SingleModel, StepContext, StepEffects, StepExecutor, StepRegistry,
-    WorkerServices, WorkspaceTemplate, hashed_embedding, run_branch, run_gates,
+    WorkerServices, WorkspaceTemplate, hashed_embedding, is_budget_question, run_branch, run_gates,
 };
 pub use worker::{DriveEnd, DriveReport, EffectsFactory, Worker, WorkerConfig};

@@ -8,7 +8,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::access::{is_run_id, visible_run};
-use crate::auth::Caller;
+use crate::auth::{AccessLevel, Caller};
 use crate::error::{ApiError, ApiResult};
 use crate::routes::Data;
 use crate::routes::runs::HumanStepView;
@@ -56,6 +56,14 @@ pub async fn respond(
     visible_run(&state, &caller, &step.run_id)
         .await
         .map_err(|_| not_found())?;
+    if let Caller::User(user) = &caller
+        && raises_a_budget(&step.prompt, &body.answer)
+        && user.role < AccessLevel::Lead
+    {
+        return Err(ApiError::forbidden(
+            "raising a run's budget spends the organization's money: it needs the LEAD role",
+        ));
+    }
     if step.status != HumanStepStatus::Pending {
         return Err(ApiError::conflict(
             "HUMAN_STEP_NOT_PENDING",
@@ -87,4 +95,33 @@ pub async fn respond(
     Ok(Json(Data {
         data: HumanStepView::from(&answered),
     }))
+}
+
+/// Whether `answer` raises a spent budget (anything but a raise stops the step, which anyone
+/// who may see the run may do).
+fn raises_a_budget(prompt: &Value, answer: &Value) -> bool {
+    auto_swe_worker::is_budget_question(prompt)
+        && answer.get("decision").and_then(Value::as_str) == Some("raise")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::raises_a_budget;
+
+    #[test]
+    fn only_a_raise_of_a_budget_question_needs_a_lead() {
+        let budget = json!({ "budget": { "step": "implement#1", "raisePercent": 50 } });
+        assert!(raises_a_budget(&budget, &json!({ "decision": "raise" })));
+        assert!(raises_a_budget(
+            &budget,
+            &json!({ "decision": "raise", "percent": 900 })
+        ));
+        assert!(!raises_a_budget(&budget, &json!({ "decision": "stop" })));
+        assert!(!raises_a_budget(
+            &json!({ "title": "Ship it?" }),
+            &json!({ "decision": "raise" })
+        ));
+    }
 }

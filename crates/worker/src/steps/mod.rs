@@ -13,6 +13,7 @@ mod memory;
 mod outcome;
 mod pull_request;
 mod raise;
+pub use raise::is_budget_question;
 mod review;
 mod ticket;
 mod workspace;

@@ -21,6 +21,13 @@ use super::{RunDispatcher, store_failure};
 /// The prompt key that marks a human step as a budget question.
 const BUDGET_KEY: &str = "budget";
 
+/// Whether a human step with this prompt asks to raise a spent budget (its `raise` answer
+/// spends more of the organization's money).
+#[must_use]
+pub fn is_budget_question(prompt: &Value) -> bool {
+    prompt.get(BUDGET_KEY).is_some()
+}
+
 /// A run's tier budget as it stands.
 #[derive(Debug, Clone)]
 pub(crate) struct TierBudget {
@@ -100,7 +107,7 @@ fn share(cap: u64, percent: u32) -> u64 {
 }
 
 fn is_budget_step(step: &HumanStep) -> bool {
-    step.prompt.get(BUDGET_KEY).is_some()
+    is_budget_question(&step.prompt)
 }
 
 /// What a person answered a budget question.
