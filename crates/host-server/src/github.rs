@@ -41,6 +41,11 @@ pub struct GitHubSection {
     pub private_key_file: Option<PathBuf>,
     /// The webhook secret; else `AUTO_SWE_GITHUB_WEBHOOK_SECRET`.
     pub webhook_secret_file: Option<PathBuf>,
+    /// The App's slug and its bot account's user id: the run's commits are then authored by
+    /// `{slug}[bot]`, which GitHub links to the App. Both or neither.
+    pub bot_slug: Option<String>,
+    /// See `bot_slug`.
+    pub bot_user_id: Option<u64>,
     /// The mention that starts a run from an issue or comment (default `@auto-swe`).
     pub mention: Option<String>,
     /// The built-in template a mention runs (default `ticket-to-merge`).
@@ -122,7 +127,16 @@ impl GitHub {
             }
         };
         let host_name = host.host.clone();
-        let config = GitHubConfig::new(host, auth, state_dir.join("github-mirrors"));
+        let mut config = GitHubConfig::new(host, auth, state_dir.join("github-mirrors"));
+        config.commit_identity = match (&section.bot_slug, section.bot_user_id) {
+            (Some(slug), Some(id)) => Some(GitHubConfig::bot_identity(slug, id)),
+            (None, None) => None,
+            _ => {
+                return Err(GitHubSetupError(
+                    "botSlug and botUserId go together".to_owned(),
+                ));
+            }
+        };
         let scm = Arc::new(GitHubScm::new(config, store.clone(), LocalGit::new()).map_err(failed)?);
         let webhook_secret = secret(
             section.webhook_secret_file.as_ref(),

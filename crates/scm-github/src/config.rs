@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use auto_swe_store::SecretString;
+use auto_swe_worker::CommitIdentity;
 use url::Url;
 
 use crate::error::GitHubError;
@@ -134,6 +135,9 @@ pub struct GitHubConfig {
     pub max_rate_limit_wait: Duration,
     /// Most bytes of failing CI log fetched.
     pub ci_log_bytes: usize,
+    /// Who the run's commits are authored by ([`GitHubConfig::bot_identity`] for an App's bot
+    /// account); the worker's own identity when `None`.
+    pub commit_identity: Option<CommitIdentity>,
 }
 
 impl GitHubConfig {
@@ -148,6 +152,19 @@ impl GitHubConfig {
             details_base: None,
             max_rate_limit_wait: DEFAULT_RATE_LIMIT_WAIT,
             ci_log_bytes: DEFAULT_CI_LOG_BYTES,
+            commit_identity: None,
+        }
+    }
+
+    /// The commit identity of a GitHub App's bot account, which GitHub links to the App:
+    /// `{slug}[bot]` with the no-reply address `{user id}+{slug}[bot]@users.noreply.github.com`
+    /// (the user id is the bot account's, from `GET /users/{slug}[bot]`).
+    #[must_use]
+    pub fn bot_identity(app_slug: &str, bot_user_id: u64) -> CommitIdentity {
+        let login = format!("{app_slug}[bot]");
+        CommitIdentity {
+            email: format!("{bot_user_id}+{login}@users.noreply.github.com"),
+            name: login,
         }
     }
 }

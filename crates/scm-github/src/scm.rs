@@ -13,7 +13,9 @@ use auto_swe_store::{
     Store,
 };
 use auto_swe_worker::local_git::{GitRemote, LocalGit};
-use auto_swe_worker::{LocalRepository, PullRequestOpened, PullRequestRequest, Scm, ScmError};
+use auto_swe_worker::{
+    CommitIdentity, LocalRepository, PullRequestOpened, PullRequestRequest, Scm, ScmError,
+};
 use http::Method;
 use serde_json::json;
 use tokio::sync::Mutex;
@@ -420,5 +422,9 @@ impl Scm for GitHubScm {
     ) -> Result<String, ScmError> {
         let repo = self.repo_ref(&repo.connection_id).await?;
         Ok(self.failing_logs(&repo, head_sha).await?)
+    }
+
+    fn commit_identity(&self) -> CommitIdentity {
+        self.config().commit_identity.clone().unwrap_or_default()
     }
 }

@@ -53,7 +53,7 @@ pub use launch::{
 pub use parking::{Parking, Working};
 pub use reaper::{ReapReport, Reaper, ReaperConfig};
 pub use scm::{
-    CI_SIGNAL, LOCAL_HOST, LOCAL_ORG_SLUG, LocalRepository, LocalScm, MERGE_SIGNAL,
+    CI_SIGNAL, CommitIdentity, LOCAL_HOST, LOCAL_ORG_SLUG, LocalRepository, LocalScm, MERGE_SIGNAL,
     PullRequestOpened, PullRequestRequest, PullRequestText, Scm, ScmError,
 };
 pub use steps::{

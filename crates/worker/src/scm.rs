@@ -221,6 +221,31 @@ pub trait Scm: Send + Sync + std::fmt::Debug {
     fn as_local(&self) -> Option<&LocalScm> {
         None
     }
+
+    /// Who the run's commits are authored by on this provider (a GitHub App's bot account, for
+    /// example); the worker's own identity unless the provider names one.
+    fn commit_identity(&self) -> CommitIdentity {
+        CommitIdentity::default()
+    }
+}
+
+/// A commit author: name and email.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitIdentity {
+    /// `user.name`.
+    pub name: String,
+    /// `user.email`.
+    pub email: String,
+}
+
+impl Default for CommitIdentity {
+    /// The worker's own identity, on a domain that never receives mail.
+    fn default() -> Self {
+        Self {
+            name: "auto-swe agent".to_owned(),
+            email: "agent@auto-swe.invalid".to_owned(),
+        }
+    }
 }
 
 /// The local SCM provider.

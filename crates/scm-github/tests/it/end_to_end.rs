@@ -151,6 +151,11 @@ async fn ticket_to_merge_on_github_opens_one_pull_request_and_ends_on_the_merge(
     assert_eq!(pulls.len(), 1, "one pull request");
     let number = pulls[0]["number"].as_u64().unwrap();
     let first_head = git(&h.remote, &["rev-parse", &format!("refs/heads/{branch}")]);
+    // The run's commits are the App's bot's, as GitHub links them.
+    assert_eq!(
+        git(&h.remote, &["log", "-1", "--format=%an <%ae>", &first_head]).trim(),
+        "auto-swe-test[bot] <41898282+auto-swe-test[bot]@users.noreply.github.com>"
+    );
     assert_eq!(pulls[0]["head"]["sha"], first_head.as_str());
 
     // GitHub Actions fails the changelog job; GitHub says so by webhook.

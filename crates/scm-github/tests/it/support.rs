@@ -201,6 +201,7 @@ impl Harness {
         };
         let mut config = GitHubConfig::new(self.host(), auth, self.dir.path().join("mirrors"));
         config.details_base = Some(url::Url::parse("https://auto-swe.example/runs/").unwrap());
+        config.commit_identity = Some(GitHubConfig::bot_identity("auto-swe-test", 41_898_282));
         config
     }
 

@@ -111,7 +111,13 @@ async fn in_workspace(
         .map_err(git_error)?;
     let checkout = services
         .workspaces
-        .checkout("agent", bundle, &start_branch, None)
+        .checkout(
+            "agent",
+            bundle,
+            &start_branch,
+            None,
+            &services.scm.commit_identity(),
+        )
         .await?;
     let result = async {
         let runtime = native_loop(context, key, &checkout, system)?;

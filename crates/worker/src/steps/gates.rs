@@ -206,7 +206,13 @@ pub async fn run_gates(
             .map_err(|e| DispatchError::failure(e.code(), e.to_string()))?;
         let checkout = services
             .workspaces
-            .checkout("gates", bundle, branch, Some(head_sha))
+            .checkout(
+                "gates",
+                bundle,
+                branch,
+                Some(head_sha),
+                &services.scm.commit_identity(),
+            )
             .await?;
         for (gate, command) in selected {
             let run = checkout.run(command, GATE_TIMEOUT, GATE_OUTPUT_CHARS).await;

@@ -256,7 +256,13 @@ impl StepExecutor for Implement {
             .map_err(git_error)?;
         let checkout = services
             .workspaces
-            .checkout("implement", bundle, &start_branch, None)
+            .checkout(
+                "implement",
+                bundle,
+                &start_branch,
+                None,
+                &services.scm.commit_identity(),
+            )
             .await?;
         let agent = self.agent(context);
         let result = async {

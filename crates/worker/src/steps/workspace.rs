@@ -15,13 +15,10 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::WorkerServices;
+use crate::scm::CommitIdentity;
 
 /// Most bytes a bundle carried out of a workspace may have.
 pub(crate) const BUNDLE_LIMIT: usize = 128 * 1024 * 1024;
-
-/// The identity workspace commits are made under.
-const COMMIT_AUTHOR: &str = "auto-swe agent";
-const COMMIT_EMAIL: &str = "agent@auto-swe.invalid";
 
 /// How workspaces are made: the backend, the image (docker) or root filesystem (local), the
 /// caps. Every workspace has no network.
@@ -81,13 +78,14 @@ impl WorkspaceTemplate {
     }
 
     /// A fresh workspace holding a checkout of `bundle`'s `branch` at
-    /// [`WorkspaceLayout::default`]'s checkout, at `commit` when given.
+    /// [`WorkspaceLayout::default`]'s checkout, at `commit` when given, committing as `author`.
     pub(crate) async fn checkout(
         &self,
         label: &str,
         bundle: Vec<u8>,
         branch: &str,
         commit: Option<&str>,
+        author: &CommitIdentity,
     ) -> Result<Checkout, DispatchError> {
         let handle = self
             .backend
@@ -112,8 +110,8 @@ impl WorkspaceTemplate {
             "sh",
             branch,
             commit.unwrap_or(""),
-            COMMIT_AUTHOR,
-            COMMIT_EMAIL,
+            author.name.as_str(),
+            author.email.as_str(),
         ])
         .stdin(bundle)
         .timeout(Duration::from_secs(120));
