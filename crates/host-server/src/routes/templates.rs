@@ -186,6 +186,42 @@ async fn audit(
         .map_err(|e| ApiError::from_store(&e, "audit entry"))
 }
 
+/// Appends `spec` as `template`'s next immutable version, audits it as `action`, and answers
+/// `201` with the template as it now stands.
+async fn append_version(
+    state: &AppState,
+    user: &UserIdentity,
+    mut template: WorkflowTemplate,
+    spec: Value,
+    action: &str,
+) -> ApiResult<(StatusCode, Json<Data<TemplateView>>)> {
+    let version = state
+        .store()
+        .add_template_version(NewTemplateVersion {
+            template_id: template.id.clone(),
+            spec,
+            input_schema: json!({}),
+            created_by: Some(user.id.clone()),
+        })
+        .await
+        .map_err(|e| ApiError::from_store(&e, "template"))?;
+    audit(
+        state,
+        &user.id,
+        action,
+        &template.id,
+        json!({ "version": version.version, "specHash": version.spec_hash }),
+    )
+    .await?;
+    template.latest_version = version.version;
+    Ok((
+        StatusCode::CREATED,
+        Json(Data {
+            data: view(state, template).await?,
+        }),
+    ))
+}
+
 /// Creates a template with its first version.
 #[utoipa::path(post, path = "/api/v1/workflow-templates", request_body = NewTemplateBody, tag = "templates",
     responses((status = 201, body = Data<TemplateView>), (status = 400, body = crate::routes::ErrorBody),
@@ -207,32 +243,7 @@ pub async fn create(
         })
         .await
         .map_err(|e| ApiError::from_store(&e, "template"))?;
-    let version = state
-        .store()
-        .add_template_version(NewTemplateVersion {
-            template_id: template.id.clone(),
-            spec: body.spec,
-            input_schema: json!({}),
-            created_by: Some(user.id.clone()),
-        })
-        .await
-        .map_err(|e| ApiError::from_store(&e, "template"))?;
-    audit(
-        &state,
-        &user.id,
-        "template.create",
-        &template.id,
-        json!({ "version": version.version, "specHash": version.spec_hash }),
-    )
-    .await?;
-    let mut template = template;
-    template.latest_version = version.version;
-    Ok((
-        StatusCode::CREATED,
-        Json(Data {
-            data: view(&state, template).await?,
-        }),
-    ))
+    append_version(&state, &user, template, body.spec, "template.create").await
 }
 
 /// Adds the next immutable version.
@@ -250,32 +261,7 @@ pub async fn add_version(
     let template = visible_template(&state, &Caller::User(user.clone()), &id).await?;
     may_edit(&state, &user, template.team_id.as_deref()).await?;
     validated(&body.spec, &state)?;
-    let version = state
-        .store()
-        .add_template_version(NewTemplateVersion {
-            template_id: template.id.clone(),
-            spec: body.spec,
-            input_schema: json!({}),
-            created_by: Some(user.id.clone()),
-        })
-        .await
-        .map_err(|e| ApiError::from_store(&e, "template"))?;
-    audit(
-        &state,
-        &user.id,
-        "template.version",
-        &template.id,
-        json!({ "version": version.version, "specHash": version.spec_hash }),
-    )
-    .await?;
-    let mut template = template;
-    template.latest_version = version.version;
-    Ok((
-        StatusCode::CREATED,
-        Json(Data {
-            data: view(&state, template).await?,
-        }),
-    ))
+    append_version(&state, &user, template, body.spec, "template.version").await
 }
 
 /// A template the caller may use.
