@@ -26,18 +26,25 @@ use crate::spans::TARGET;
 /// The agent label of a call made outside any agent's turn.
 const NO_AGENT: &str = "none";
 
-/// Counts [`Metrics`] from the crate's spans.
+/// Counts [`Metrics`] from the crate's spans; built by [`metrics_layer`].
 #[derive(Debug, Clone)]
-pub struct MetricsLayer {
+struct MetricsLayer {
     metrics: Metrics,
 }
 
-impl MetricsLayer {
-    /// A layer counting into `metrics`.
-    #[must_use]
-    pub fn new(metrics: Metrics) -> Self {
-        Self { metrics }
+/// The layer counting into `metrics`, filtered to the crate's own spans. The filter is the
+/// layer's own: it enables nothing for other layers, and no other library's span is created
+/// on its account (a long-lived connection span opened inside a dispatch would otherwise hold
+/// the dispatch's span open, and its count back, for as long as the connection lives).
+#[must_use]
+pub fn metrics_layer<S>(metrics: &Metrics) -> impl Layer<S> + Send + Sync + 'static
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    MetricsLayer {
+        metrics: metrics.clone(),
     }
+    .with_filter(tracing_subscriber::filter::filter_fn(ours))
 }
 
 fn ours(metadata: &Metadata<'_>) -> bool {
@@ -59,6 +66,8 @@ struct Fields {
     cache_read: u64,
     cost: f64,
     exceeded: bool,
+    /// Already counted (the fields left behind once taken).
+    counted: bool,
 }
 
 impl Visit for Fields {
@@ -131,6 +140,11 @@ where
                     .and_then(|f| f.agent.clone())
             });
         }
+        if name == SPAN_WORKFLOW_FINALIZE {
+            // Opened with everything it says: counted at once.
+            self.count(name, fields, None);
+            return;
+        }
         let mut extensions = span.extensions_mut();
         extensions.insert(fields);
         if name == SPAN_WORKFLOW_NODE {
@@ -140,8 +154,36 @@ where
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
-        if let Some(fields) = span.extensions_mut().get_mut::<Fields>() {
-            values.record(fields);
+        let name = span.metadata().name();
+        let mut extensions = span.extensions_mut();
+        let Some(fields) = extensions.get_mut::<Fields>() else {
+            return;
+        };
+        values.record(fields);
+        // Counted when the work ends, not when the span closes: a library may keep a child
+        // span (and so this one) open long after (sqlx's SQLite worker holds the span of its
+        // connection's last command until the connection is used again).
+        let done = match name {
+            SPAN_CHAT => LLM_COST_USD,
+            SPAN_WORKFLOW_NODE => WORKFLOW_OUTCOME,
+            _ => return,
+        };
+        let done = span
+            .metadata()
+            .fields()
+            .field(done)
+            .is_some_and(|field| values.contains(&field));
+        if done {
+            let fields = std::mem::replace(
+                fields,
+                Fields {
+                    counted: true,
+                    ..Fields::default()
+                },
+            );
+            let started = extensions.remove::<Started>().map(|Started(at)| at);
+            drop(extensions);
+            self.count(name, fields, started);
         }
     }
 
@@ -152,10 +194,22 @@ where
         let Some(fields) = extensions.remove::<Fields>() else {
             return;
         };
+        let started = extensions.remove::<Started>().map(|Started(at)| at);
+        drop(extensions);
+        self.count(name, fields, started);
+    }
+}
+
+impl MetricsLayer {
+    /// Counts what a span of ours came to, once: its fields are taken when counted.
+    fn count(&self, name: &str, fields: Fields, started: Option<Instant>) {
+        if fields.counted {
+            return;
+        }
         match name {
             SPAN_CHAT => self.count_call(fields),
             SPAN_WORKFLOW_NODE => {
-                let Some(Started(started)) = extensions.remove::<Started>() else {
+                let Some(started) = started else {
                     return;
                 };
                 self.metrics
@@ -177,9 +231,7 @@ where
             _ => {}
         }
     }
-}
 
-impl MetricsLayer {
     fn count_call(&self, fields: Fields) {
         let model = fields.model.unwrap_or_default();
         let agent = fields.agent.unwrap_or_else(|| NO_AGENT.to_owned());

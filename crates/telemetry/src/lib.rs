@@ -5,7 +5,7 @@
 //! - [`spans`]: the spans the working crates open — `chat {model}`, `invoke_agent {agent}`,
 //!   `execute_tool {tool}`, `workflow.run`, `workflow.node`, `workflow.finalize` — and the
 //!   helpers that record what a call came to. No span carries message text.
-//! - [`Metrics`] and [`MetricsLayer`]: the Prometheus metrics (`llm_calls_total`,
+//! - [`Metrics`] and [`metrics_layer`]: the Prometheus metrics (`llm_calls_total`,
 //!   `llm_tokens_total`, `llm_cost_usd_total`, `workflow_runs_finalized_total`,
 //!   `workflow_budget_exceeded_total`, `activity_duration_seconds`), counted from those spans
 //!   as they close and rendered as the Prometheus text format. A replayed effect opens no span,
@@ -14,7 +14,7 @@
 //! - [`otlp`]: OTLP/HTTP export, on only when `OTEL_EXPORTER_OTLP_ENDPOINT` (or the traces
 //!   variant) is set.
 //!
-//! A host builds one [`Metrics`], adds [`MetricsLayer`] (and, when configured, [`otel_layer`])
+//! A host builds one [`Metrics`], adds [`metrics_layer`] (and, when configured, [`otel_layer`])
 //! to its `tracing` subscriber, and serves [`Metrics::render`] at `GET /metrics`.
 
 pub mod context;
@@ -28,7 +28,7 @@ pub mod spans;
 pub mod testing;
 
 pub use error::TelemetryError;
-pub use layer::MetricsLayer;
+pub use layer::metrics_layer;
 pub use metrics::{METRICS_CONTENT_TYPE, Metrics};
 pub use otlp::{OtlpConfig, otel_layer, otlp_provider};
 pub use spans::{ChatRecord, FinalizedBy, Outcome};

@@ -1,6 +1,6 @@
 //! The Prometheus metrics, with the names the seeds give them, in one registry a host renders
 //! as the Prometheus text format. The crates that do the work do not touch them: the
-//! [`MetricsLayer`](crate::MetricsLayer) counts from the spans they open, so a call that
+//! [`metrics_layer`](crate::metrics_layer) counts from the spans they open, so a call that
 //! emitted no span (a replayed effect) is never counted.
 
 use std::sync::Arc;

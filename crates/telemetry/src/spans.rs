@@ -75,7 +75,6 @@ pub fn record_chat(span: &Span, call: &ChatRecord<'_>) {
     span.record(USAGE_INPUT_TOKENS, call.input_tokens);
     span.record(USAGE_OUTPUT_TOKENS, call.output_tokens);
     span.record(USAGE_CACHE_READ_INPUT_TOKENS, call.cache_read_tokens);
-    span.record(LLM_COST_USD, call.cost_usd);
     span.record(LLM_COST_PRICE_SOURCE, call.price_source);
     if let Some(tier) = call.tier {
         span.record(WORKFLOW_BUDGET_TIER, tier);
@@ -92,6 +91,8 @@ pub fn record_chat(span: &Span, call: &ChatRecord<'_>) {
     if let Some(code) = call.error {
         span.record(ERROR_TYPE, code);
     }
+    // Last: the metrics layer counts the call when its cost is recorded.
+    span.record(LLM_COST_USD, call.cost_usd);
 }
 
 /// `invoke_agent {agent}`: one turn of an agent. `conversation` is the session's id (its

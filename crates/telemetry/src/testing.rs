@@ -16,7 +16,7 @@ use prost::Message as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tracing_subscriber::layer::SubscriberExt as _;
 
-use crate::{Metrics, MetricsLayer, otel_layer};
+use crate::{Metrics, metrics_layer, otel_layer};
 
 /// One exported span, as a test reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,7 +92,7 @@ impl Capture {
         let metrics = Metrics::new();
         let subscriber = tracing_subscriber::registry()
             .with(otel_layer(&provider))
-            .with(MetricsLayer::new(metrics.clone()));
+            .with(metrics_layer(&metrics));
         let guard = tracing::subscriber::set_default(subscriber);
         Self {
             exporter,
