@@ -31,7 +31,7 @@ pub use error::TelemetryError;
 pub use layer::metrics_layer;
 pub use metrics::{METRICS_CONTENT_TYPE, Metrics};
 pub use otlp::{OtlpConfig, otel_layer, otlp_provider};
-pub use spans::{ChatRecord, FinalizedBy, Outcome};
+pub use spans::{ChatRecord, FinalizedBy, NodeOutcome};
 
 /// The OpenTelemetry SDK's tracer provider, re-exported so a host names the version this crate
 /// was built with.

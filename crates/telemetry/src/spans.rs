@@ -171,7 +171,7 @@ pub fn workflow_node(
 
 /// How a dispatch ended, for `workflow.outcome` and `activity_duration_seconds`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum NodeOutcome {
     /// It returned a value.
     Success,
     /// It failed.
@@ -180,7 +180,7 @@ pub enum Outcome {
     Cancelled,
 }
 
-impl Outcome {
+impl NodeOutcome {
     /// The label value.
     #[must_use]
     pub fn as_str(self) -> &'static str {
@@ -193,7 +193,7 @@ impl Outcome {
 }
 
 /// Records how a [`workflow_node`] dispatch ended; `error` is its code when it failed.
-pub fn record_outcome(span: &Span, outcome: Outcome, error: Option<&str>) {
+pub fn record_outcome(span: &Span, outcome: NodeOutcome, error: Option<&str>) {
     span.record(WORKFLOW_OUTCOME, outcome.as_str());
     if let Some(code) = error {
         span.record(ERROR_TYPE, code);

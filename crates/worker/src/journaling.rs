@@ -17,7 +17,7 @@ use auto_swe_interpreter::{
     DispatchError, Dispatcher, HumanStepNotice, HumanStepResolution, SignalWait, SignalWake,
     StepDispatch, StepRecord,
 };
-use auto_swe_telemetry::Outcome;
+use auto_swe_telemetry::NodeOutcome;
 use auto_swe_telemetry::spans;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -257,11 +257,11 @@ impl JournalingDispatcher {
         );
         let result = call.instrument(span.clone()).await;
         let (outcome, code) = match &result {
-            Ok(_) => (Outcome::Success, None),
+            Ok(_) => (NodeOutcome::Success, None),
             Err(error) if self.inner.is_cancellation(error) => {
-                (Outcome::Cancelled, Some(error.code()))
+                (NodeOutcome::Cancelled, Some(error.code()))
             }
-            Err(error) => (Outcome::Failure, Some(error.code())),
+            Err(error) => (NodeOutcome::Failure, Some(error.code())),
         };
         spans::record_outcome(&span, outcome, code);
         result

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use auto_swe_telemetry::spans::{self, ChatRecord, FinalizedBy, Outcome};
+use auto_swe_telemetry::spans::{self, ChatRecord, FinalizedBy, NodeOutcome};
 use auto_swe_telemetry::testing::Capture;
 
 /// Every sample of `text`: `name{sorted labels}` → value. Fails on text the parser refuses.
@@ -70,7 +70,7 @@ fn counters_render_as_prometheus_text_with_the_seeds_names() {
     let outside = spans::chat("openai", "gpt-6");
     drop(outside);
     let node = spans::workflow_node("r", "n", "n", "implement", 1);
-    spans::record_outcome(&node, Outcome::Failure, Some("X"));
+    spans::record_outcome(&node, NodeOutcome::Failure, Some("X"));
     drop(node);
     spans::run_finalized("r", "FAILED", FinalizedBy::Worker);
     let after = samples(&capture.metrics().render().unwrap());

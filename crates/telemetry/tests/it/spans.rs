@@ -1,7 +1,7 @@
 //! Spans exported through the in-memory exporter: names, attributes, parentage, and what the
 //! metrics layer counts from them.
 
-use auto_swe_telemetry::spans::{self, ChatRecord, FinalizedBy, Outcome};
+use auto_swe_telemetry::spans::{self, ChatRecord, FinalizedBy, NodeOutcome};
 use auto_swe_telemetry::testing::{Capture, CapturedSpan};
 
 fn find<'a>(spans: &'a [CapturedSpan], name: &str) -> &'a CapturedSpan {
@@ -39,7 +39,7 @@ fn a_turn_exports_genai_spans_with_their_attributes_and_parents() {
         drop(chat);
         let tool = spans::execute_tool("readFile", Some("toolu_1"));
         drop(tool);
-        spans::record_outcome(&node, Outcome::Success, None);
+        spans::record_outcome(&node, NodeOutcome::Success, None);
     }
     drop(run);
     let exported = capture.spans();
