@@ -109,6 +109,7 @@ fn main() {
     let dispatch = tracing::Dispatch::new(subscriber);
     // Warm both paths once, traced first: a callsite first reached with no subscriber in scope
     // may keep that answer until interest is rebuilt.
+    tracing::callsite::rebuild_interest_cache();
     tracing::dispatcher::with_default(&dispatch, || runtime.block_on(calls(&client, 1_000)));
     runtime.block_on(calls(&client, 1_000));
     let (mut off, mut on) = (Duration::ZERO, Duration::ZERO);

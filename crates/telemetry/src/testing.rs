@@ -94,6 +94,9 @@ impl Capture {
             .with(otel_layer(&provider))
             .with(metrics_layer(&metrics));
         let guard = tracing::subscriber::set_default(subscriber);
+        // A callsite another test's thread reached first with no subscriber may be cached as
+        // uninteresting; ask every callsite again.
+        tracing::callsite::rebuild_interest_cache();
         Self {
             exporter,
             provider,

@@ -242,6 +242,10 @@ impl HarnessTurn {
             .record(spec, &usage)
             .and_then(|_| self.meter.admit(spec));
         let charge = self.meter.charge(spec, &usage);
+        // The harness made the call; the worker learns of it here, once it is over.
+        let span = crate::observe::chat_span(spec);
+        crate::observe::record_call(&span, &self.meter, spec, &usage, result.as_ref().err());
+        drop(span);
         {
             let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             add_usage(&mut state.debited, usage);
