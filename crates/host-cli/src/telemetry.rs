@@ -23,11 +23,15 @@ pub(crate) struct Installed {
 
 /// Installs the process's subscriber. Call inside the runtime (OTLP export sends from it).
 pub(crate) fn install(metrics: &Metrics) -> anyhow::Result<Installed> {
+    // As for every other command: a filter that does not parse is reported and ignored.
     let logs = match std::env::var(LOG_ENV) {
-        Ok(directives) => Some(
-            tracing_subscriber::EnvFilter::try_new(&directives)
-                .with_context(|| format!("{LOG_ENV} is not a log filter"))?,
-        ),
+        Ok(directives) => match tracing_subscriber::EnvFilter::try_new(&directives) {
+            Ok(filter) => Some(filter),
+            Err(error) => {
+                crate::output::print_diagnostic(&format!("{LOG_ENV} ignored: {error}"))?;
+                None
+            }
+        },
         Err(_) => None,
     }
     .map(|filter| {
