@@ -4,6 +4,7 @@
 mod commands;
 mod config;
 mod output;
+mod telemetry;
 
 use std::process::ExitCode;
 
@@ -71,7 +72,7 @@ enum Command {
 
 /// The variable naming what to log on stderr (an `EnvFilter` directive such as `info` or
 /// `auto_swe_worker=debug`); unset, nothing is logged.
-const LOG_ENV: &str = "AUTO_SWE_LOG";
+pub(crate) const LOG_ENV: &str = "AUTO_SWE_LOG";
 
 /// Logs spans and events to stderr when [`LOG_ENV`] asks for them.
 fn init_logging() {
@@ -93,8 +94,11 @@ fn init_logging() {
 }
 
 fn main() -> ExitCode {
-    init_logging();
     let cli = Cli::parse();
+    // The worker installs its own subscriber, with metrics and export, inside its runtime.
+    if !matches!(cli.command, Command::Worker(_)) {
+        init_logging();
+    }
     let result = match cli.command {
         Command::Spec(args) => commands::spec::run(&args),
         Command::Scan(args) => commands::scan::run(&args),

@@ -179,6 +179,22 @@ impl Meter {
         }
     }
 
+    /// The tier the meter enforces.
+    #[must_use]
+    pub fn tier(&self) -> Tier {
+        self.config.tier
+    }
+
+    /// Tokens left under the caps (counted input, output); zero once a cap is reached.
+    #[must_use]
+    pub fn remaining(&self) -> TokenCaps {
+        let totals = self.totals();
+        TokenCaps {
+            input: self.config.caps.input.saturating_sub(totals.counted_input),
+            output: self.config.caps.output.saturating_sub(totals.output),
+        }
+    }
+
     /// The totals so far.
     #[must_use]
     pub fn totals(&self) -> MeterTotals {

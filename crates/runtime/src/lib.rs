@@ -18,6 +18,7 @@ pub mod compact;
 mod error;
 mod harness;
 pub mod mcp;
+mod observe;
 pub mod structured;
 mod tools;
 mod trace;
@@ -31,6 +32,7 @@ pub use harness::{
     HarnessTurn, NATIVE_RUNTIME, NativeCall, PolicyRequirement, Provisioning, TURN_TAG_ENV,
     decide_canonical, map_native_call,
 };
+pub use observe::{chat_span, record_call};
 pub use tools::lessons::{LessonHit, LessonMemory, MemoryError};
 pub use tools::offload::{Bounded, DEFAULT_MAX_TOOL_OUTPUT_CHARS, excerpt};
 pub use tools::{

@@ -58,8 +58,11 @@ impl Default for StepBudget {
 /// A conversation kept across turns.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Session {
-    /// The provider cache key (one per session).
+    /// The provider cache key (one per session); also the turn's `gen_ai.conversation.id`.
     pub id: String,
+    /// The agent the session is of (its key), for the turn's `invoke_agent {agent}` span;
+    /// the runtime's name when unset.
+    pub agent: Option<String>,
     /// The history: fitted to the context budget, never containing a call without its result.
     pub history: Vec<Message>,
 }
@@ -70,8 +73,16 @@ impl Session {
     pub fn new(id: impl Into<String>) -> Self {
         Self {
             id: id.into(),
+            agent: None,
             history: Vec::new(),
         }
+    }
+
+    /// The session of agent `agent`.
+    #[must_use]
+    pub fn with_agent(mut self, agent: impl Into<String>) -> Self {
+        self.agent = Some(agent.into());
+        self
     }
 }
 
@@ -265,15 +276,7 @@ impl NativeLoop {
         }
         let request = self.request(session);
         let started = Instant::now();
-        let span = tracing::info_span!(
-            "chat",
-            otel.name = %format!("chat {}", spec.model()),
-            gen_ai.operation.name = "chat",
-            gen_ai.system = spec.provider().as_str(),
-            gen_ai.request.model = spec.model(),
-            gen_ai.usage.input_tokens = tracing::field::Empty,
-            gen_ai.usage.output_tokens = tracing::field::Empty,
-        );
+        let span = crate::observe::chat_span(&spec);
         let mut builder = ResponseBuilder::new();
         let streamed: Result<(), ModelError> = async {
             let mut stream = tokio::select! {
@@ -296,8 +299,8 @@ impl NativeLoop {
         .await;
         let response = builder.finish();
         let usage = response.usage;
-        span.record("gen_ai.usage.input_tokens", usage.input);
-        span.record("gen_ai.usage.output_tokens", usage.output);
+        crate::observe::record_call(&span, &self.meter, &spec, &usage, streamed.as_ref().err());
+        drop(span);
         add_usage(spent, usage);
         // The metered client has debited whatever the provider reported, completed or not (a
         // call past a cap ends its stream with the budget error); this only prices it.
@@ -349,10 +352,10 @@ impl TurnRuntime for NativeLoop {
         prompt: &str,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, TurnError> {
-        let span = tracing::info_span!(
-            "invoke_agent",
-            otel.name = "invoke_agent native",
-            gen_ai.operation.name = "invoke_agent",
+        let span = auto_swe_telemetry::spans::invoke_agent(
+            session.agent.as_deref().unwrap_or(self.name()),
+            &session.id,
+            self.client.spec().provider().as_str(),
         );
         async {
             let mut spent = Usage::default();

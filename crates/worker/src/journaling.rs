@@ -17,6 +17,8 @@ use auto_swe_interpreter::{
     DispatchError, Dispatcher, HumanStepNotice, HumanStepResolution, SignalWait, SignalWake,
     StepDispatch, StepRecord,
 };
+use auto_swe_telemetry::NodeOutcome;
+use auto_swe_telemetry::spans;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -238,6 +240,33 @@ impl JournalingDispatcher {
         .await
     }
 
+    /// A dispatch being made (never one answered from the history: `journaled` calls this
+    /// only on a miss), inside its `workflow.node` span with how it ended recorded.
+    async fn observed(
+        &self,
+        request: &StepDispatch,
+        activity: &str,
+        call: impl Future<Output = Result<Value, DispatchError>> + Send,
+    ) -> Result<Value, DispatchError> {
+        let span = spans::workflow_node(
+            &self.run_id,
+            &request.spec_node_id,
+            &request.recording_id,
+            activity,
+            request.attempt,
+        );
+        let result = call.instrument(span.clone()).await;
+        let (outcome, code) = match &result {
+            Ok(_) => (NodeOutcome::Success, None),
+            Err(error) if self.inner.is_cancellation(error) => {
+                (NodeOutcome::Cancelled, Some(error.code()))
+            }
+            Err(error) => (NodeOutcome::Failure, Some(error.code())),
+        };
+        spans::record_outcome(&span, outcome, code);
+        result
+    }
+
     fn replayed_result<T>(
         &self,
         key: &EffectKey,
@@ -344,7 +373,13 @@ impl Dispatcher for JournalingDispatcher {
         self.journaled(
             &request.recording_id,
             EffectKind::Step,
-            || inner.dispatch_step(request, cancellation),
+            || {
+                self.observed(
+                    request,
+                    &request.step,
+                    inner.dispatch_step(request, cancellation),
+                )
+            },
             encode_output,
             replay_output,
         )
@@ -360,7 +395,13 @@ impl Dispatcher for JournalingDispatcher {
         self.journaled(
             &request.recording_id,
             EffectKind::Shell,
-            || inner.dispatch_shell(request, cancellation),
+            || {
+                self.observed(
+                    request,
+                    "shell",
+                    inner.dispatch_shell(request, cancellation),
+                )
+            },
             encode_output,
             replay_output,
         )

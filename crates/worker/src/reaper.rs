@@ -138,6 +138,11 @@ impl Reaper {
                 };
                 match self.engine.end_stranded(&run.id, status).await {
                     Ok(true) => {
+                        auto_swe_telemetry::spans::run_finalized(
+                            &run.id,
+                            status.as_str(),
+                            auto_swe_telemetry::FinalizedBy::Reaper,
+                        );
                         tracing::info!(run_id = %run.id, %status, source = "reaper", "stranded run finalized");
                         report.ended.push((run.id, status));
                     }

@@ -227,12 +227,9 @@ impl Worker {
     /// every effect its history holds and makes only the rest. `LEASE_LOST` when another
     /// worker took the run: the run stops and this worker writes nothing more for it.
     pub async fn drive(&self, lease: RunLease) -> Result<DriveReport, WorkerError> {
-        let span = tracing::info_span!(
-            "run",
-            run_id = %lease.run_id,
-            worker = %lease.worker,
-            fencing_token = lease.fencing_token,
-        );
+        // One `workflow.run` span per drive, in the run's own trace (its id is derived from
+        // the run's), so every drive of a run on any worker lands in one trace.
+        let span = auto_swe_telemetry::spans::workflow_run(&lease.run_id, &lease.worker);
         self.drive_inner(lease).instrument(span).await
     }
 
@@ -327,6 +324,7 @@ impl Worker {
                 },
             )
             .await?;
+        finalized(&run_id, outcome_status);
         tracing::info!(status = %outcome_status, "run ended");
         Ok(DriveReport {
             run_id,
@@ -342,6 +340,17 @@ impl Worker {
             effects: dispatcher.stats(),
         })
     }
+}
+
+/// Marks the run ended by this worker's `complete`, which succeeds only for the write that
+/// ended it: `workflow_runs_finalized_total` counts the run once.
+fn finalized(run_id: &str, status: TerminalStatus) {
+    tracing::Span::current().record(auto_swe_telemetry::names::WORKFLOW_STATUS, status.as_str());
+    auto_swe_telemetry::spans::run_finalized(
+        run_id,
+        status.as_str(),
+        auto_swe_telemetry::FinalizedBy::Worker,
+    );
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

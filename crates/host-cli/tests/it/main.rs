@@ -6,6 +6,7 @@ mod arguments;
 mod crash;
 mod doctor;
 mod local;
+mod metrics;
 mod models_check;
 mod progress;
 mod sandbox;

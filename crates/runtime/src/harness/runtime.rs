@@ -83,7 +83,7 @@ pub async fn map_native_call(
     call: NativeCall,
     deadline: Duration,
 ) -> Result<CanonicalCall, String> {
-    let mut task = tokio::spawn(async move { adapter.decide(&call).await });
+    let mut task = tokio::spawn(async move { adapter.decide(&call).await }.in_current_span());
     match tokio::time::timeout(deadline, &mut task).await {
         Err(_) => {
             task.abort();
@@ -154,11 +154,7 @@ impl HarnessTurn {
     /// canonical policy and the step budget. Traced with its tag.
     pub async fn decide(&self, call: NativeCall) -> Decision {
         let started = Instant::now();
-        let span = tracing::info_span!(
-            "execute_tool",
-            otel.name = %format!("execute_tool {}", call.tool),
-            gen_ai.tool.name = %call.tool,
-        );
+        let span = auto_swe_telemetry::spans::execute_tool(&call.tool, None);
         let mapped = map_native_call(
             Arc::clone(&self.adapter),
             call.clone(),
@@ -246,6 +242,10 @@ impl HarnessTurn {
             .record(spec, &usage)
             .and_then(|_| self.meter.admit(spec));
         let charge = self.meter.charge(spec, &usage);
+        // The harness made the call; the worker learns of it here, once it is over.
+        let span = crate::observe::chat_span(spec);
+        crate::observe::record_call(&span, &self.meter, spec, &usage, result.as_ref().err());
+        drop(span);
         {
             let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             add_usage(&mut state.debited, usage);
@@ -433,10 +433,10 @@ impl TurnRuntime for HarnessRuntime {
             cancel: cancel.child_token(),
             state: Mutex::new(TurnState::default()),
         };
-        let span = tracing::info_span!(
-            "invoke_agent",
-            otel.name = %format!("invoke_agent {}", self.adapter.name()),
-            gen_ai.operation.name = "invoke_agent",
+        let span = auto_swe_telemetry::spans::invoke_agent(
+            session.agent.as_deref().unwrap_or(self.adapter.name()),
+            &session.id,
+            self.config.spec.provider().as_str(),
         );
         let stop = turn.cancelled();
         let result = tokio::select! {

@@ -92,12 +92,7 @@ pub(crate) async fn metered_call(
 ) -> Result<(String, Usage), ModelError> {
     let spec = client.spec().clone();
     meter.admit(&spec)?;
-    let span = tracing::info_span!(
-        "chat",
-        otel.name = %format!("chat {}", spec.model()),
-        gen_ai.operation.name = "chat",
-        gen_ai.request.model = spec.model(),
-    );
+    let span = crate::observe::chat_span(&spec);
     let mut builder = ResponseBuilder::new();
     let streamed: Result<(), ModelError> = async {
         let mut stream = client.stream(request).await?;
@@ -106,7 +101,7 @@ pub(crate) async fn metered_call(
         }
         Ok(())
     }
-    .instrument(span)
+    .instrument(span.clone())
     .await;
     let response = builder.finish();
     // A call that failed before reporting anything is not a call on the ledger.
@@ -116,6 +111,9 @@ pub(crate) async fn metered_call(
     } else {
         Ok(())
     };
+    let failure = streamed.as_ref().err().or(debit.as_ref().err());
+    crate::observe::record_call(&span, meter, &spec, &response.usage, failure);
+    drop(span);
     streamed?;
     debit?;
     Ok((response.text(), response.usage))

@@ -281,13 +281,7 @@ impl ToolSet {
 
     /// Runs one call. Never fails: every problem is a tool error the model reads.
     pub async fn call(&self, call: &ToolCall, cancel: &CancellationToken) -> ToolResult {
-        let span = tracing::info_span!(
-            "execute_tool",
-            otel.name = %format!("execute_tool {}", call.name),
-            gen_ai.operation.name = "execute_tool",
-            gen_ai.tool.name = %call.name,
-            gen_ai.tool.call.id = %call.id,
-        );
+        let span = auto_swe_telemetry::spans::execute_tool(&call.name, Some(&call.id));
         let started = Instant::now();
         let outcome = tokio::select! {
             outcome = self.dispatch(call).instrument(span) => outcome,

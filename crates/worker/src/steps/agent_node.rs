@@ -5,9 +5,11 @@
 use async_trait::async_trait;
 use auto_swe_interpreter::DispatchError;
 use auto_swe_models::{Message, MeteredClient, ModelClient, ModelRequest};
-use auto_swe_runtime::{Session, TraceEntry, TurnRuntime};
+use auto_swe_runtime::{Session, TraceEntry, TurnRuntime, chat_span, record_call};
 use auto_swe_spec::StepDescriptor;
+use auto_swe_telemetry::spans;
 use serde_json::{Value, json};
+use tracing::Instrument as _;
 
 use super::agents::{model_failure, native_loop, system_prompt, turn_failure};
 use super::implement::repository;
@@ -69,10 +71,24 @@ impl StepExecutor for AgentNode {
             messages: vec![Message::user(message)],
             ..ModelRequest::default()
         };
-        let response = tokio::select! {
-            response = metered.complete(&request) => response.map_err(|e| model_failure(&e))?,
-            () = context.cancel.cancelled() => return Err(DispatchError::cancelled("the agent node was cancelled")),
+        let spec = metered.spec().clone();
+        let conversation = format!("{}:{}", context.run.run_id, context.request.recording_id);
+        let turn = spans::invoke_agent(key, &conversation, spec.provider().as_str());
+        let chat = turn.in_scope(|| chat_span(&spec));
+        let answered = tokio::select! {
+            response = metered.complete(&request).instrument(chat.clone()) => Some(response),
+            () = context.cancel.cancelled() => None,
         };
+        if let Some(answer) = &answered {
+            let usage = answer.as_ref().map(|r| r.usage).unwrap_or_default();
+            record_call(&chat, &context.meter, &spec, &usage, answer.as_ref().err());
+        }
+        drop(chat);
+        drop(turn);
+        let Some(response) = answered else {
+            return Err(DispatchError::cancelled("the agent node was cancelled"));
+        };
+        let response = response.map_err(|e| model_failure(&e))?;
         context.tracer.record(TraceEntry::event(
             "agent.answered",
             json!({ "agent": key, "outputTokens": response.usage.output }),
@@ -124,7 +140,8 @@ async fn in_workspace(
         let mut session = Session::new(format!(
             "{}:{}",
             context.run.run_id, context.request.recording_id
-        ));
+        ))
+        .with_agent(key);
         let outcome = runtime
             .run_turn(&mut session, message, context.cancel)
             .await

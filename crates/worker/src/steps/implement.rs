@@ -267,7 +267,8 @@ impl StepExecutor for Implement {
         let agent = self.agent(context);
         let result = async {
             let runtime = native_loop(context, agent, &checkout, "")?;
-            let mut session = Session::new(format!("{}:{}", context.run.run_id, context.request.recording_id));
+            let mut session = Session::new(format!("{}:{}", context.run.run_id, context.request.recording_id))
+                .with_agent(agent);
             let iterations = context
                 .config("maxIterations")
                 .and_then(Value::as_u64)

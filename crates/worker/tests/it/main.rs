@@ -14,4 +14,5 @@ mod reaper;
 mod resume;
 mod sign_off;
 mod support;
+mod telemetry;
 mod templates;

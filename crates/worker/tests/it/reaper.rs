@@ -42,6 +42,8 @@ fn ended(report: &ReapReport) -> Vec<&str> {
 }
 
 async fn stranded_runs_end_failed_and_are_billed_once(db: &TestStore) {
+    // The sweeps run on this task's thread: the capture sees their spans and counts.
+    let capture = auto_swe_telemetry::testing::Capture::install();
     let store = &db.store;
     let engine = db.engine();
     let org = store.create_org("acme", "Acme").await.unwrap();
@@ -120,6 +122,28 @@ async fn stranded_runs_end_failed_and_are_billed_once(db: &TestStore) {
     assert!(second.ended.is_empty(), "{second:?}");
     assert_eq!(second.checked, 3);
     assert_eq!(store.monthly_usage(&org.id, &month).await.unwrap(), billed);
+    // Counted once each, by the reaper, however many sweeps looked at them.
+    let text = capture.metrics().render().unwrap();
+    assert!(
+        text.contains(r#"workflow_runs_finalized_total{status="FAILED",source="reaper"} 2"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"workflow_runs_finalized_total{status="FAILED",source="worker"} 0"#),
+        "{text}"
+    );
+    let finalized: Vec<_> = capture
+        .spans()
+        .into_iter()
+        .filter(|s| s.name == "workflow.finalize")
+        .collect();
+    assert_eq!(finalized.len(), 2);
+    for span in &finalized {
+        let run = span.attr("workflow.run.id").unwrap();
+        let trace = auto_swe_telemetry::context::run_span_context(run).trace_id();
+        assert_eq!(span.trace_id, trace.to_string(), "in the run's own trace");
+        assert_eq!(span.attr("workflow.finalized_by"), Some("reaper"));
+    }
 }
 
 /// Three live runs of `org`: queued, parked on a signal, and held by a worker whose lease runs.

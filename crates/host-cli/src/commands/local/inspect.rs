@@ -679,10 +679,20 @@ pub(crate) struct WorkerArgs {
     /// Do not judge pull requests here (another worker runs local CI).
     #[arg(long)]
     no_ci: bool,
+    /// Serve Prometheus metrics at `http://HOST:PORT/metrics` (port 0 picks a free one; the
+    /// address is printed).
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<std::net::SocketAddr>,
 }
 
 pub(crate) fn worker(args: &WorkerArgs) -> anyhow::Result<Status> {
     runtime()?.block_on(async {
+        let metrics = auto_swe_telemetry::Metrics::new();
+        let installed = crate::telemetry::install(&metrics)?;
+        let listener = match args.metrics_addr {
+            Some(address) => Some(crate::telemetry::bind(address).await?),
+            None => None,
+        };
         let (home, store) = open_store().await?;
         let model = args
             .model
@@ -725,10 +735,28 @@ pub(crate) fn worker(args: &WorkerArgs) -> anyhow::Result<Status> {
         let reaper = host.reaper.clone();
         let reaper_stop = shutdown.clone();
         let reaper_task = tokio::spawn(async move { reaper.serve(reaper_stop).await });
+        let metrics_task = match listener {
+            Some(listener) => {
+                output::print_diagnostic(&format!(
+                    "auto-swe worker: metrics at http://{}/metrics",
+                    listener.local_addr()?
+                ))?;
+                Some(tokio::spawn(crate::telemetry::serve_metrics(
+                    listener,
+                    metrics,
+                    shutdown.clone(),
+                )))
+            }
+            None => None,
+        };
         let served = host.worker.serve(shutdown.clone()).await;
         shutdown.cancel();
         let _ = ci_task.await;
         let _ = reaper_task.await;
+        if let Some(task) = metrics_task {
+            let _ = task.await;
+        }
+        installed.shutdown().await;
         served.map_err(|e: WorkerError| anyhow::anyhow!("{e} ({})", e.code()))?;
         Ok(Status::Success)
     })
