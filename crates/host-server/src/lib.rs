@@ -39,5 +39,5 @@ pub use auth::{AccessLevel, Authenticator, Caller};
 pub use bootstrap::{BootstrapError, bootstrap_admin};
 pub use error::{ApiError, ApiResult};
 pub use pool::WorkerPool;
-pub use routes::{ApiDoc, router};
+pub use routes::{ApiDoc, metrics_router, router};
 pub use state::{AppState, WorkerGauge};

@@ -7,11 +7,19 @@ use std::sync::Arc;
 
 use auto_swe_server::config::ServerConfig;
 use auto_swe_server::github::GitHub;
-use auto_swe_server::{AppState, Authenticator, WorkerGauge, WorkerPool, bootstrap_admin, router};
+use auto_swe_server::{
+    AppState, Authenticator, WorkerGauge, WorkerPool, bootstrap_admin, metrics_router, router,
+};
 use auto_swe_store::{Keyring, SecretString, Store, StoreConfig};
+use auto_swe_telemetry::{
+    Metrics, OtlpConfig, SdkTracerProvider, metrics_layer, otel_layer, otlp_provider,
+};
 use auto_swe_worker::Scm;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 /// Serve the auto-swe API and drive runs.
 #[derive(Debug, Parser)]
@@ -27,14 +35,6 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AUTO_SWE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -45,7 +45,20 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(args)) {
+    let metrics = Metrics::new();
+    let installed = match runtime.block_on(async { install_telemetry(&metrics) }) {
+        Ok(installed) => installed,
+        Err(error) => {
+            eprintln!("auto-swe-server: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let served = runtime.block_on(serve(args, metrics));
+    if let Some(provider) = installed {
+        // Sends what the exporter still holds.
+        let _ = runtime.block_on(tokio::task::spawn_blocking(move || provider.shutdown()));
+    }
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("auto-swe-server: {error}");
@@ -64,7 +77,30 @@ fn store_key(config: &ServerConfig) -> Result<Keyring, String> {
     Keyring::from_hex(1, &text).map_err(|e| format!("the store key: {e} ({})", e.code()))
 }
 
-async fn serve(args: Args) -> Result<(), String> {
+/// JSON logs on stderr (`AUTO_SWE_LOG`, default `info`), the metrics layer, and OTLP export
+/// when `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Call inside the runtime.
+fn install_telemetry(metrics: &Metrics) -> Result<Option<SdkTracerProvider>, String> {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AUTO_SWE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt::layer()
+        .json()
+        .with_writer(std::io::stderr)
+        .with_filter(filter);
+    let provider = OtlpConfig::from_env()
+        .map_err(|e| format!("{e} ({})", e.code()))?
+        .map(|config| otlp_provider(&config).map_err(|e| format!("{e} ({})", e.code())))
+        .transpose()?;
+    let export = provider.as_ref().map(otel_layer);
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(metrics_layer(metrics))
+        .with(export)
+        .try_init()
+        .map_err(|e| e.to_string())?;
+    Ok(provider)
+}
+
+async fn serve(args: Args, metrics: Metrics) -> Result<(), String> {
     let env = |name: &str| std::env::var(name).ok();
     let mut config = ServerConfig::load(args.config.as_deref(), &env)
         .map_err(|e| format!("{e} ({})", e.code()))?;
@@ -108,7 +144,8 @@ async fn serve(args: Args) -> Result<(), String> {
         AppState::new(store, auth, gauge, github),
         config.body_limit_bytes,
         config.request_timeout(),
-    );
+    )
+    .merge(metrics_router(metrics));
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("listening on {}: {e}", config.listen))?;

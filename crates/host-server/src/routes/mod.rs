@@ -242,6 +242,30 @@ async fn wrong_method() -> ApiError {
     )
 }
 
+/// `GET /metrics`: the Prometheus (`OpenMetrics`) text of `metrics`, the counters this process's
+/// workers and requests fed (`llm_calls_total`, `workflow_runs_finalized_total`, …). It names
+/// no tenant, so it takes no credential; serve it only where the scraper reaches it.
+pub fn metrics_router(metrics: auto_swe_telemetry::Metrics) -> Router {
+    Router::new().route(
+        "/metrics",
+        get(move || {
+            let metrics = metrics.clone();
+            async move {
+                match metrics.render() {
+                    Ok(text) => Ok((
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            auto_swe_telemetry::METRICS_CONTENT_TYPE,
+                        )],
+                        text,
+                    )),
+                    Err(error) => Err(ApiError::internal("METRICS_FAILED", error.to_string())),
+                }
+            }
+        }),
+    )
+}
+
 async fn no_route() -> ApiError {
     ApiError::not_found("ROUTE_NOT_FOUND", "no such route")
 }

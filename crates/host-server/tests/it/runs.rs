@@ -201,6 +201,39 @@ async fn a_run_launched_over_http_is_driven_and_seen_only_by_who_may_see_it() {
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
 
+    // The server's metrics counted the run's end once, by its worker, and its model calls.
+    let metrics = reqwest::get(format!("{}/metrics", server.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let sample = |name: &str, labels: &[&str]| -> Option<f64> {
+        metrics.lines().find_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            (series.starts_with(&format!("{name}{{")) && labels.iter().all(|l| series.contains(l)))
+                .then(|| value.parse().ok())?
+        })
+    };
+    assert!(metrics.trim_end().ends_with("# EOF"), "{metrics}");
+    assert_eq!(
+        sample(
+            "workflow_runs_finalized_total",
+            &["status=\"CANCELLED\"", "source=\"worker\""]
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("llm_calls_total{"))
+            .any(|l| l
+                .rsplit_once(' ')
+                .is_some_and(|(_, v)| v.parse::<f64>().unwrap_or(0.0) >= 1.0)),
+        "{metrics}"
+    );
+
     // The event stream resumes after Last-Event-ID, in order, and ends after the final status.
     let response = reqwest::Client::new()
         .get(format!(
