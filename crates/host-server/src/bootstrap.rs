@@ -25,25 +25,34 @@ pub enum BootstrapError {
     },
 }
 
-/// Makes `email` a platform admin. When the user is new and `token_file` is given, mints their
-/// first token into it (created new, mode 0600); an existing user gets no new token. Returns
-/// whether a token was written.
+/// Makes `email` a platform admin (creating the user when there is none). When `token_file` is
+/// given and the admin holds no live token, mints one into it (created new, mode 0600): a first
+/// start whose token file could not be written is mended by the next, and an admin who has a
+/// token never gets another this way. Returns whether a token was written.
 #[tracing::instrument(level = "info", skip_all)]
 pub async fn bootstrap_admin(
     store: &Store,
     email: &str,
     token_file: Option<&Path>,
 ) -> Result<bool, BootstrapError> {
-    let (user, created) = match store.find_user_by_email(email).await? {
-        Some(user) => (user, false),
-        None => (store.create_user(email, "admin").await?, true),
+    let user = match store.find_user_by_email(email).await? {
+        Some(user) => user,
+        None => store.create_user(email, "admin").await?,
     };
     store
         .grant_platform_role(&user.id, PlatformRole::Admin)
         .await?;
-    let Some(path) = token_file.filter(|_| created) else {
+    let Some(path) = token_file else {
         return Ok(false);
     };
+    let holds_one = store
+        .list_tokens(&TokenOwner::User(user.id.clone()))
+        .await?
+        .iter()
+        .any(|t| t.revoked_at.is_none() && t.expires_at.is_none());
+    if holds_one {
+        return Ok(false);
+    }
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

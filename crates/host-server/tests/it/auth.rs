@@ -202,3 +202,39 @@ async fn service_tokens_reach_only_routes_with_service_scopes() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["data"], json!([]));
 }
+
+/// The first admin: a token file that cannot be written does not lock the admin out (the next
+/// start writes it), and an admin who holds a token is never given another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_admin_gets_one_token_even_after_a_failed_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("store.db").display());
+    let store = open_store(&url).await;
+    let file = dir.path().join("admin.token");
+    std::fs::write(&file, "left over").unwrap();
+    let failed = auto_swe_server::bootstrap_admin(&store, "root@example.test", Some(&file)).await;
+    assert!(
+        failed.is_err(),
+        "an existing token file is never overwritten"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "left over");
+    std::fs::remove_file(&file).unwrap();
+    assert!(
+        auto_swe_server::bootstrap_admin(&store, "root@example.test", Some(&file))
+            .await
+            .unwrap()
+    );
+    let token = std::fs::read_to_string(&file).unwrap();
+    let found = store
+        .authenticate_token(&auto_swe_store::SecretString::new(token))
+        .await
+        .unwrap();
+    assert!(found.is_some());
+    std::fs::remove_file(&file).unwrap();
+    assert!(
+        !auto_swe_server::bootstrap_admin(&store, "root@example.test", Some(&file))
+            .await
+            .unwrap()
+    );
+    assert!(!file.exists(), "an admin who holds a token gets no other");
+}
