@@ -190,6 +190,20 @@ pub async fn webhook(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
+    // A delivery without GitHub's headers is refused the same way whether or not GitHub is
+    // configured here.
+    for name in ["x-github-event", "x-github-delivery", "x-hub-signature-256"] {
+        if headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .is_none_or(|v| v.trim().is_empty())
+        {
+            return Err(ApiError::bad_request(
+                "WEBHOOK_HEADER_MISSING",
+                format!("the delivery has no {name} header"),
+            ));
+        }
+    }
     let Some(github) = state.github() else {
         return Err(ApiError::not_found(
             "ROUTE_NOT_FOUND",
