@@ -6,11 +6,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::{JWT_SECRET, Server, fresh_database, open_store, user_with_token};
-
-fn code(body: &Value) -> &str {
-    body["error"]["code"].as_str().unwrap_or_default()
-}
+use crate::support::{JWT_SECRET, Server, code, fresh_database, open_store, user_with_token};
 
 fn now() -> u64 {
     std::time::SystemTime::now()

@@ -6,12 +6,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::support::{
-    Server, demo_repository, fresh_database, open_store, user_with_token, wait_for_run,
+    Server, code, demo_repository, fresh_database, open_store, user_with_token, wait_for_run,
 };
-
-fn code(body: &Value) -> &str {
-    body["error"]["code"].as_str().unwrap_or_default()
-}
 
 fn ticket() -> Value {
     auto_swe_worker::demo::demo_ticket()

@@ -20,6 +20,11 @@ pub(crate) const STORE_KEY_HEX: &str =
 /// The HS256 secret the tests' servers sign JWTs with (fake by construction).
 pub(crate) const JWT_SECRET: &str = "test-only-jwt-secret-0123456789abcdef";
 
+/// The error code of a refusal's body (empty when it has none).
+pub(crate) fn code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or_default()
+}
+
 /// A fresh database: its URL, or `None` when `PostgreSQL` is not configured (and not required).
 pub(crate) fn fresh_database(tag: &str) -> Option<String> {
     let Some(admin) = std::env::var("AUTO_SWE_POSTGRES_URL")
