@@ -2,9 +2,10 @@
 //! a span per call (method, path, status; never the credential), GitHub's statuses mapped to
 //! typed errors, and the rate limit waited out within the call's allowance.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use auto_swe_store::SecretString;
+use auto_swe_worker::step_deadline;
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderValue, LOCATION, USER_AGENT};
 use http::{Method, StatusCode};
@@ -115,14 +116,17 @@ impl Api {
                 return Ok(reply);
             }
             if let Some(wait) = rate_limit_wait(&reply, SystemTime::now()) {
-                if waited + wait > self.max_wait || attempt >= MAX_ATTEMPTS {
+                let may_wait = may_wait(self.max_wait.saturating_sub(waited), step_deadline());
+                if wait > may_wait || attempt >= MAX_ATTEMPTS {
                     tracing::warn!(
                         wait_ms = wait.as_millis() as u64,
-                        "rate limited past the allowance"
+                        may_wait_ms = may_wait.as_millis() as u64,
+                        "rate limited past what the step may wait"
                     );
                     return Err(GitHubError::RateLimited {
                         path: path.to_owned(),
                         wait,
+                        may_wait,
                     });
                 }
                 tracing::info!(
@@ -218,6 +222,23 @@ pub(crate) fn tail_bytes(bytes: &[u8], cap: usize) -> String {
     let text = String::from_utf8_lossy(&bytes[start..]);
     text.trim_start_matches('\u{fffd}').to_owned()
 }
+
+/// How long a call may still wait out a rate limit: what is left of the allowance, and never
+/// past the deadline of the step it runs under (less a margin for the call itself), so a wait
+/// the step could not survive is a typed error now rather than the step's own timeout later.
+fn may_wait(allowance: Duration, deadline: Option<Instant>) -> Duration {
+    match deadline {
+        Some(deadline) => allowance.min(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .saturating_sub(CALL_MARGIN),
+        ),
+        None => allowance,
+    }
+}
+
+/// What a call after a rate-limit wait is left to finish in, before its step's deadline.
+const CALL_MARGIN: Duration = Duration::from_secs(10);
 
 /// How long GitHub asks to wait, when the answer is a rate limit: `retry-after` seconds, or
 /// until `x-ratelimit-reset` once `x-ratelimit-remaining` is 0 (403 or 429).

@@ -58,13 +58,18 @@ pub enum GitHubError {
         /// What GitHub said.
         detail: String,
     },
-    /// The rate limit holds the call past what the step may wait.
-    #[error("GitHub's rate limit holds {path} for {wait:?}, past what the step may wait")]
+    /// The rate limit holds the call past what the step may wait: the client's allowance, or
+    /// what is left before the step's deadline, whichever is shorter.
+    #[error(
+        "GitHub's rate limit holds {path} for {wait:?}, past what the step may wait ({may_wait:?})"
+    )]
     RateLimited {
         /// The API path.
         path: String,
         /// How long GitHub asked to wait.
         wait: Duration,
+        /// How long the step could still wait.
+        may_wait: Duration,
     },
     /// GitHub failed, or could not be reached.
     #[error("GitHub is unavailable ({path}): {detail}")]

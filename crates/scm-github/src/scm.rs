@@ -424,6 +424,22 @@ impl Scm for GitHubScm {
         Ok(self.failing_logs(&repo, head_sha).await?)
     }
 
+    #[tracing::instrument(level = "info", name = "github.review_comment", skip(self, repo, body))]
+    async fn comment_on_pull_request(
+        &self,
+        repo: &LocalRepository,
+        number: i64,
+        body: &str,
+    ) -> Result<String, ScmError> {
+        let repo = self.repo_ref(&repo.connection_id).await?;
+        let number = u64::try_from(number).map_err(|_| {
+            GitHubError::Config(format!(
+                "pull request number {number} is not one GitHub gives"
+            ))
+        })?;
+        Ok(self.comment(&repo, number, body).await?)
+    }
+
     fn commit_identity(&self) -> CommitIdentity {
         self.config().commit_identity.clone().unwrap_or_default()
     }

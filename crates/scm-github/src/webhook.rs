@@ -279,8 +279,9 @@ impl GitHubWebhooks {
             "repository": payload.pointer("/repository/full_name"),
             "action": payload.get("action"),
         });
-        if let Some(store) = self.provider_store(&host) {
-            let source = format!("github:{host}");
+        let source = format!("github:{host}");
+        let store = self.provider_store(&host);
+        if let Some(store) = store {
             let receipt = store
                 .record_delivery(&source, delivery, event, &digest)
                 .await?;
@@ -291,7 +292,21 @@ impl GitHubWebhooks {
                 });
             }
         }
-        let outcome = self.dispatch(&host, event, &payload).await?;
+        let outcome = match self.dispatch(&host, event, &payload).await {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                // Not acted on: GitHub's redelivery of it must be acted on, not dropped as a
+                // duplicate. A failure to forget is logged; the action's own error is what the
+                // sender hears.
+                if let Some(store) = store
+                    && let Err(forget) = store.forget_delivery(&source, delivery).await
+                {
+                    tracing::warn!(code = forget.code(), "a failed delivery stays recorded");
+                }
+                span.record("outcome", "failed");
+                return Err(error);
+            }
+        };
         span.record(
             "outcome",
             match &outcome {

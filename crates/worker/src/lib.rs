@@ -57,9 +57,11 @@ pub use scm::{
     PullRequestOpened, PullRequestRequest, PullRequestText, Scm, ScmError,
 };
 pub use steps::{
-    ANSWERED_BY, CONTAINER_OUTPUT_BYTES, CONTAINER_TIMEOUT_CAP, GATE_FILE, GateConfig, GateOutcome,
-    GateResult, GateScope, MCP_OUTPUT_CHARS, McpNodeStep, ModelRouter, OUTCOME_AMBIGUOUS,
-    RunDispatcher, RunScope, SingleModel, StepContext, StepEffects, StepExecutor, StepRegistry,
-    WorkerServices, WorkspaceTemplate, hashed_embedding, is_budget_question, run_branch, run_gates,
+    ANSWERED_BY, CONTAINER_OUTPUT_BYTES, CONTAINER_TIMEOUT_CAP, DEFAULT_STEP_TIME_LIMIT, GATE_FILE,
+    GateConfig, GateOutcome, GateResult, GateScope, IMPLEMENTER_TIME_LIMIT, MCP_OUTPUT_CHARS,
+    McpNodeStep, ModelRouter, OUTCOME_AMBIGUOUS, RunDispatcher, RunScope, STEP_TIMED_OUT,
+    SingleModel, StepContext, StepEffects, StepExecutor, StepRegistry, WorkerServices,
+    WorkspaceTemplate, hashed_embedding, is_budget_question, run_branch, run_gates, step_deadline,
+    with_step_deadline,
 };
 pub use worker::{DriveEnd, DriveReport, EffectsFactory, Worker, WorkerConfig};

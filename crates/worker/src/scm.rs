@@ -217,6 +217,14 @@ pub trait Scm: Send + Sync + std::fmt::Debug {
         head_sha: &str,
     ) -> Result<String, ScmError>;
 
+    /// Comments `body` (markdown) on pull request `number`; returns the comment's address.
+    async fn comment_on_pull_request(
+        &self,
+        repo: &LocalRepository,
+        number: i64,
+        body: &str,
+    ) -> Result<String, ScmError>;
+
     /// The local provider, when this is it (local CI judges only its repositories).
     fn as_local(&self) -> Option<&LocalScm> {
         None
@@ -451,6 +459,61 @@ impl LocalScm {
         })
     }
 
+    fn comments_dir(repo: &LocalRepository, number: i64) -> PathBuf {
+        repo.path
+            .join("auto-swe-pulls")
+            .join(format!("{number}.comments"))
+    }
+
+    /// Comments `body` on pull request `number`: kept beside its text, one file per comment.
+    #[tracing::instrument(level = "info", skip(self, body))]
+    pub async fn comment_on_pull_request(
+        &self,
+        repo: &LocalRepository,
+        number: i64,
+        body: &str,
+    ) -> Result<String, ScmError> {
+        let dir = Self::comments_dir(repo, number);
+        tokio::fs::create_dir_all(&dir).await?;
+        let next = self.pull_request_comments(repo, number).await?.len() + 1;
+        tokio::fs::write(dir.join(format!("{next:05}.md")), body).await?;
+        Ok(format!(
+            "local://{}/pull/{number}#comment-{next}",
+            repo.name
+        ))
+    }
+
+    /// The comments on pull request `number`, oldest first.
+    pub async fn pull_request_comments(
+        &self,
+        repo: &LocalRepository,
+        number: i64,
+    ) -> Result<Vec<String>, ScmError> {
+        let dir = Self::comments_dir(repo, number);
+        let mut entries = match tokio::fs::read_dir(&dir).await {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut names = Vec::new();
+        while let Some(entry) = entries.next_entry().await? {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // Only the files this provider wrote: five digits and `.md`.
+            let ours = name
+                .strip_suffix(".md")
+                .is_some_and(|n| n.len() == 5 && n.bytes().all(|b| b.is_ascii_digit()));
+            if ours {
+                names.push(name);
+            }
+        }
+        names.sort();
+        let mut comments = Vec::with_capacity(names.len());
+        for name in names {
+            comments.push(tokio::fs::read_to_string(dir.join(name)).await?);
+        }
+        Ok(comments)
+    }
+
     fn log_path(repo: &LocalRepository, head_sha: &str) -> PathBuf {
         repo.path
             .join("auto-swe-ci")
@@ -599,6 +662,15 @@ impl Scm for LocalScm {
         head_sha: &str,
     ) -> Result<String, ScmError> {
         LocalScm::fetch_ci_logs(self, repo, head_sha).await
+    }
+
+    async fn comment_on_pull_request(
+        &self,
+        repo: &LocalRepository,
+        number: i64,
+        body: &str,
+    ) -> Result<String, ScmError> {
+        LocalScm::comment_on_pull_request(self, repo, number, body).await
     }
 
     fn as_local(&self) -> Option<&LocalScm> {

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use auto_swe_scm_github::{GitHubAuth, GitHubConfig, GitHubError, GitHubScm};
 use auto_swe_store::SecretString;
-use auto_swe_worker::Scm;
+use auto_swe_worker::{Scm, with_step_deadline};
 use wiremock::ResponseTemplate;
 
 use crate::support::{APP_ID, Auth, Harness, NAME, PERSONAL_TOKEN};
@@ -246,4 +246,46 @@ async fn a_rate_limit_past_the_allowance_is_a_typed_error_at_once() {
     });
     let error = scm.check_runs(&repo_ref, "abc1234").await.unwrap_err();
     assert_eq!(error.code(), "GITHUB_FORBIDDEN");
+}
+
+#[tokio::test]
+async fn a_rate_limit_the_steps_deadline_cannot_outlast_is_refused_at_once() {
+    let h = Harness::new().await;
+    // The allowance (60 s by default) would cover a 30 s wait; the step has 20 s left.
+    let scm = h.scm(Auth::Token);
+    let repo = h.register(&scm).await;
+    let repo_ref = scm.repo_ref(&repo.connection_id).await.unwrap();
+    h.fake.with(|s| {
+        s.queued.push_back((
+            "/repos/octo-org/hello-world/commits/".to_owned(),
+            ResponseTemplate::new(429).insert_header("retry-after", "30"),
+        ));
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let started = Instant::now();
+    let error = with_step_deadline(deadline, scm.check_runs(&repo_ref, "abc1234"))
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2), "it waited");
+    match &error {
+        GitHubError::RateLimited { wait, may_wait, .. } => {
+            assert_eq!(*wait, Duration::from_secs(30));
+            // What is left of the step, less the margin the call itself needs.
+            assert!(*may_wait <= Duration::from_secs(10), "{may_wait:?}");
+        }
+        other => panic!("{other}"),
+    }
+    assert_eq!(error.code(), "GITHUB_RATE_LIMITED");
+    assert!(error.to_string().contains("may wait"), "{error}");
+    // A step with time to spare waits a short limit out.
+    h.fake.with(|s| {
+        s.queued.push_back((
+            "/repos/octo-org/hello-world/commits/".to_owned(),
+            ResponseTemplate::new(429).insert_header("retry-after", "1"),
+        ));
+    });
+    let far = Instant::now() + Duration::from_secs(600);
+    with_step_deadline(far, scm.check_runs(&repo_ref, "abc1234"))
+        .await
+        .unwrap();
 }

@@ -82,6 +82,37 @@ fn suite_completed(sha: &str, conclusion: &str) -> Value {
     payload
 }
 
+/// The demo's recorded answers, with the security reviewer approving but noting one finding
+/// (worded as a hostile model might: a mention and a fence), each time it approves.
+fn with_security_note(text: &str) -> Cassette {
+    let mut cassette: Value = serde_json::from_str(text).unwrap();
+    let approving =
+        r#"{"approved": true, "reviewer": "SECURITY", "severity": "PASS", "findings": []}"#;
+    let noting = json!({
+        "approved": true, "reviewer": "SECURITY", "severity": "INFO",
+        "findings": [{
+            "category": "hardening", "file": "slugify.sh", "line": 3,
+            "description": "Quote the argument. @octo-org/admins\n```\n![x](https://tracker.example/p.png)",
+            "suggestedFix": "Use \"$1\"."
+        }]
+    })
+    .to_string();
+    let mut noted = 0;
+    for exchange in cassette["exchanges"].as_array_mut().unwrap() {
+        for part in exchange["parts"].as_array_mut().into_iter().flatten() {
+            if part["text"].as_str() == Some(approving) {
+                part["text"] = json!(noting);
+                noted += 1;
+            }
+        }
+    }
+    assert!(
+        noted > 0,
+        "the demo's security reviewer no longer approves this way"
+    );
+    serde_json::from_value(cassette).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[expect(
     clippy::too_many_lines,
@@ -98,7 +129,7 @@ async fn ticket_to_merge_on_github_opens_one_pull_request_and_ends_on_the_merge(
         .unwrap();
     let h = Harness::with_source(dir, &source).await;
     let scm = h.scm(Auth::App);
-    let cassette: Cassette = serde_json::from_str(DEMO_CASSETTE).unwrap();
+    let cassette = with_security_note(DEMO_CASSETTE);
     let services = Arc::new(WorkerServices {
         store: h.store.clone(),
         workspaces: WorkspaceTemplate::new(
@@ -157,6 +188,20 @@ async fn ticket_to_merge_on_github_opens_one_pull_request_and_ends_on_the_merge(
         "auto-swe-test[bot] <41898282+auto-swe-test[bot]@users.noreply.github.com>"
     );
     assert_eq!(pulls[0]["head"]["sha"], first_head.as_str());
+    // The review's finding is commented on the pull request, its words inside a fence.
+    let comments = h.fake.with(|s| s.comments.clone());
+    assert_eq!(comments.len(), 1, "{comments:?}");
+    assert_eq!(comments[0].0, number);
+    let body = &comments[0].1;
+    assert!(body.starts_with("### Review findings"), "{body}");
+    let fence_at = body
+        .find("````text\n")
+        .expect("a fence longer than the finding's");
+    assert!(!body[..fence_at].contains('@'), "{body}");
+    assert!(
+        body[fence_at..].contains("Quote the argument. @octo-org/admins"),
+        "{body}"
+    );
 
     // GitHub Actions fails the changelog job; GitHub says so by webhook.
     h.fake.set_checks(
@@ -201,6 +246,8 @@ async fn ticket_to_merge_on_github_opens_one_pull_request_and_ends_on_the_merge(
     let second_head = git(&h.remote, &["rev-parse", &format!("refs/heads/{branch}")]);
     assert_ne!(second_head, first_head);
     assert_eq!(h.fake.with(|s| s.pulls.len()), 1, "not duplicated");
+    // The review after the fix noted the same finding: not commented a second time.
+    assert_eq!(h.fake.with(|s| s.comments.len()), 1);
     assert_eq!(
         h.fake
             .seen("POST", "/repos/octo-org/hello-world/pulls")

@@ -225,7 +225,7 @@ impl Harness {
     }
 }
 
-/// Every log line written while the guard lives, at every level.
+/// Every log line written on this thread while its [`CaptureGuard`] lives, at every level.
 #[derive(Clone, Default)]
 pub(crate) struct Captured(Arc<Mutex<Vec<u8>>>);
 
@@ -235,9 +235,18 @@ impl Captured {
     }
 }
 
-impl std::io::Write for Captured {
+thread_local! {
+    static CAPTURING: std::cell::RefCell<Option<Captured>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Where the binary's one subscriber writes: this thread's capture, if it has one.
+struct ThreadWriter(Option<Captured>);
+
+impl std::io::Write for ThreadWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
+        if let Some(captured) = &self.0 {
+            captured.0.lock().unwrap().extend_from_slice(buf);
+        }
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -245,21 +254,33 @@ impl std::io::Write for Captured {
     }
 }
 
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
+/// Stops this thread's capture when dropped.
+pub(crate) struct CaptureGuard;
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        CAPTURING.with(|c| c.borrow_mut().take());
     }
 }
 
 /// Captures every span and event (with their fields) on this thread until the guard drops.
-pub(crate) fn capture_logs() -> (Captured, tracing::subscriber::DefaultGuard) {
+///
+/// One global subscriber serves every test of the binary, so the interest `tracing` caches per
+/// call site never depends on which test's scoped subscriber happened to be registered when a
+/// call site was first hit on another thread (a race that left a capture empty).
+pub(crate) fn capture_logs() -> (Captured, CaptureGuard) {
+    static INSTALLED: OnceLock<()> = OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(|| ThreadWriter(CAPTURING.with(|c| c.borrow().clone())))
+            .with_max_level(tracing::Level::TRACE)
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::FULL)
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber)
+            .expect("no other global subscriber in this test binary");
+    });
     let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(captured.clone())
-        .with_max_level(tracing::Level::TRACE)
-        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::FULL)
-        .with_ansi(false)
-        .finish();
-    (captured, tracing::subscriber::set_default(subscriber))
+    CAPTURING.with(|c| *c.borrow_mut() = Some(captured.clone()));
+    (captured, CaptureGuard)
 }

@@ -276,6 +276,37 @@ async fn a_finished_suite_signals_the_run_once_and_a_replay_is_dropped() {
 }
 
 #[tokio::test]
+async fn a_delivery_whose_action_failed_is_acted_on_when_github_redelivers_it() {
+    let s = setup().await;
+    let head = s.opened.head_sha.clone();
+    s.h.fake
+        .set_checks(&head, &[("test", "completed", Some("success"))]);
+    // GitHub fails while the report is judged: the sender hears 503, nothing is signalled.
+    s.h.fake.with(|state| {
+        state.queued.push_back((
+            "/repos/octo-org/hello-world/commits/".to_owned(),
+            wiremock::ResponseTemplate::new(502),
+        ));
+    });
+    let report = delivery("check_suite", "d-redo", &suite_completed(&head, "success"));
+    let error = send(&s.hooks, &report).await.unwrap_err();
+    assert_eq!(error.http_status(), 503, "{error}");
+    assert!(signals(&s, CI_SIGNAL).await.is_empty());
+    // The redelivery (same id) is acted on, once.
+    assert!(matches!(
+        send(&s.hooks, &report).await.unwrap(),
+        WebhookOutcome::Signalled { .. }
+    ));
+    assert_eq!(
+        send(&s.hooks, &report).await.unwrap(),
+        WebhookOutcome::Duplicate {
+            delivery_id: "d-redo".to_owned()
+        }
+    );
+    assert_eq!(signals(&s, CI_SIGNAL).await.len(), 1);
+}
+
+#[tokio::test]
 async fn ci_reports_about_other_heads_running_checks_or_the_workers_own_check_do_nothing() {
     let s = setup().await;
     let head = s.opened.head_sha.clone();

@@ -71,6 +71,20 @@ macro_rules! impl_integration_store {
                 })
             }
 
+            async fn forget_delivery(&self, provider: &str, delivery_id: &str) -> StoreResult<bool> {
+                limits::short_text("provider", provider)?;
+                limits::short_text("delivery id", delivery_id)?;
+                let deleted = sqlx::query(
+                    "DELETE FROM webhook_deliveries WHERE provider = $1 AND delivery_id = $2",
+                )
+                .bind(provider)
+                .bind(delivery_id)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_write("webhook delivery", delivery_id, e))?;
+                Ok(deleted.rows_affected() == 1)
+            }
+
             async fn enqueue_outbound(
                 &self,
                 webhook: NewOutboundWebhook,

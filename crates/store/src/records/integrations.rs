@@ -207,7 +207,7 @@ impl PullRequestQuery {
 /// Webhooks and pull requests.
 ///
 /// Implementors guarantee: an inbound (provider, delivery id) is `New` exactly once, however
-/// many redeliveries race; an outbound webhook is handed to one sender at a time (a taken
+/// many redeliveries race, until it is forgotten; an outbound webhook is handed to one sender at a time (a taken
 /// webhook is not due again until its attempt window passes) and ends `DELIVERED` or `FAILED`
 /// after at most `max_attempts` attempts; a CI status is recorded only for the pull request's
 /// current head, so a late report about an old head changes nothing.
@@ -221,6 +221,9 @@ pub trait IntegrationStore: Send + Sync {
         event: &str,
         payload: &serde_json::Value,
     ) -> StoreResult<DeliveryReceipt>;
+    /// Forgets an inbound delivery whose action failed, so the provider's redelivery of it is
+    /// `New` again (acted on, not dropped as a duplicate); true when there was one to forget.
+    async fn forget_delivery(&self, provider: &str, delivery_id: &str) -> StoreResult<bool>;
     /// Logs an outbound webhook, due now.
     async fn enqueue_outbound(&self, webhook: NewOutboundWebhook) -> StoreResult<OutboundWebhook>;
     /// Takes up to `limit` due webhooks for `window` (they are not due to anyone else until it

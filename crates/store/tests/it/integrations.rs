@@ -30,6 +30,22 @@ async fn inbound_deliveries_are_new_once(db: &TestDb) {
         new += usize::from(task.await.unwrap() == DeliveryReceipt::New);
     }
     assert_eq!(new, 1, "a redelivery was processed twice");
+    // A delivery whose action failed is forgotten: its redelivery is new once more, and only
+    // once; forgetting what is not there says so and changes nothing.
+    assert!(db.store.forget_delivery("github", "d-1").await.unwrap());
+    assert!(!db.store.forget_delivery("github", "d-1").await.unwrap());
+    assert!(!db.store.forget_delivery("github", "d-2").await.unwrap());
+    let again = |n: u32| {
+        let store = db.store.clone();
+        async move {
+            store
+                .record_delivery("github", "d-1", "pull_request", &json!({"redelivery": n}))
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(again(1).await, DeliveryReceipt::New);
+    assert_eq!(again(2).await, DeliveryReceipt::Duplicate);
     // The same id from another provider is another delivery.
     assert_eq!(
         db.store

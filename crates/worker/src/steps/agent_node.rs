@@ -25,6 +25,10 @@ fn agent_key(reference: &str) -> &str {
 
 #[async_trait]
 impl StepExecutor for AgentNode {
+    fn time_limit(&self, _request: &auto_swe_interpreter::StepDispatch) -> std::time::Duration {
+        super::IMPLEMENTER_TIME_LIMIT
+    }
+
     fn descriptor(&self) -> StepDescriptor {
         StepDescriptor {
             description: Some(

@@ -166,6 +166,10 @@ fn start_failure(image: &str, error: &SandboxError) -> DispatchError {
 
 #[async_trait]
 impl StepExecutor for ContainerStep {
+    fn time_limit(&self, _request: &auto_swe_interpreter::StepDispatch) -> std::time::Duration {
+        CONTAINER_TIMEOUT_CAP + std::time::Duration::from_secs(5 * 60)
+    }
+
     fn descriptor(&self) -> StepDescriptor {
         StepDescriptor {
             description: Some(

@@ -245,6 +245,10 @@ pub(crate) struct QualityGates;
 
 #[async_trait]
 impl StepExecutor for QualityGates {
+    fn time_limit(&self, _request: &auto_swe_interpreter::StepDispatch) -> std::time::Duration {
+        super::IMPLEMENTER_TIME_LIMIT
+    }
+
     fn descriptor(&self) -> StepDescriptor {
         let mut step = StepDescriptor {
             description: Some(format!(

@@ -159,6 +159,10 @@ impl Implement {
 
 #[async_trait]
 impl StepExecutor for Implement {
+    fn time_limit(&self, _request: &auto_swe_interpreter::StepDispatch) -> std::time::Duration {
+        super::IMPLEMENTER_TIME_LIMIT
+    }
+
     fn descriptor(&self) -> StepDescriptor {
         let mut step = StepDescriptor {
             description: Some(match self.kind {

@@ -5,6 +5,7 @@
 mod agent_node;
 mod agents;
 mod container;
+mod deadline;
 mod gates;
 mod human;
 mod implement;
@@ -15,6 +16,7 @@ mod pull_request;
 mod raise;
 pub use raise::is_budget_question;
 mod review;
+mod review_comment;
 mod ticket;
 mod workspace;
 
@@ -39,6 +41,10 @@ use tracing::Instrument;
 
 pub use agents::{ModelRouter, SingleModel};
 pub use container::{CONTAINER_OUTPUT_BYTES, CONTAINER_TIMEOUT_CAP};
+pub use deadline::{
+    DEFAULT_STEP_TIME_LIMIT, IMPLEMENTER_TIME_LIMIT, STEP_TIMED_OUT, step_deadline,
+    with_step_deadline,
+};
 pub use gates::{GATE_FILE, GateConfig, GateOutcome, GateResult, GateScope, run_gates};
 pub use human::ANSWERED_BY;
 pub use mcp::{MCP_OUTPUT_CHARS, McpNodeStep};
@@ -167,6 +173,12 @@ pub trait StepExecutor: Send + Sync {
     fn descriptor(&self) -> StepDescriptor;
     /// Runs the step.
     async fn execute(&self, context: &StepContext<'_>) -> Result<Value, DispatchError>;
+    /// How long one attempt of `request` may run before it is stopped with `STEP_TIMED_OUT`
+    /// (what it calls sees the deadline through [`step_deadline`]).
+    fn time_limit(&self, request: &StepDispatch) -> Duration {
+        let _ = request;
+        DEFAULT_STEP_TIME_LIMIT
+    }
 }
 
 /// The name `agent` nodes are dispatched under.
@@ -520,7 +532,13 @@ impl RunDispatcher {
             meter: Arc::clone(meter),
         };
         let started = Instant::now();
-        let result = executor.execute(&context).await;
+        let what = format!("{}: `{}`", request.recording_id, request.step);
+        let result = deadline::run_within(
+            executor.time_limit(request),
+            &what,
+            executor.execute(&context),
+        )
+        .await;
         let flushed = tracer.flush().await;
         if flushed.pending > 0 {
             tracing::warn!(pending = flushed.pending, "trace rows not stored");

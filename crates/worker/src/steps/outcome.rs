@@ -45,7 +45,20 @@ impl StepContext<'_> {
         F: FnOnce() -> Fut + Send,
         Fut: Future<Output = Result<Value, SendFailure>> + Send,
     {
-        let key = self.outcome_key(effect);
+        self.send_once_as(self.outcome_key(effect), send).await
+    }
+
+    /// Sends an effect at most once for the whole run under the ledger key `key` (an effect
+    /// that is the same whichever node visit asks for it).
+    pub(crate) async fn send_once_as<F, Fut>(
+        &self,
+        key: String,
+        send: F,
+    ) -> Result<Value, DispatchError>
+    where
+        F: FnOnce() -> Fut + Send,
+        Fut: Future<Output = Result<Value, SendFailure>> + Send,
+    {
         let span = tracing::info_span!("outcome", run_id = %self.run.run_id, key = %key);
         async {
             let store = &self.services.store;

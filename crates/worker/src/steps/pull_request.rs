@@ -45,11 +45,19 @@ impl StepExecutor for CreateOrUpdatePullRequest {
         );
         step.inputs
             .insert("body".to_owned(), field(InputType::String, "Body."));
+        step.inputs.insert(
+            "review".to_owned(),
+            field(
+                InputType::Object,
+                "The review network's output: its findings are commented on the pull request, once per run for the same findings, as plain text.",
+            ),
+        );
         for (name, kind) in [
             ("number", InputType::Integer),
             ("url", InputType::String),
             ("headSha", InputType::String),
             ("created", InputType::Boolean),
+            ("reviewComment", InputType::String),
         ] {
             step.outputs.insert(name.to_owned(), field(kind, ""));
         }
@@ -111,7 +119,70 @@ impl StepExecutor for CreateOrUpdatePullRequest {
             "pull_request.updated",
             json!({ "number": opened.get("number"), "headSha": opened.get("headSha"), "created": opened.get("created") }),
         ));
+        let mut opened = opened;
+        if let Some(review) = context.request.inputs.get("review") {
+            let comment = review_comment(context, &repo, &opened, review).await;
+            if let Some(object) = opened.as_object_mut() {
+                object.insert(
+                    "reviewComment".to_owned(),
+                    comment.map_or(Value::Null, Value::String),
+                );
+            }
+        }
         Ok(opened)
+    }
+}
+
+/// Comments the review's findings on the pull request `opened`, once per run for the same
+/// findings. A comment is a courtesy to the people reading the pull request, never the run's
+/// point: a failure to post it is traced and the step goes on.
+async fn review_comment(
+    context: &StepContext<'_>,
+    repo: &crate::scm::LocalRepository,
+    opened: &Value,
+    review: &Value,
+) -> Option<String> {
+    let number = opened.get("number").and_then(Value::as_i64)?;
+    let head = opened.get("headSha").and_then(Value::as_str).unwrap_or("");
+    let comment = super::review_comment::render(review, head)?;
+    let key = format!("review-comment:{}", comment.digest);
+    let sent = context
+        .send_once_as(key, || async {
+            let url = context
+                .services
+                .scm
+                .comment_on_pull_request(repo, number, &comment.body)
+                .await
+                // A refusal made nothing; an unavailable provider may have made it anyway.
+                .map_err(|e| {
+                    if e.is_retryable() {
+                        SendFailure::MaybeSent(scm_failure(&e))
+                    } else {
+                        SendFailure::NotSent(scm_failure(&e))
+                    }
+                })?;
+            Ok(Value::String(url))
+        })
+        .await;
+    match sent {
+        Ok(url) => {
+            context.tracer.record(auto_swe_runtime::TraceEntry::event(
+                "pull_request.review_comment",
+                json!({ "number": number, "findings": comment.digest, "url": url }),
+            ));
+            url.as_str().map(str::to_owned)
+        }
+        Err(error) => {
+            tracing::warn!(
+                code = error.code(),
+                "the review's findings were not commented"
+            );
+            context.tracer.record(auto_swe_runtime::TraceEntry::event(
+                "pull_request.review_comment_failed",
+                json!({ "number": number, "findings": comment.digest, "code": error.code(), "message": error.message }),
+            ));
+            None
+        }
     }
 }
 

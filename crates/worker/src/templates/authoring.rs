@@ -259,19 +259,34 @@ pub(crate) fn quality_gates(fixes: u32, passed: &str, failed: &str) -> Vec<Value
 
 /// Opens (or updates) the pull request, which arms the CI wait for its head.
 pub(crate) fn open_pull_request(next: &str) -> Value {
-    step(
-        "openPr",
-        "createOrUpdatePullRequest",
+    open_pull_request_with(
+        next,
         json!({
             "title": { "template": "{{ $.input.ticket.title }}" },
             "body": { "template": "{{ $.nodes.implement.output.summary }}" },
         }),
     )
-    .with("onFail", json!({ "retry": 2 }))
-    .next(next)
-    .group("Pull request")
-    .title("Open the pull request")
-    .done()
+}
+
+/// [`open_pull_request`] after the `review` node: the review's findings are commented on it.
+pub(crate) fn open_reviewed_pull_request(next: &str) -> Value {
+    open_pull_request_with(
+        next,
+        json!({
+            "title": { "template": "{{ $.input.ticket.title }}" },
+            "body": { "template": "{{ $.nodes.implement.output.summary }}" },
+            "review": "$.nodes.review.output",
+        }),
+    )
+}
+
+fn open_pull_request_with(next: &str, inputs: Value) -> Value {
+    step("openPr", "createOrUpdatePullRequest", inputs)
+        .with("onFail", json!({ "retry": 2 }))
+        .next(next)
+        .group("Pull request")
+        .title("Open the pull request")
+        .done()
 }
 
 /// The CI loop: wait for the verdict on the pull request's current head (a verdict about an

@@ -11,8 +11,8 @@ mod sign_off;
 use serde_json::{Value, json};
 
 use authoring::{
-    approval, ci_loop, implement, lesson, open_pull_request, quality_gates, review_loop, terminate,
-    validate_phase,
+    approval, ci_loop, implement, lesson, open_pull_request, open_reviewed_pull_request,
+    quality_gates, review_loop, terminate, validate_phase,
 };
 
 /// A built-in template.
@@ -134,7 +134,7 @@ fn ticket_to_merge() -> Value {
     nodes.push(implement("reviewCount"));
     nodes.extend(review_loop(3, "gates", "reviewLesson"));
     nodes.extend(quality_gates(2, "openPr", "gatesFailed"));
-    nodes.push(open_pull_request("ciWait"));
+    nodes.push(open_reviewed_pull_request("ciWait"));
     nodes.extend(ci_loop(
         2,
         "mergeWait",
@@ -204,7 +204,7 @@ fn agent_reviewed_pr() -> Value {
     let mut nodes = validate_phase(false, "implement");
     nodes.push(implement("reviewCount"));
     nodes.extend(review_loop(3, "openPr", "reviewFailed"));
-    nodes.push(open_pull_request("ciWait"));
+    nodes.push(open_reviewed_pull_request("ciWait"));
     nodes.extend(ci_loop(2, "done", "openPr", "ciFailed", "ciTimedOut"));
     nodes.push(done());
     nodes.push(failed(

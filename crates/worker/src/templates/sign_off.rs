@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::authoring::{
     approval, ci_logs_and_fix, ci_verdict, cond, count, implement, lesson, open_pull_request,
-    review_loop, set, step, terminate, validate_phase,
+    open_reviewed_pull_request, review_loop, set, step, terminate, validate_phase,
 };
 use super::{ci_timed_out, failed, review_and_ci_give_up, spec};
 
@@ -218,7 +218,7 @@ pub(super) fn four_eyes() -> Value {
     let mut nodes = validate_phase(true, "implement");
     nodes.push(implement("reviewCount"));
     nodes.extend(review_loop(3, "openPr", "reviewLesson"));
-    nodes.push(open_pull_request("ciWait"));
+    nodes.push(open_reviewed_pull_request("ciWait"));
     nodes.extend(guarded_ci_loop("signoffRound", "ciLesson", "ciTimedOut"));
     nodes.extend(sign_off_round());
     nodes.extend(change_request_loop());

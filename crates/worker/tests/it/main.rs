@@ -12,6 +12,7 @@ mod end_to_end;
 mod node_executors;
 mod reaper;
 mod resume;
+mod scm;
 mod sign_off;
 mod support;
 mod telemetry;

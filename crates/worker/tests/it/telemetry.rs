@@ -166,11 +166,20 @@ async fn a_replayed_agent_node_emits_no_span_and_counts_nothing_twice() {
     // Counted when the work ended, whatever still holds a span open.
     let counted = samples(capture.metrics());
     // sqlx's SQLite connection threads hold the span of their last command until the
-    // connection is used again: closing the store lets every span end.
+    // connection is used again, and a closed pool's threads may outlive the close: the store
+    // is closed and every handle on it dropped (workers, engines, services), and the drives'
+    // spans are waited for (bounded) before they are judged.
     let run_id = scenario.run_id.clone();
-    let finished_worker = scenario.workers[0].clone();
     scenario.db.store.close().await;
-    let spans = capture.spans();
+    drop(scenario);
+    let mut spans = capture.spans();
+    for _ in 0..100 {
+        if named(&spans, "workflow.run").len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        spans = capture.spans();
+    }
     // One model call, one agent turn, one `ask` dispatch — across two drives.
     let chats = named(&spans, &format!("chat {MODEL}"));
     assert_eq!(chats.len(), 1, "{spans:#?}");
@@ -239,7 +248,6 @@ async fn a_replayed_agent_node_emits_no_span_and_counts_nothing_twice() {
         counted,
         "closing counted nothing more"
     );
-    drop(finished_worker);
 }
 
 #[tokio::test]
