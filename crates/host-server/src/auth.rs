@@ -114,8 +114,13 @@ pub struct Authenticator {
     store: Store,
     keys: Keys,
     ttl: Duration,
-    cache: Mutex<HashMap<String, (Instant, Option<UserIdentity>)>>,
+    cache: IdentityCache,
+    /// What token holders' roles were read as: kept apart from the JWT cache, so a token's use
+    /// never vouches for a JWT first used later.
+    token_roles: IdentityCache,
 }
+
+type IdentityCache = Mutex<HashMap<String, (Instant, Option<UserIdentity>)>>;
 
 impl std::fmt::Debug for Authenticator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -187,6 +192,7 @@ impl Authenticator {
             keys,
             ttl: Duration::from_secs(config.ttl_seconds),
             cache: Mutex::new(HashMap::new()),
+            token_roles: Mutex::new(HashMap::new()),
         })
     }
 
@@ -226,11 +232,20 @@ impl Authenticator {
             .map_err(|e| ApiError::from_store(&e, "token"))?
             .ok_or_else(|| ApiError::unauthenticated("the token is unknown, expired or revoked"))?;
         match token.owner {
-            TokenOwner::User(id) => self
-                .read_user(&id)
-                .await?
-                .map(Caller::User)
-                .ok_or_else(|| ApiError::unauthenticated("the token's user is not active")),
+            // The token's row was read just now (revoked, expired or inactive-owner tokens
+            // never authenticate); the owner's role is read at most `IDENTITY_CACHE_TTL` ago,
+            // as for a JWT.
+            TokenOwner::User(id) => {
+                let user = if let Some(cached) = cached(&self.token_roles, &id) {
+                    cached
+                } else {
+                    let current = self.read_user(&id).await?;
+                    remember(&self.token_roles, &id, current.clone());
+                    current
+                };
+                user.map(Caller::User)
+                    .ok_or_else(|| ApiError::unauthenticated("the token's user is not active"))
+            }
             TokenOwner::ServicePrincipal(id) => {
                 let principal = self
                     .store
@@ -256,42 +271,20 @@ impl Authenticator {
         let claims = jsonwebtoken::decode::<Claims>(credential, &self.keys.decoding, &validation)
             .map_err(|e| ApiError::unauthenticated(format!("the JWT is not valid: {e}")))?
             .claims;
-        if let Some(cached) = self.cached(&claims.sub) {
+        if let Some(cached) = cached(&self.cache, &claims.sub) {
             return cached.ok_or_else(|| ApiError::unauthenticated("the user is not active"));
         }
         let current = self.read_user(&claims.sub).await?;
-        self.remember(&claims.sub, current.clone());
+        remember(&self.cache, &claims.sub, current.clone());
         current.ok_or_else(|| ApiError::unauthenticated("the user is not active"))
-    }
-
-    /// What was read about a user in the last 30 seconds: `Some(None)` for inactive or gone.
-    #[expect(
-        clippy::option_option,
-        reason = "not cached, cached as inactive, cached as active"
-    )]
-    fn cached(&self, user_id: &str) -> Option<Option<UserIdentity>> {
-        let cache = self.cache.lock().ok()?;
-        cache
-            .get(user_id)
-            .filter(|(at, _)| at.elapsed() < IDENTITY_CACHE_TTL)
-            .map(|(_, user)| user.clone())
-    }
-
-    fn remember(&self, user_id: &str, user: Option<UserIdentity>) {
-        if let Ok(mut cache) = self.cache.lock() {
-            // Bounded: expired entries go first, and a full map starts over.
-            cache.retain(|_, (at, _)| at.elapsed() < IDENTITY_CACHE_TTL);
-            if cache.len() >= 10_000 {
-                cache.clear();
-            }
-            cache.insert(user_id.to_owned(), (Instant::now(), user));
-        }
     }
 
     /// Forgets what was read about a user (after their role or active flag changed here).
     pub fn forget(&self, user_id: &str) {
-        if let Ok(mut cache) = self.cache.lock() {
-            cache.remove(user_id);
+        for cache in [&self.cache, &self.token_roles] {
+            if let Ok(mut cache) = cache.lock() {
+                cache.remove(user_id);
+            }
         }
     }
 
@@ -346,5 +339,29 @@ impl Authenticator {
         )
         .map_err(|e| ApiError::internal("JWT_SIGNING_FAILED", e.to_string()))?;
         Ok((token, exp))
+    }
+}
+
+/// What was read about a user in the last 30 seconds: `Some(None)` for inactive or gone.
+#[expect(
+    clippy::option_option,
+    reason = "not cached, cached as inactive, cached as active"
+)]
+fn cached(cache: &IdentityCache, user_id: &str) -> Option<Option<UserIdentity>> {
+    let cache = cache.lock().ok()?;
+    cache
+        .get(user_id)
+        .filter(|(at, _)| at.elapsed() < IDENTITY_CACHE_TTL)
+        .map(|(_, user)| user.clone())
+}
+
+fn remember(cache: &IdentityCache, user_id: &str, user: Option<UserIdentity>) {
+    if let Ok(mut cache) = cache.lock() {
+        // Bounded: expired entries go first, and a full map starts over.
+        cache.retain(|_, (at, _)| at.elapsed() < IDENTITY_CACHE_TTL);
+        if cache.len() >= 10_000 {
+            cache.clear();
+        }
+        cache.insert(user_id.to_owned(), (Instant::now(), user));
     }
 }

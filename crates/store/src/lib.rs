@@ -84,7 +84,8 @@ pub use records::tenancy::{
     TeamMember, TeamRole, User, UserListQuery, UserPage, UserStore,
 };
 pub use records::tokens::{
-    ApiToken, NewApiToken, ServicePrincipal, TOKEN_PREFIX, TokenOwner, TokenStore,
+    ApiToken, LAST_USE_RESOLUTION, NewApiToken, ServicePrincipal, TOKEN_PREFIX, TokenOwner,
+    TokenStore,
 };
 pub use runtime_pins::FencedRuntimePins;
 pub use secret::{Envelope, Keyring, SecretOwner, SecretString};

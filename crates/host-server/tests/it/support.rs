@@ -172,6 +172,15 @@ impl Server {
         }
     }
 
+    /// Its process id.
+    #[allow(
+        dead_code,
+        reason = "the load benchmark reads the server's memory by it"
+    )]
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The bootstrap admin's token.
     pub(crate) fn admin_token(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("admin.token")).unwrap()

@@ -427,17 +427,42 @@ macro_rules! impl_identity_stores {
                 if plaintext.expose().len() > limits::MAX_SHORT_TEXT_BYTES {
                     return Ok(None);
                 }
+                let hash = crate::records::tokens::hash_token(plaintext.expose());
+                let now = Timestamp::now(&*self.clock).as_millis();
+                // A read on every request; the last use is written only when the stored one is
+                // older than its resolution, so a busy token is not one hot row every request
+                // of every server waits on.
                 let row = sqlx::query(
-                    "UPDATE api_tokens SET last_used_at = $2 WHERE token_hash = $1 \
+                    "SELECT * FROM api_tokens WHERE token_hash = $1 \
                      AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2) \
-                     AND (user_id IS NULL OR user_id IN (SELECT id FROM users WHERE active)) \
-                     RETURNING *",
+                     AND (user_id IS NULL OR user_id IN (SELECT id FROM users WHERE active))",
                 )
-                .bind(crate::records::tokens::hash_token(plaintext.expose()))
-                .bind(Timestamp::now(&*self.clock).as_millis())
+                .bind(&hash)
+                .bind(now)
                 .fetch_optional(&self.pool)
                 .await?;
-                row.as_ref().map(Self::token_from_row).transpose()
+                let Some(mut token) = row.as_ref().map(Self::token_from_row).transpose()? else {
+                    return Ok(None);
+                };
+                let resolution = i64::try_from(
+                    crate::records::tokens::LAST_USE_RESOLUTION.as_millis(),
+                )
+                .unwrap_or(i64::MAX);
+                let stale = token
+                    .last_used_at
+                    .is_none_or(|used| used.as_millis() <= now.saturating_sub(resolution));
+                if stale {
+                    sqlx::query(
+                        "UPDATE api_tokens SET last_used_at = $2 WHERE token_hash = $1 \
+                         AND (last_used_at IS NULL OR last_used_at < $2)",
+                    )
+                    .bind(&hash)
+                    .bind(now)
+                    .execute(&self.pool)
+                    .await?;
+                    token.last_used_at = Some(Timestamp::from_millis(now));
+                }
+                Ok(Some(token))
             }
 
             async fn list_tokens(&self, owner: &TokenOwner) -> StoreResult<Vec<ApiToken>> {

@@ -32,7 +32,7 @@ pub struct ApiToken {
     pub expires_at: Option<Timestamp>,
     /// Revocation time.
     pub revoked_at: Option<Timestamp>,
-    /// When it last authenticated.
+    /// When it last authenticated, to within [`LAST_USE_RESOLUTION`].
     pub last_used_at: Option<Timestamp>,
     /// Creation time.
     pub created_at: Timestamp,
@@ -86,7 +86,8 @@ pub trait TokenStore: Send + Sync {
     async fn get_service_principal(&self, id: &str) -> StoreResult<ServicePrincipal>;
     /// Mints a token; the plaintext is only in the return value.
     async fn create_token(&self, token: NewApiToken) -> StoreResult<(ApiToken, SecretString)>;
-    /// The live token this plaintext is, if any; stamps its last use.
+    /// The live token this plaintext is, if any; stamps its last use when the stored one is
+    /// [`LAST_USE_RESOLUTION`] old or more (the token returned carries the stamp either way).
     async fn authenticate_token(&self, plaintext: &SecretString) -> StoreResult<Option<ApiToken>>;
     /// An owner's tokens (live, expired and revoked), oldest first, with their last use.
     async fn list_tokens(&self, owner: &TokenOwner) -> StoreResult<Vec<ApiToken>>;
@@ -96,6 +97,10 @@ pub trait TokenStore: Send + Sync {
 
 /// The prefix of every minted token.
 pub const TOKEN_PREFIX: &str = "ats_";
+
+/// How fresh a token's recorded last use is kept: a use is written when the stored one is at
+/// least this old, not on every request.
+pub const LAST_USE_RESOLUTION: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub(crate) fn hash_token(plaintext: &str) -> String {
     use sha2::Digest;

@@ -286,6 +286,32 @@ async fn tokens_store_only_hashes(db: &TestDb) {
     let mut token = token;
     token.last_used_at = authenticated.last_used_at;
     assert_eq!(authenticated, token);
+    // Within the resolution the stored use is not rewritten; past it, it is.
+    let first_use = authenticated.last_used_at;
+    db.clock.advance(auto_swe_store::LAST_USE_RESOLUTION / 2);
+    let again = db
+        .store
+        .authenticate_token(&plaintext)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.last_used_at, first_use);
+    db.clock.advance(auto_swe_store::LAST_USE_RESOLUTION);
+    let later = db
+        .store
+        .authenticate_token(&plaintext)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        later.last_used_at,
+        Some(auto_swe_store::Timestamp::now(&db.clock))
+    );
+    let listed = db.store.list_tokens(&later.owner).await.unwrap();
+    assert_eq!(
+        listed[0].last_used_at, later.last_used_at,
+        "the new use was stored"
+    );
     assert_eq!(
         db.store
             .authenticate_token(&SecretString::new("ats_wrong"))
