@@ -259,28 +259,22 @@ pub(crate) fn quality_gates(fixes: u32, passed: &str, failed: &str) -> Vec<Value
 
 /// Opens (or updates) the pull request, which arms the CI wait for its head.
 pub(crate) fn open_pull_request(next: &str) -> Value {
-    open_pull_request_with(
-        next,
-        json!({
-            "title": { "template": "{{ $.input.ticket.title }}" },
-            "body": { "template": "{{ $.nodes.implement.output.summary }}" },
-        }),
-    )
+    open_pull_request_with(next, None)
 }
 
 /// [`open_pull_request`] after the `review` node: the review's findings are commented on it.
 pub(crate) fn open_reviewed_pull_request(next: &str) -> Value {
-    open_pull_request_with(
-        next,
-        json!({
-            "title": { "template": "{{ $.input.ticket.title }}" },
-            "body": { "template": "{{ $.nodes.implement.output.summary }}" },
-            "review": "$.nodes.review.output",
-        }),
-    )
+    open_pull_request_with(next, Some("$.nodes.review.output"))
 }
 
-fn open_pull_request_with(next: &str, inputs: Value) -> Value {
+fn open_pull_request_with(next: &str, review: Option<&str>) -> Value {
+    let mut inputs = json!({
+        "title": { "template": "{{ $.input.ticket.title }}" },
+        "body": { "template": "{{ $.nodes.implement.output.summary }}" },
+    });
+    if let Some(review) = review {
+        inputs["review"] = json!(review);
+    }
     step("openPr", "createOrUpdatePullRequest", inputs)
         .with("onFail", json!({ "retry": 2 }))
         .next(next)
