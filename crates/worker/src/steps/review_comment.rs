@@ -312,6 +312,52 @@ mod tests {
     }
 
     #[test]
+    fn the_cut_notice_tells_the_truth_and_lines_stay_lines() {
+        let finding = |description: String| json!({ "category": "c", "description": description, "file": "f", "line": 1 });
+        let notice = "(the list below is cut to fit)";
+        // Few short findings: nothing cut, no notice, each finding on its own lines.
+        let whole = render(
+            &review(&json!([finding("first\tline\nsecond".into())])),
+            "abc1234",
+        )
+        .unwrap();
+        assert!(!whole.body.contains(notice), "{}", whole.body);
+        let (_, inside) = split(&whole.body);
+        assert_eq!(
+            inside.lines().collect::<Vec<_>>(),
+            vec!["[1] SECURITY · c · f:1", "first\tline", "second"]
+        );
+        // More findings than are shown, all short: cut.
+        let many: Vec<Value> = (0..60).map(|i| finding(format!("{i}"))).collect();
+        assert!(
+            render(&review(&Value::Array(many)), "abc1234")
+                .unwrap()
+                .body
+                .contains(notice)
+        );
+        // Every finding shown, but too long to fit: cut.
+        let long: Vec<Value> = (0..40).map(|_| finding("y".repeat(1_990))).collect();
+        assert!(
+            render(&review(&Value::Array(long)), "abc1234")
+                .unwrap()
+                .body
+                .contains(notice)
+        );
+        // The table shows at most ten verdicts.
+        let verdicts: Vec<Value> = (0..12)
+            .map(|_| json!({ "approved": true, "reviewer": "SECURITY", "severity": "INFO", "findings": [finding("d".into())] }))
+            .collect();
+        let body = render(&json!({ "verdicts": verdicts }), "abc1234")
+            .unwrap()
+            .body;
+        assert_eq!(
+            body.matches("| SECURITY | approved |").count(),
+            MAX_VERDICTS
+        );
+        assert!(body.contains("12 of 12 reviewers approved"), "{body}");
+    }
+
+    #[test]
     fn the_digest_follows_the_findings_not_the_head() {
         let one = review(&json!([{ "category": "c", "description": "d", "file": "f" }]));
         let other = review(&json!([{ "category": "c", "description": "e", "file": "f" }]));
