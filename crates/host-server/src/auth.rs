@@ -235,17 +235,11 @@ impl Authenticator {
             // The token's row was read just now (revoked, expired or inactive-owner tokens
             // never authenticate); the owner's role is read at most `IDENTITY_CACHE_TTL` ago,
             // as for a JWT.
-            TokenOwner::User(id) => {
-                let user = if let Some(cached) = cached(&self.token_roles, &id) {
-                    cached
-                } else {
-                    let current = self.read_user(&id).await?;
-                    remember(&self.token_roles, &id, current.clone());
-                    current
-                };
-                user.map(Caller::User)
-                    .ok_or_else(|| ApiError::unauthenticated("the token's user is not active"))
-            }
+            TokenOwner::User(id) => self
+                .identity(&self.token_roles, &id)
+                .await?
+                .map(Caller::User)
+                .ok_or_else(|| ApiError::unauthenticated("the token's user is not active")),
             TokenOwner::ServicePrincipal(id) => {
                 let principal = self
                     .store
@@ -271,12 +265,24 @@ impl Authenticator {
         let claims = jsonwebtoken::decode::<Claims>(credential, &self.keys.decoding, &validation)
             .map_err(|e| ApiError::unauthenticated(format!("the JWT is not valid: {e}")))?
             .claims;
-        if let Some(cached) = cached(&self.cache, &claims.sub) {
-            return cached.ok_or_else(|| ApiError::unauthenticated("the user is not active"));
+        self.identity(&self.cache, &claims.sub)
+            .await?
+            .ok_or_else(|| ApiError::unauthenticated("the user is not active"))
+    }
+
+    /// A user as `cache` read them at most `IDENTITY_CACHE_TTL` ago, else as the store says now
+    /// (and remembered); `None` for inactive or gone.
+    async fn identity(
+        &self,
+        cache: &IdentityCache,
+        user_id: &str,
+    ) -> ApiResult<Option<UserIdentity>> {
+        if let Some(known) = cached(cache, user_id) {
+            return Ok(known);
         }
-        let current = self.read_user(&claims.sub).await?;
-        remember(&self.cache, &claims.sub, current.clone());
-        current.ok_or_else(|| ApiError::unauthenticated("the user is not active"))
+        let current = self.read_user(user_id).await?;
+        remember(cache, user_id, current.clone());
+        Ok(current)
     }
 
     /// Forgets what was read about a user (after their role or active flag changed here).

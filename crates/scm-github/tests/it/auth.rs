@@ -193,12 +193,10 @@ async fn rate_limits_are_waited_out_within_the_allowance() {
     let repo = h.register(&scm).await;
     let repo_ref = scm.repo_ref(&repo.connection_id).await.unwrap();
     // A secondary limit asking for one second, then the answer.
-    h.fake.with(|s| {
-        s.queued.push_back((
-            "/repos/octo-org/hello-world/commits/".to_owned(),
-            ResponseTemplate::new(429).insert_header("retry-after", "1"),
-        ));
-    });
+    h.fake.queue(
+        "/repos/octo-org/hello-world/commits/",
+        ResponseTemplate::new(429).insert_header("retry-after", "1"),
+    );
     let started = Instant::now();
     let runs = scm.check_runs(&repo_ref, "abc1234").await.unwrap();
     assert!(runs.is_empty());
@@ -215,15 +213,13 @@ async fn a_rate_limit_past_the_allowance_is_a_typed_error_at_once() {
     let repo = h.register(&scm).await;
     let repo_ref = scm.repo_ref(&repo.connection_id).await.unwrap();
     let reset = now_secs() + 3_000;
-    h.fake.with(|s| {
-        s.queued.push_back((
-            "/repos/octo-org/hello-world/commits/".to_owned(),
-            ResponseTemplate::new(403)
-                .insert_header("x-ratelimit-remaining", "0")
-                .insert_header("x-ratelimit-reset", reset.to_string().as_str())
-                .set_body_json(serde_json::json!({ "message": "API rate limit exceeded" })),
-        ));
-    });
+    h.fake.queue(
+        "/repos/octo-org/hello-world/commits/",
+        ResponseTemplate::new(403)
+            .insert_header("x-ratelimit-remaining", "0")
+            .insert_header("x-ratelimit-reset", reset.to_string().as_str())
+            .set_body_json(serde_json::json!({ "message": "API rate limit exceeded" })),
+    );
     let started = Instant::now();
     let error = scm.check_runs(&repo_ref, "abc1234").await.unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2), "it waited");
@@ -236,14 +232,12 @@ async fn a_rate_limit_past_the_allowance_is_a_typed_error_at_once() {
     assert_eq!(error.code(), "GITHUB_RATE_LIMITED");
     assert!(error.is_retryable());
     // A 403 that is not a rate limit is a refusal, not a wait.
-    h.fake.with(|s| {
-        s.queued.push_back((
-            "/repos/octo-org/hello-world/commits/".to_owned(),
-            ResponseTemplate::new(403).set_body_json(
-                serde_json::json!({ "message": "Resource not accessible by integration" }),
-            ),
-        ));
-    });
+    h.fake.queue(
+        "/repos/octo-org/hello-world/commits/",
+        ResponseTemplate::new(403).set_body_json(
+            serde_json::json!({ "message": "Resource not accessible by integration" }),
+        ),
+    );
     let error = scm.check_runs(&repo_ref, "abc1234").await.unwrap_err();
     assert_eq!(error.code(), "GITHUB_FORBIDDEN");
 }
@@ -255,12 +249,10 @@ async fn a_rate_limit_the_steps_deadline_cannot_outlast_is_refused_at_once() {
     let scm = h.scm(Auth::Token);
     let repo = h.register(&scm).await;
     let repo_ref = scm.repo_ref(&repo.connection_id).await.unwrap();
-    h.fake.with(|s| {
-        s.queued.push_back((
-            "/repos/octo-org/hello-world/commits/".to_owned(),
-            ResponseTemplate::new(429).insert_header("retry-after", "30"),
-        ));
-    });
+    h.fake.queue(
+        "/repos/octo-org/hello-world/commits/",
+        ResponseTemplate::new(429).insert_header("retry-after", "30"),
+    );
     let deadline = Instant::now() + Duration::from_secs(20);
     let started = Instant::now();
     let error = with_step_deadline(deadline, scm.check_runs(&repo_ref, "abc1234"))
@@ -278,12 +270,10 @@ async fn a_rate_limit_the_steps_deadline_cannot_outlast_is_refused_at_once() {
     assert_eq!(error.code(), "GITHUB_RATE_LIMITED");
     assert!(error.to_string().contains("may wait"), "{error}");
     // A step with time to spare waits a short limit out.
-    h.fake.with(|s| {
-        s.queued.push_back((
-            "/repos/octo-org/hello-world/commits/".to_owned(),
-            ResponseTemplate::new(429).insert_header("retry-after", "1"),
-        ));
-    });
+    h.fake.queue(
+        "/repos/octo-org/hello-world/commits/",
+        ResponseTemplate::new(429).insert_header("retry-after", "1"),
+    );
     let far = Instant::now() + Duration::from_secs(600);
     with_step_deadline(far, scm.check_runs(&repo_ref, "abc1234"))
         .await

@@ -123,6 +123,11 @@ impl FakeGitHub {
         (server, fake)
     }
 
+    /// Answers the next request whose path starts with `path_prefix` with `reply`, once.
+    pub(crate) fn queue(&self, path_prefix: &str, reply: ResponseTemplate) {
+        self.with(|s| s.queued.push_back((path_prefix.to_owned(), reply)));
+    }
+
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         f(&mut self.state.lock().unwrap())
     }

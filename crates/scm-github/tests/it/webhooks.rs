@@ -282,12 +282,10 @@ async fn a_delivery_whose_action_failed_is_acted_on_when_github_redelivers_it() 
     s.h.fake
         .set_checks(&head, &[("test", "completed", Some("success"))]);
     // GitHub fails while the report is judged: the sender hears 503, nothing is signalled.
-    s.h.fake.with(|state| {
-        state.queued.push_back((
-            "/repos/octo-org/hello-world/commits/".to_owned(),
-            wiremock::ResponseTemplate::new(502),
-        ));
-    });
+    s.h.fake.queue(
+        "/repos/octo-org/hello-world/commits/",
+        wiremock::ResponseTemplate::new(502),
+    );
     let report = delivery("check_suite", "d-redo", &suite_completed(&head, "success"));
     let error = send(&s.hooks, &report).await.unwrap_err();
     assert_eq!(error.http_status(), 503, "{error}");

@@ -99,7 +99,7 @@ impl StepExecutor for CreateOrUpdatePullRequest {
         // Every provider finds the run's pull request before it opens one (a repeat cannot open a
         // second), so an error it returns left nothing half-sent; only a crash between the claim
         // and its record leaves the claim pending.
-        let opened = context
+        let mut opened = context
             .send_once("pull-request", || async {
                 let opened = context
                     .services
@@ -119,7 +119,6 @@ impl StepExecutor for CreateOrUpdatePullRequest {
             "pull_request.updated",
             json!({ "number": opened.get("number"), "headSha": opened.get("headSha"), "created": opened.get("created") }),
         ));
-        let mut opened = opened;
         if let Some(review) = context.request.inputs.get("review") {
             let comment = review_comment(context, &repo, &opened, review).await;
             if let Some(object) = opened.as_object_mut() {
