@@ -3,6 +3,7 @@
 pub mod events;
 pub mod human;
 pub mod launch;
+pub mod patterns;
 pub mod runs;
 pub mod templates;
 
@@ -12,7 +13,7 @@ use axum::Json;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use serde::Serialize;
 use tower_http::timeout::TimeoutLayer;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -224,7 +225,8 @@ impl Modify for CommonErrors {
     info(title = "auto-swe", description = "Launch, follow and steer agent runs."),
     paths(health, me, issue_token, launch::create, runs::list, runs::detail, runs::traces,
           runs::cancel, runs::signal, events::stream, human::respond, templates::create, templates::add_version,
-          templates::detail, templates::start_run, crate::github::webhook),
+          templates::detail, templates::start_run, crate::github::webhook,
+          patterns::list, patterns::put, patterns::delete, patterns::try_pattern),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&BearerAuth, &CommonErrors)
 )]
@@ -289,6 +291,12 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
         )
         .route("/api/v1/human-steps/{id}/respond", post(human::respond))
         .route("/api/v1/webhooks/github", post(crate::github::webhook))
+        .route("/api/v1/scanner-patterns", get(patterns::list))
+        .route("/api/v1/scanner-patterns/test", post(patterns::try_pattern))
+        .route(
+            "/api/v1/scanner-patterns/{id}",
+            put(patterns::put).delete(patterns::delete),
+        )
         .route("/api/v1/workflow-templates", post(templates::create))
         .route("/api/v1/workflow-templates/{id}", get(templates::detail))
         .route(

@@ -7,6 +7,7 @@
 
 mod auth;
 mod human;
+mod patterns;
 mod pool;
 mod runs;
 mod support;

@@ -194,6 +194,7 @@ macro_rules! impl_library_stores {
                 if pattern.pattern.is_empty() || pattern.pattern.len() > 4096 {
                     return Err(StoreError::invalid("pattern", "must be 1-4096 bytes"));
                 }
+                limits::long_text("pattern", &pattern.pattern)?;
                 let row = sqlx::query(
                     "INSERT INTO scanner_rules (id, pattern_type, severity, pattern, flags, \
                      description, enabled, updated_by, updated_at) \

@@ -41,6 +41,15 @@ async fn patterns_ledger_and_audit(db: &TestDb) {
         db.store.put_pattern(&empty, None).await.unwrap_err().code(),
         "STORE_INVALID_INPUT"
     );
+    let nul = auto_swe_scanners::Pattern {
+        id: "host.nul".to_owned(),
+        pattern: "a\0b".to_owned(),
+        ..pattern.clone()
+    };
+    assert_eq!(
+        db.store.put_pattern(&nul, None).await.unwrap_err().code(),
+        "STORE_INVALID_INPUT"
+    );
     assert!(db.store.delete_pattern(&pattern.id).await.unwrap());
     assert!(!db.store.delete_pattern(&pattern.id).await.unwrap());
     assert!(db.store.list_patterns().await.unwrap().is_empty());
