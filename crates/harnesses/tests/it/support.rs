@@ -113,6 +113,13 @@ impl Ws {
         out.stdout_text()
     }
 
+    /// Whether nothing exists at `path` in the workspace.
+    pub(crate) async fn absent(&self, path: &str) -> bool {
+        self.sh(&format!("test -e '{path}' && echo present || true"))
+            .await
+            .is_empty()
+    }
+
     pub(crate) async fn write(&self, path: &str, contents: &str) {
         let request = ExecRequest::new([
             "sh",
