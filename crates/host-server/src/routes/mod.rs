@@ -3,6 +3,7 @@
 pub mod events;
 pub mod human;
 pub mod launch;
+pub mod orgs;
 pub mod patterns;
 pub mod runs;
 pub mod templates;
@@ -226,7 +227,8 @@ impl Modify for CommonErrors {
     paths(health, me, issue_token, launch::create, runs::list, runs::detail, runs::traces,
           runs::cancel, runs::signal, events::stream, human::respond, templates::create, templates::add_version,
           templates::detail, templates::start_run, crate::github::webhook,
-          patterns::list, patterns::put, patterns::delete, patterns::try_pattern),
+          patterns::list, patterns::put, patterns::delete, patterns::try_pattern,
+          orgs::inbox, orgs::usage, orgs::set_budget),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&BearerAuth, &CommonErrors)
 )]
@@ -291,6 +293,9 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
         )
         .route("/api/v1/human-steps/{id}/respond", post(human::respond))
         .route("/api/v1/webhooks/github", post(crate::github::webhook))
+        .route("/api/v1/orgs/{id}/human-steps", get(orgs::inbox))
+        .route("/api/v1/orgs/{id}/usage", get(orgs::usage))
+        .route("/api/v1/orgs/{id}/budget", put(orgs::set_budget))
         .route("/api/v1/scanner-patterns", get(patterns::list))
         .route("/api/v1/scanner-patterns/test", post(patterns::try_pattern))
         .route(

@@ -7,6 +7,7 @@
 
 mod auth;
 mod human;
+mod orgs;
 mod patterns;
 mod pool;
 mod runs;
