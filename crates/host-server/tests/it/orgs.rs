@@ -118,19 +118,19 @@ async fn the_inbox_shows_what_each_caller_may_see_and_usage_is_for_org_admins() 
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
         runs,
-        [mine.clone()],
+        [mine.as_str()],
         "another team's question is not theirs"
     );
     assert_eq!(body["data"][0]["status"], "PENDING");
     let (_, runs, _) = inbox(&server, &outsider, &path).await;
-    assert_eq!(runs, [theirs.clone()]);
+    assert_eq!(runs, [theirs.as_str()]);
     let (_, mut runs, _) = inbox(&server, &admin, &path).await;
     runs.sort();
     let mut both = vec![mine.clone(), theirs.clone()];
     both.sort();
     assert_eq!(runs, both, "a platform admin sees every run");
     let (_, runs, _) = inbox(&server, &admin, &format!("{path}?teamId={}", core.id)).await;
-    assert_eq!(runs, [mine.clone()]);
+    assert_eq!(runs, [mine.as_str()]);
     for (token, path) in [
         (&stranger, path.clone()),
         (&member, "/api/v1/orgs/not-an-id/human-steps".to_owned()),
