@@ -48,7 +48,8 @@ pub use records::admin::{
     StoredPattern,
 };
 pub use records::connections::{
-    Connection, ConnectionStore, ConnectionType, NewConnection, RepoCoordinates,
+    Connection, ConnectionStore, ConnectionType, ConnectionUpdate, NewConnection, RepoCoordinates,
+    TokenChange, credential_destination,
 };
 pub use records::execution::{
     AgentTrace, Artifact, ArtifactStore, HumanStep, HumanStepKind, HumanStepStatus,

@@ -124,6 +124,42 @@ macro_rules! impl_library_stores {
                 Self::credential_from_row(&row)
             }
 
+            async fn list_provider_credentials(&self) -> StoreResult<Vec<ProviderCredential>> {
+                let rows = sqlx::query("SELECT * FROM provider_credentials ORDER BY created_at, id")
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map(Self::credential_from_row).collect()
+            }
+
+            async fn replace_provider_key(
+                &self,
+                id: &str,
+                api_key: &SecretString,
+            ) -> StoreResult<()> {
+                if api_key.expose().is_empty() || api_key.expose().len() > 8 * 1024 {
+                    return Err(StoreError::invalid("api key", "must be 1-8192 bytes"));
+                }
+                let sealed = self.keyring.seal_string(
+                    SecretOwner {
+                        table: "provider_credentials",
+                        column: "key_envelope",
+                        row_id: id,
+                    },
+                    api_key,
+                )?;
+                let done = sqlx::query(
+                    "UPDATE provider_credentials SET key_envelope = $1 WHERE id = $2",
+                )
+                .bind(&sealed)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+                if done.rows_affected() == 0 {
+                    return Err(StoreError::not_found("provider credential", id));
+                }
+                Ok(())
+            }
+
             async fn get_provider_credential(&self, id: &str) -> StoreResult<ProviderCredential> {
                 let row = sqlx::query("SELECT * FROM provider_credentials WHERE id = $1")
                     .bind(id)

@@ -46,7 +46,8 @@ pub(crate) mod prelude {
         SecretRotation, StoredPattern,
     };
     pub(crate) use crate::records::connections::{
-        Connection, ConnectionStore, ConnectionType, NewConnection, RepoCoordinates,
+        Connection, ConnectionStore, ConnectionType, ConnectionUpdate, NewConnection,
+        RepoCoordinates, TokenChange, credential_destination,
     };
     pub(crate) use crate::records::execution::{
         AgentTrace, Artifact, ArtifactStore, HumanStep, InteractionStore, NewAgentTrace,

@@ -43,6 +43,10 @@ pub trait ProviderCredentialStore: Send + Sync {
     async fn get_provider_credential(&self, id: &str) -> StoreResult<ProviderCredential>;
     /// Opens a credential's key.
     async fn open_provider_credential(&self, id: &str) -> StoreResult<SecretString>;
+    /// Every credential's metadata, oldest first.
+    async fn list_provider_credentials(&self) -> StoreResult<Vec<ProviderCredential>>;
+    /// Replaces a credential's key (the row, its id and its pins stay).
+    async fn replace_provider_key(&self, id: &str, api_key: &SecretString) -> StoreResult<()>;
 }
 
 /// Re-sealing every envelope under the keyring's current key.
