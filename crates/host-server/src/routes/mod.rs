@@ -1,5 +1,6 @@
 //! The routes under `/api/v1`, `/health`, and the `OpenAPI` document generated from them.
 
+pub mod connections;
 pub mod events;
 pub mod human;
 pub mod launch;
@@ -228,7 +229,9 @@ impl Modify for CommonErrors {
           runs::cancel, runs::signal, events::stream, human::respond, templates::create, templates::add_version,
           templates::detail, templates::start_run, crate::github::webhook,
           patterns::list, patterns::put, patterns::delete, patterns::try_pattern,
-          orgs::inbox, orgs::usage, orgs::set_budget),
+          orgs::inbox, orgs::usage, orgs::set_budget, connections::list, connections::create,
+          connections::detail, connections::update, connections::list_credentials,
+          connections::create_credential, connections::replace_key),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&BearerAuth, &CommonErrors)
 )]
@@ -296,6 +299,22 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
         .route("/api/v1/orgs/{id}/human-steps", get(orgs::inbox))
         .route("/api/v1/orgs/{id}/usage", get(orgs::usage))
         .route("/api/v1/orgs/{id}/budget", put(orgs::set_budget))
+        .route(
+            "/api/v1/connections",
+            get(connections::list).post(connections::create),
+        )
+        .route(
+            "/api/v1/connections/{id}",
+            get(connections::detail).patch(connections::update),
+        )
+        .route(
+            "/api/v1/provider-credentials",
+            get(connections::list_credentials).post(connections::create_credential),
+        )
+        .route(
+            "/api/v1/provider-credentials/{id}/key",
+            put(connections::replace_key),
+        )
         .route("/api/v1/scanner-patterns", get(patterns::list))
         .route("/api/v1/scanner-patterns/test", post(patterns::try_pattern))
         .route(

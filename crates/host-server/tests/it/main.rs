@@ -6,6 +6,7 @@
 )]
 
 mod auth;
+mod connections;
 mod human;
 mod orgs;
 mod patterns;
