@@ -7,6 +7,7 @@ pub mod launch;
 pub mod orgs;
 pub mod patterns;
 pub mod runs;
+pub mod template_versions;
 pub mod templates;
 
 use std::time::Duration;
@@ -231,7 +232,9 @@ impl Modify for CommonErrors {
           patterns::list, patterns::put, patterns::delete, patterns::try_pattern,
           orgs::inbox, orgs::usage, orgs::set_budget, connections::list, connections::create,
           connections::detail, connections::update, connections::list_credentials,
-          connections::create_credential, connections::replace_key),
+          connections::create_credential, connections::replace_key, template_versions::list,
+          template_versions::versions, template_versions::version, template_versions::activate,
+          template_versions::diff, template_versions::validate, template_versions::step_catalog),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&BearerAuth, &CommonErrors)
 )]
@@ -321,11 +324,31 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
             "/api/v1/scanner-patterns/{id}",
             put(patterns::put).delete(patterns::delete),
         )
-        .route("/api/v1/workflow-templates", post(templates::create))
+        .route(
+            "/api/v1/workflow-templates",
+            get(template_versions::list).post(templates::create),
+        )
+        .route(
+            "/api/v1/workflow-templates/validate",
+            post(template_versions::validate),
+        )
+        .route(
+            "/api/v1/workflow-templates/{id}/versions/{version}",
+            get(template_versions::version),
+        )
+        .route(
+            "/api/v1/workflow-templates/{id}/activate",
+            post(template_versions::activate),
+        )
+        .route(
+            "/api/v1/workflow-templates/{id}/diff",
+            get(template_versions::diff),
+        )
+        .route("/api/v1/step-catalog", get(template_versions::step_catalog))
         .route("/api/v1/workflow-templates/{id}", get(templates::detail))
         .route(
             "/api/v1/workflow-templates/{id}/versions",
-            post(templates::add_version),
+            get(template_versions::versions).post(templates::add_version),
         )
         .route(
             "/api/v1/workflow-templates/{id}/runs",

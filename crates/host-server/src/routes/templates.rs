@@ -1,5 +1,5 @@
 //! Stored workflow templates: create, new immutable versions, read, and launch runs of the
-//! newest version.
+//! version promoted for runs (the newest until one is).
 
 use auto_swe_spec::{ValidateOptions, validate_value};
 use auto_swe_store::{NewAuditEntry, NewTemplate, NewTemplateVersion, WorkflowTemplate};
@@ -60,6 +60,10 @@ pub struct TemplateView {
     pub latest_version: i64,
     /// The newest version's id.
     pub latest_version_id: Option<String>,
+    /// The version promoted for runs; none while runs follow the newest.
+    pub active_version: Option<i64>,
+    /// The version a run started now would use.
+    pub run_version: i64,
 }
 
 /// A launch of a stored template.
@@ -92,7 +96,11 @@ fn validated(spec: &Value, state: &AppState) -> ApiResult<()> {
 
 /// Whether `user` may change templates of `team_id` (leads of the team, and admins; a
 /// platform-wide template is the admins').
-async fn may_edit(state: &AppState, user: &UserIdentity, team_id: Option<&str>) -> ApiResult<()> {
+pub(crate) async fn may_edit(
+    state: &AppState,
+    user: &UserIdentity,
+    team_id: Option<&str>,
+) -> ApiResult<()> {
     if user.role >= AccessLevel::Admin {
         return Ok(());
     }
@@ -117,7 +125,7 @@ async fn may_edit(state: &AppState, user: &UserIdentity, team_id: Option<&str>) 
 }
 
 /// The template, when `caller` may use it (`404 TEMPLATE_NOT_FOUND` otherwise).
-async fn visible_template(
+pub(crate) async fn visible_template(
     state: &AppState,
     caller: &Caller,
     id: &str,
@@ -149,7 +157,7 @@ async fn visible_template(
     }
 }
 
-async fn view(state: &AppState, template: WorkflowTemplate) -> ApiResult<TemplateView> {
+pub(crate) async fn view(state: &AppState, template: WorkflowTemplate) -> ApiResult<TemplateView> {
     let versions = state
         .store()
         .list_template_versions(&template.id)
@@ -157,6 +165,8 @@ async fn view(state: &AppState, template: WorkflowTemplate) -> ApiResult<Templat
         .map_err(|e| ApiError::from_store(&e, "template"))?;
     Ok(TemplateView {
         latest_version_id: versions.last().map(|v| v.id.clone()),
+        active_version: template.active_version,
+        run_version: template.run_version(),
         id: template.id,
         name: template.name,
         description: template.description,
@@ -279,7 +289,7 @@ pub async fn detail(
     }))
 }
 
-/// Launches a run of the template's newest version.
+/// Launches a run of the template's promoted version (its newest until one is promoted).
 #[utoipa::path(post, path = "/api/v1/workflow-templates/{id}/runs", params(("id" = String, Path),
     ("Idempotency-Key" = Option<String>, Header, description = "the same key and body start one run")),
     request_body = TemplateRunBody, tag = "templates",
@@ -301,7 +311,10 @@ pub async fn start_run(
         .list_template_versions(&template.id)
         .await
         .map_err(|e| ApiError::from_store(&e, "template"))?;
-    let Some(version) = versions.last() else {
+    let Some(version) = versions
+        .iter()
+        .find(|v| v.version == template.run_version())
+    else {
         return Err(ApiError::not_found(
             "TEMPLATE_NOT_FOUND",
             "the template has no version",

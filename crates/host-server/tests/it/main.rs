@@ -13,4 +13,5 @@ mod patterns;
 mod pool;
 mod runs;
 mod support;
+mod template_versions;
 mod webhooks;

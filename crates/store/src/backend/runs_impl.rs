@@ -73,6 +73,7 @@ macro_rules! impl_run_stores {
                     name: row.try_get("name")?,
                     description: row.try_get("description")?,
                     latest_version: row.try_get("latest_version")?,
+                    active_version: row.try_get("active_version")?,
                     created_at: Timestamp::from_millis(row.try_get("created_at")?),
                 })
             }
@@ -629,6 +630,37 @@ macro_rules! impl_run_stores {
                     .await?
                     .ok_or_else(|| StoreError::not_found("template version", id))?;
                 Self::template_version_from_row(&row)
+            }
+
+            async fn list_templates(&self) -> StoreResult<Vec<WorkflowTemplate>> {
+                let rows = sqlx::query("SELECT * FROM workflow_templates ORDER BY created_at, id")
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map(Self::template_from_row).collect()
+            }
+
+            async fn activate_template_version(
+                &self,
+                template_id: &str,
+                version: Option<i64>,
+            ) -> StoreResult<WorkflowTemplate> {
+                // One statement: the version must exist when it is promoted.
+                let row = sqlx::query(
+                    "UPDATE workflow_templates SET active_version = $2 WHERE id = $1 \
+                     AND ($2 IS NULL OR EXISTS (SELECT 1 FROM workflow_template_versions v \
+                     WHERE v.template_id = $1 AND v.version = $2)) RETURNING *",
+                )
+                .bind(template_id)
+                .bind(version)
+                .fetch_optional(&self.pool)
+                .await?;
+                match row {
+                    Some(row) => Self::template_from_row(&row),
+                    None => Err(StoreError::not_found(
+                        "template version",
+                        &format!("{template_id} v{}", version.unwrap_or_default()),
+                    )),
+                }
             }
 
             async fn list_template_versions(

@@ -30,8 +30,18 @@ pub struct WorkflowTemplate {
     pub description: String,
     /// Newest version number (0 before the first version).
     pub latest_version: i64,
+    /// The version runs start from, promoted explicitly; `None` follows the newest.
+    pub active_version: Option<i64>,
     /// Creation time.
     pub created_at: Timestamp,
+}
+
+impl WorkflowTemplate {
+    /// The version runs start from: the promoted one, else the newest (0 before the first).
+    #[must_use]
+    pub fn run_version(&self) -> i64 {
+        self.active_version.unwrap_or(self.latest_version)
+    }
 }
 
 /// A version to add.
@@ -84,6 +94,15 @@ pub trait TemplateStore: Send + Sync {
         &self,
         version: NewTemplateVersion,
     ) -> StoreResult<TemplateVersion>;
+    /// Every template, oldest first.
+    async fn list_templates(&self) -> StoreResult<Vec<WorkflowTemplate>>;
+    /// Promotes `version` (which must exist: `STORE_NOT_FOUND` otherwise) as the one runs start
+    /// from; `None` goes back to following the newest.
+    async fn activate_template_version(
+        &self,
+        template_id: &str,
+        version: Option<i64>,
+    ) -> StoreResult<WorkflowTemplate>;
     /// Reads a version by id.
     async fn get_template_version(&self, id: &str) -> StoreResult<TemplateVersion>;
     /// A template's versions, oldest first.

@@ -430,4 +430,51 @@ async fn template_versions_are_sequential_under_concurrency(db: &TestDb) {
         })
         .await;
     assert_eq!(missing.unwrap_err().code(), "STORE_NOT_FOUND");
+
+    // Runs follow the newest version until one is promoted; a version that does not exist is
+    // never promoted.
+    assert_eq!(
+        db.store
+            .get_template(&template.id)
+            .await
+            .unwrap()
+            .run_version(),
+        8
+    );
+    let promoted = db
+        .store
+        .activate_template_version(&template.id, Some(3))
+        .await
+        .unwrap();
+    assert_eq!(
+        (promoted.active_version, promoted.run_version()),
+        (Some(3), 3)
+    );
+    for (id, version) in [
+        (template.id.as_str(), 9),
+        (template.id.as_str(), 0),
+        ("nope", 1),
+    ] {
+        let refused = db
+            .store
+            .activate_template_version(id, Some(version))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code(), "STORE_NOT_FOUND", "{id} v{version}");
+    }
+    assert_eq!(
+        db.store
+            .get_template(&template.id)
+            .await
+            .unwrap()
+            .run_version(),
+        3
+    );
+    let newest = db
+        .store
+        .activate_template_version(&template.id, None)
+        .await
+        .unwrap();
+    assert_eq!(newest.run_version(), 8);
+    assert_eq!(db.store.list_templates().await.unwrap(), [newest]);
 }
