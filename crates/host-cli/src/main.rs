@@ -54,7 +54,7 @@ enum Command {
     /// Cancel a run that no worker is driving.
     Cancel(commands::local::inspect::CancelArgs),
     /// Pull requests of local repositories: list, diff, merge.
-    Pr(commands::local::inspect::PrArgs),
+    Pr(commands::local::pr::PrArgs),
     /// The built-in workflow templates.
     Templates(commands::local::inspect::TemplatesArgs),
     /// Drive runs and local CI until stopped.
@@ -118,7 +118,7 @@ fn main() -> ExitCode {
         }
         Command::Answer(args) => commands::local::inspect::human(&args, Verdict::Answer),
         Command::Cancel(args) => commands::local::inspect::cancel(&args),
-        Command::Pr(args) => commands::local::inspect::pr(&args),
+        Command::Pr(args) => commands::local::pr::pr(&args),
         Command::Templates(args) => commands::local::inspect::templates(&args),
         Command::Worker(args) => commands::local::inspect::worker(&args),
         Command::Doctor(args) => commands::doctor::run(&args),

@@ -6,6 +6,7 @@ pub(crate) mod config_show;
 pub(crate) mod doctor;
 pub(crate) mod local;
 pub(crate) mod models;
+pub(crate) mod remote;
 pub(crate) mod sandbox;
 pub(crate) mod scan;
 pub(crate) mod simulate;

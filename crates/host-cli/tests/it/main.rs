@@ -9,6 +9,7 @@ mod local;
 mod metrics;
 mod models_check;
 mod progress;
+mod remote;
 mod sandbox;
 mod scan;
 mod simulate;

@@ -31,7 +31,7 @@ pub struct WorkRequestBody {
     pub ticket: Value,
     /// The model (`provider/name`); the workers' default when absent.
     pub model: Option<String>,
-    /// Budget tier (`economy`, `standard`, `premium`).
+    /// Budget tier (`STANDARD`, `LARGE`, `EPIC`).
     pub tier: Option<String>,
 }
 

@@ -10,17 +10,18 @@ use auto_swe_store::{
     WakeOn,
 };
 use auto_swe_worker::templates::{TEMPLATES, template};
-use auto_swe_worker::{CI_SIGNAL, MERGE_SIGNAL, WorkerError};
+use auto_swe_worker::{CI_SIGNAL, WorkerError};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::progress::Progress;
 use super::run::report_end;
-use super::{LocalHost, SandboxChoice, open_store, run_model, runtime, scm, text_argument};
+use super::{LocalHost, SandboxChoice, open_store, runtime, text_argument};
+use crate::commands::remote::{Remote, ServerArgs};
 use crate::output::{self, Format, Status};
 
 /// A store error as a one-line error with its code and a hint.
-fn store_error(error: &StoreError, what: &str) -> anyhow::Error {
+pub(super) fn store_error(error: &StoreError, what: &str) -> anyhow::Error {
     match error {
         StoreError::NotFound { .. } => {
             anyhow::anyhow!("no {what} (see `auto-swe runs list`) ({})", error.code())
@@ -47,6 +48,8 @@ enum RunsCommand {
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         format: Format,
+        #[command(flatten)]
+        server: ServerArgs,
     },
     /// One run: status, steps, pull request, cost (and its traces with `--traces`).
     Show {
@@ -62,14 +65,42 @@ enum RunsCommand {
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         format: Format,
+        #[command(flatten)]
+        server: ServerArgs,
     },
 }
 
 pub(crate) fn runs(args: &RunsArgs) -> anyhow::Result<Status> {
+    match &args.command {
+        RunsCommand::List {
+            server,
+            limit,
+            format,
+        } => {
+            if let Some(remote) = Remote::from_args(server)? {
+                return runtime()?.block_on(remote.list_runs(*limit, *format));
+            }
+        }
+        RunsCommand::Show {
+            server,
+            run,
+            traces,
+            follow,
+            format,
+        } => {
+            if let Some(remote) = Remote::from_args(server)? {
+                anyhow::ensure!(
+                    !follow,
+                    "--follow reads the local store; against a server use `run` without --detach"
+                );
+                return runtime()?.block_on(remote.show_run(run, *traces, *format));
+            }
+        }
+    }
     runtime()?.block_on(async {
         let (_, store) = open_store().await?;
         match &args.command {
-            RunsCommand::List { limit, format } => list_runs(&store, *limit, *format).await,
+            RunsCommand::List { limit, format, .. } => list_runs(&store, *limit, *format).await,
             RunsCommand::Show {
                 run,
                 follow: true,
@@ -288,6 +319,8 @@ pub(crate) struct SignalArgs {
     /// The payload: JSON text, `@FILE` or `-` (default `{}`).
     #[arg(long, allow_hyphen_values = true)]
     payload: Option<String>,
+    #[command(flatten)]
+    server: ServerArgs,
 }
 
 fn payload_of(text: Option<&str>) -> anyhow::Result<Value> {
@@ -302,6 +335,9 @@ fn payload_of(text: Option<&str>) -> anyhow::Result<Value> {
 
 pub(crate) fn signal(args: &SignalArgs) -> anyhow::Result<Status> {
     let payload = payload_of(args.payload.as_deref())?;
+    if let Some(remote) = Remote::from_args(&args.server)? {
+        return runtime()?.block_on(remote.signal(&args.run, &args.name, &payload));
+    }
     runtime()?.block_on(async {
         let (_, store) = open_store().await?;
         store
@@ -343,9 +379,11 @@ pub(crate) struct HumanArgs {
     /// A note (`request-changes` needs one), or for `answer` the JSON answer; `@FILE` or `-`.
     #[arg(long, allow_hyphen_values = true)]
     note: Option<String>,
-    /// Who answers.
+    /// Who answers (local store only: a server records the token's holder).
     #[arg(long, default_value = "local")]
     by: String,
+    #[command(flatten)]
+    server: ServerArgs,
 }
 
 pub(crate) fn human(args: &HumanArgs, verdict: Verdict) -> anyhow::Result<Status> {
@@ -365,6 +403,9 @@ pub(crate) fn human(args: &HumanArgs, verdict: Verdict) -> anyhow::Result<Status
                 .map_err(|e| anyhow::anyhow!("the answer is not JSON: {e}"))?
         }
     };
+    if let Some(remote) = Remote::from_args(&args.server)? {
+        return runtime()?.block_on(remote.answer(&args.run, &args.node, &answer));
+    }
     runtime()?.block_on(async {
         let (_, store) = open_store().await?;
         let steps = store
@@ -416,9 +457,14 @@ pub(crate) fn human(args: &HumanArgs, verdict: Verdict) -> anyhow::Result<Status
 pub(crate) struct CancelArgs {
     /// The run id.
     run: String,
+    #[command(flatten)]
+    server: ServerArgs,
 }
 
 pub(crate) fn cancel(args: &CancelArgs) -> anyhow::Result<Status> {
+    if let Some(remote) = Remote::from_args(&args.server)? {
+        return runtime()?.block_on(remote.cancel(&args.run));
+    }
     runtime()?.block_on(async {
         let (_, store) = open_store().await?;
         // The operator's path: take the run from its queue and finalize it CANCELLED under
@@ -459,137 +505,6 @@ pub(crate) fn cancel(args: &CancelArgs) -> anyhow::Result<Status> {
     })
 }
 
-/// `auto-swe pr`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct PrArgs {
-    #[command(subcommand)]
-    command: PrCommand,
-}
-
-#[derive(Debug, clap::Subcommand)]
-enum PrCommand {
-    /// Pull requests of local repositories.
-    List {
-        /// Output format.
-        #[arg(long, value_enum, default_value_t)]
-        format: Format,
-    },
-    /// The diff of a run's pull request.
-    Diff {
-        /// The run id.
-        run: String,
-    },
-    /// Merges a run's pull request (its CI must be green) and lets the run finish.
-    Merge {
-        /// The run id.
-        run: String,
-        /// Who merges.
-        #[arg(long, default_value = "local")]
-        by: String,
-        /// Workspace backend for the rest of the run.
-        #[arg(long, value_enum, default_value_t)]
-        sandbox: SandboxChoice,
-        /// Merge and return; `auto-swe worker` finishes the run.
-        #[arg(long)]
-        detach: bool,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t)]
-        format: Format,
-    },
-}
-
-pub(crate) fn pr(args: &PrArgs) -> anyhow::Result<Status> {
-    runtime()?.block_on(async {
-        let (home, store) = open_store().await?;
-        let scm = scm(&home, &store);
-        match &args.command {
-            PrCommand::List { format } => {
-                let mut query = PullRequestQuery::default();
-                query.limit = 200;
-                let prs = store.list_pull_requests(&query).await?;
-                if *format == Format::Json {
-                    output::print_json(&json!({ "pullRequests": prs.iter().map(|p| json!({ "number": p.number, "url": p.url, "runId": p.run_id, "headSha": p.head_sha, "state": p.state.as_str(), "ciStatus": p.ci_status.as_str() })).collect::<Vec<_>>() }))?;
-                } else {
-                    let mut text = String::new();
-                    for p in &prs {
-                        let _ = writeln!(text, "{:<32} {:<7} CI {:<8} run {}", p.url, p.state.as_str(), p.ci_status.as_str(), p.run_id.as_deref().unwrap_or("-"));
-                    }
-                    if text.is_empty() {
-                        text.push_str("no pull requests\n");
-                    }
-                    output::print_text(&text)?;
-                }
-                Ok(Status::Success)
-            }
-            PrCommand::Diff { run } => {
-                let (repo, pr) = run_pull_request(&store, &scm, run).await?;
-                let text = scm.pull_request_text(&repo, pr.number).await.map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?;
-                let diff = scm
-                    .git()
-                    .diff(&repo.path, &format!("refs/heads/{}", text.base_branch), &pr.head_sha)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?;
-                output::print_text(&diff)?;
-                Ok(Status::Success)
-            }
-            PrCommand::Merge { run, by, sandbox, detach, format } => {
-                let (repo, pr) = run_pull_request(&store, &scm, run).await?;
-                let merged = scm.merge(&repo, pr.number, by).await.map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?;
-                store
-                    .send_signal(run, MERGE_SIGNAL, &json!({ "merged": true, "sha": merged, "by": by }))
-                    .await
-                    .map_err(|e| store_error(&e, "run"))?;
-                let progress = Progress::for_format(*format);
-                progress.skip_finished(&store, run).await?;
-                progress.say(&format!("merged pull request #{} into {} at {}", pr.number, repo.default_branch, &merged[..merged.len().min(12)]));
-                if *detach {
-                    return Ok(Status::Success);
-                }
-                let input = run_input(&store, run).await?;
-                let host = LocalHost::open(&home, store.clone(), *sandbox, &run_model(&input)).await?;
-                let end = host.drive(run, &progress).await?;
-                report_end(&store, run, end, *format).await
-            }
-        }
-    })
-}
-
-async fn run_input(store: &Store, run_id: &str) -> anyhow::Result<Value> {
-    let run = store
-        .get_run(run_id)
-        .await
-        .map_err(|e| store_error(&e, &format!("run {run_id}")))?;
-    match &run.run_input_id {
-        Some(id) => Ok(store.get_run_input(id).await?.payload),
-        None => Ok(json!({})),
-    }
-}
-
-async fn run_pull_request(
-    store: &Store,
-    scm: &auto_swe_worker::LocalScm,
-    run_id: &str,
-) -> anyhow::Result<(
-    auto_swe_worker::LocalRepository,
-    auto_swe_store::PullRequest,
-)> {
-    let input = run_input(store, run_id).await?;
-    let connection = input
-        .get("repository")
-        .and_then(Value::as_str)
-        .context("the run names no repository")?;
-    let repo = scm
-        .repository(connection)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?;
-    let pr = scm
-        .pull_request_of_run(&repo, run_id)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?
-        .with_context(|| format!("run {run_id} has not opened a pull request"))?;
-    Ok((repo, pr))
-}
-
 /// `auto-swe templates`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct TemplatesArgs {
@@ -599,11 +514,13 @@ pub(crate) struct TemplatesArgs {
 
 #[derive(Debug, clap::Subcommand)]
 enum TemplatesCommand {
-    /// The built-in templates.
+    /// The built-in templates (with `--server`, the server's templates you may use).
     List {
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         format: Format,
+        #[command(flatten)]
+        server: ServerArgs,
     },
     /// One template's nodes.
     Show {
@@ -623,7 +540,10 @@ pub(crate) fn templates(args: &TemplatesArgs) -> anyhow::Result<Status> {
             .with_context(|| format!("no template `{name}` (see `auto-swe templates list`)"))
     };
     match &args.command {
-        TemplatesCommand::List { format } => {
+        TemplatesCommand::List { format, server } => {
+            if let Some(remote) = Remote::from_args(server)? {
+                return runtime()?.block_on(remote.list_templates(*format));
+            }
             if *format == Format::Json {
                 output::print_json(
                     &json!({ "templates": TEMPLATES.iter().map(|t| json!({ "name": t.name, "description": t.description })).collect::<Vec<_>>() }),
@@ -765,6 +685,7 @@ pub(crate) fn worker(args: &WorkerArgs) -> anyhow::Result<Status> {
 #[cfg(test)]
 mod tests {
     use auto_swe_store::{RunStatus, Timestamp};
+    use auto_swe_worker::MERGE_SIGNAL;
 
     use super::*;
 

@@ -4,6 +4,7 @@
 //! recorded answers), the local SCM and local CI.
 
 pub(crate) mod inspect;
+pub(crate) mod pr;
 mod progress;
 pub(crate) mod run;
 

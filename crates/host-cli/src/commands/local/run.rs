@@ -62,7 +62,8 @@ pub(crate) struct FollowArgs {
 pub(crate) struct RunArgs {
     /// A built-in template (`auto-swe templates list`) or a spec file.
     template: String,
-    /// The repository: a path or a URL git can clone without credentials.
+    /// The repository: a path or a URL git can clone without credentials (with `--server`, the
+    /// id of the server's repository connection).
     #[arg(long)]
     repo: String,
     /// The ticket: its text, `@FILE`, or `-` for stdin. The first line is the title.
@@ -70,6 +71,8 @@ pub(crate) struct RunArgs {
     ticket: String,
     #[command(flatten)]
     follow: FollowArgs,
+    #[command(flatten)]
+    server: crate::commands::remote::ServerArgs,
 }
 
 /// `auto-swe exec`.
@@ -153,6 +156,21 @@ fn repository_source(repo: &str) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<Status> {
+    if let Some(remote) = crate::commands::remote::Remote::from_args(&args.server)? {
+        // The server runs its own copy of the built-in template, on its own workers.
+        let request = json!({
+            "template": args.template,
+            "repository": args.repo,
+            "ticket": ticket_value(&text_argument(&args.ticket)?)?,
+            "model": args.follow.model,
+            "tier": args.follow.tier.as_str(),
+        });
+        return runtime()?.block_on(remote.launch(
+            &request,
+            !args.follow.detach,
+            args.follow.format,
+        ));
+    }
     let spec = spec_of(&args.template)?;
     let ticket = ticket_value(&text_argument(&args.ticket)?)?;
     let source = repository_source(&args.repo)?;
