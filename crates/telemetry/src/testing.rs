@@ -67,12 +67,18 @@ fn captured(span: &SpanData) -> CapturedSpan {
 }
 
 /// The metrics and OpenTelemetry layers over an in-memory exporter, installed for the current
-/// thread while the capture lives (use a current-thread runtime).
+/// thread while the capture lives (use a current-thread runtime), or for the whole process.
+///
+/// A thread-scoped capture loses a span whose last child handle is dropped on another thread:
+/// the registry releases the parent through that thread's default subscriber, which is not the
+/// capture's, so the parent never closes and is never exported. Database drivers drop spans on
+/// their own worker threads (sqlx's `SQLite` connections do), so a test that judges spans
+/// around store calls uses [`Capture::install_global`] in a test binary of its own.
 pub struct Capture {
     exporter: InMemorySpanExporter,
     provider: SdkTracerProvider,
     metrics: Metrics,
-    _guard: tracing::subscriber::DefaultGuard,
+    _guard: Option<tracing::subscriber::DefaultGuard>,
 }
 
 impl std::fmt::Debug for Capture {
@@ -101,7 +107,34 @@ impl Capture {
             exporter,
             provider,
             metrics,
-            _guard: guard,
+            _guard: Some(guard),
+        }
+    }
+
+    /// Installs the capture as the process's subscriber, for every thread: once per process
+    /// (a test binary with one such test).
+    ///
+    /// # Panics
+    /// When the process already has a global subscriber.
+    #[must_use]
+    pub fn install_global() -> Self {
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .build();
+        let metrics = Metrics::new();
+        let subscriber = tracing_subscriber::registry()
+            .with(otel_layer(&provider))
+            .with(metrics_layer(&metrics));
+        assert!(
+            tracing::subscriber::set_global_default(subscriber).is_ok(),
+            "the process already has a global subscriber"
+        );
+        Self {
+            exporter,
+            provider,
+            metrics,
+            _guard: None,
         }
     }
 

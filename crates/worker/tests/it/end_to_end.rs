@@ -5,51 +5,27 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use auto_swe_agents::StaticPatterns;
 use auto_swe_interpreter::TerminalStatus;
 use auto_swe_models::testing::MockServer;
 use auto_swe_models::{
-    Api, ApiKey, Cassette, ClientConfig, Endpoint, ModelClient, ModelSpec, PriceCatalog,
-    ProviderClient, ReplayClient, Tier,
+    Api, ApiKey, Cassette, ClientConfig, Endpoint, ModelClient, ModelSpec, ProviderClient,
+    ReplayClient,
 };
-use auto_swe_sandbox::{LocalBackend, LocalConfig, LocalRoot, ResourceLimits, WorkspaceBackend};
+use auto_swe_sandbox::{LocalRoot, WorkspaceBackend};
 use auto_swe_scanners::UrlPolicy;
 use auto_swe_store::{CiStatus, PullRequestQuery, PullRequestState, RunStatus, Store};
 use auto_swe_worker::demo::{DEMO_CASSETTE, demo_ticket, write_demo_repository};
-use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::templates::template;
 use auto_swe_worker::{
     DriveEnd, EmbeddedEngine, Launch, LocalCi, LocalRepository, LocalScm, MERGE_SIGNAL,
-    SingleModel, StepEffects, StepRegistry, Worker, WorkerConfig, WorkerServices,
-    WorkspaceTemplate, launch, run_branch,
+    StepEffects, StepRegistry, Worker, WorkerConfig, WorkerServices, launch, run_branch,
 };
 use serde_json::json;
 
+pub(crate) use crate::services::{local_backend, services_with};
 use crate::support::{TestStore, on_both_backends};
 
 on_both_backends!(ticket_to_merge_takes_the_demo_ticket_to_a_merged_pull_request);
-
-/// A `local` backend, or `None` when bubblewrap is missing (a failure under
-/// `AUTO_SWE_REQUIRE_BWRAP=1`).
-pub(crate) fn local_backend(state: &Path) -> Option<(Arc<dyn WorkspaceBackend>, LocalRoot)> {
-    let root = std::env::var("AUTO_SWE_ROOTFS")
-        .ok()
-        .filter(|r| !r.is_empty())
-        .map_or(LocalRoot::HostSystem, |r| LocalRoot::Rootfs(r.into()));
-    let mut config = LocalConfig::new(root.clone());
-    config.state_dir = state.to_path_buf();
-    match LocalBackend::new(config) {
-        Ok(backend) => Some((Arc::new(backend), root)),
-        Err(error) => {
-            assert!(
-                std::env::var("AUTO_SWE_REQUIRE_BWRAP").as_deref() != Ok("1"),
-                "bubblewrap required: {error}"
-            );
-            eprintln!("skipping: {error}");
-            None
-        }
-    }
-}
 
 /// Everything a worker needs, over `store`, with the demo's recorded model answering in the
 /// process.
@@ -86,32 +62,6 @@ pub(crate) async fn demo_over_the_wire() -> (MockServer, Arc<dyn ModelClient>) {
     config.policy = Arc::new(policy);
     let client: Arc<dyn ModelClient> = Arc::new(ProviderClient::new(config).unwrap());
     (server, client)
-}
-
-/// [`demo_services`] with the model `client`.
-pub(crate) fn services_with(
-    store: Store,
-    backend: Arc<dyn WorkspaceBackend>,
-    root: LocalRoot,
-    repos: &Path,
-    client: Arc<dyn ModelClient>,
-) -> Arc<WorkerServices> {
-    let git = LocalGit::new();
-    Arc::new(WorkerServices {
-        store: store.clone(),
-        workspaces: WorkspaceTemplate::new(
-            backend,
-            "unused".to_owned(),
-            root,
-            ResourceLimits::new(512 * 1024 * 1024, 1_000_000_000, 256),
-        ),
-        models: Arc::new(SingleModel::new(client)),
-        prices: PriceCatalog::builtin(),
-        scm: Arc::new(LocalScm::new(store, git.clone(), repos.to_path_buf())),
-        patterns: Arc::new(StaticPatterns::builtin()),
-        git,
-        tier: Tier::Standard,
-    })
 }
 
 /// The services' SCM as the local one the tests register repositories with.
