@@ -1,11 +1,14 @@
 //! The routes under `/api/v1`, `/health`, and the `OpenAPI` document generated from them.
 
+pub mod agents;
 pub mod events;
 pub mod human;
 pub mod launch;
 pub mod orgs;
 pub mod patterns;
+pub(crate) mod library;
 pub mod runs;
+pub mod skills;
 pub mod templates;
 
 use std::time::Duration;
@@ -228,7 +231,12 @@ impl Modify for CommonErrors {
           runs::cancel, runs::signal, events::stream, human::respond, templates::create, templates::add_version,
           templates::detail, templates::start_run, crate::github::webhook,
           patterns::list, patterns::put, patterns::delete, patterns::try_pattern,
-          orgs::inbox, orgs::usage, orgs::set_budget),
+          orgs::inbox, orgs::usage, orgs::set_budget,
+          agents::list, agents::create, agents::detail, agents::versions, agents::edit, agents::restore,
+          agents::deactivate, agents::team_list, agents::team_create, agents::team_detail,
+          agents::team_versions, agents::team_edit, agents::team_restore, agents::team_deactivate,
+          skills::list, skills::create, skills::detail, skills::revisions, skills::edit, skills::verify,
+          skills::restore, skills::deactivate),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&BearerAuth, &CommonErrors)
 )]
@@ -311,6 +319,61 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
         .route(
             "/api/v1/workflow-templates/{id}/runs",
             post(templates::start_run),
+        )
+        .route(
+            "/api/v1/platform/agent-library",
+            get(agents::list).post(agents::create),
+        )
+        .route(
+            "/api/v1/platform/agent-library/{key}",
+            get(agents::detail)
+                .put(agents::edit)
+                .delete(agents::deactivate),
+        )
+        .route(
+            "/api/v1/platform/agent-library/{key}/versions",
+            get(agents::versions),
+        )
+        .route(
+            "/api/v1/platform/agent-library/{key}/restore",
+            post(agents::restore),
+        )
+        .route(
+            "/api/v1/teams/{team_id}/agent-library",
+            get(agents::team_list).post(agents::team_create),
+        )
+        .route(
+            "/api/v1/teams/{team_id}/agent-library/{key}",
+            get(agents::team_detail)
+                .put(agents::team_edit)
+                .delete(agents::team_deactivate),
+        )
+        .route(
+            "/api/v1/teams/{team_id}/agent-library/{key}/versions",
+            get(agents::team_versions),
+        )
+        .route(
+            "/api/v1/teams/{team_id}/agent-library/{key}/restore",
+            post(agents::team_restore),
+        )
+        .route(
+            "/api/v1/platform/skills",
+            get(skills::list).post(skills::create),
+        )
+        .route(
+            "/api/v1/platform/skills/{id}",
+            get(skills::detail)
+                .put(skills::edit)
+                .delete(skills::deactivate),
+        )
+        .route(
+            "/api/v1/platform/skills/{id}/revisions",
+            get(skills::revisions),
+        )
+        .route("/api/v1/platform/skills/{id}/verify", post(skills::verify))
+        .route(
+            "/api/v1/platform/skills/{id}/revisions/{revision}/restore",
+            post(skills::restore),
         )
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
