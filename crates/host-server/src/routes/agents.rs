@@ -241,7 +241,7 @@ fn not_found(key: &str) -> ApiError {
 /// A key from a path: one the library could hold, else not looked up.
 fn path_key(key: &str) -> ApiResult<&str> {
     let plausible = !key.is_empty()
-        && key.chars().count() <= 200
+        && key.len() <= 512
         && key == key.trim()
         && !key.contains('@')
         && !key.chars().any(char::is_control);

@@ -5,11 +5,13 @@
     reason = "a test fails loudly on any unexpected error and reads top to bottom"
 )]
 
+mod agents;
 mod auth;
 mod human;
 mod orgs;
 mod patterns;
 mod pool;
 mod runs;
+mod skills;
 mod support;
 mod webhooks;
