@@ -6,24 +6,26 @@
 //! caller's tenant, and audit.
 
 use auto_swe_agents::{
-    Actor, AgentFields, AgentLibrary, AgentPatch, AgentVersion, CreateAgent, ModelName,
-    ReasoningLevel, Runtime, SavedVersion, ScopeRef,
+    Actor, AgentLibrary, AgentPatch, AgentVersion, CreateAgent, SavedVersion, ScopeRef,
 };
 use auto_swe_store::ConnectionType;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 use crate::access::is_run_id;
 use crate::auth::UserIdentity;
 use crate::error::{ApiError, ApiResult};
 use crate::routes::Data;
+use crate::routes::agent_bodies::patched_fields;
+pub use crate::routes::agent_bodies::{
+    AgentEditBody, AgentListParams, NewAgentBody, RestoreAgentBody, TeamAgentListParams,
+};
 use crate::routes::library::{
-    agent_error, audit, library_store_error, patterns, platform_admin, present, team_actor,
-    text_digest,
+    agent_error, audit, library_store_error, patterns, platform_admin, text_digest,
 };
 use crate::state::{ApiJson, ApiQuery, AppState, SignedIn};
 
@@ -118,118 +120,6 @@ impl SavedAgent {
     }
 }
 
-/// A new lineage and its version 1.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct NewAgentBody {
-    /// The agent key (no `@`, no surrounding spaces).
-    pub key: String,
-    /// `provider/model`.
-    pub model_spec: Option<String>,
-    /// The agent to run on the model of, when it names none.
-    pub inherits_model_from: Option<String>,
-    /// The system prompt (scanned on save; findings come back as warnings).
-    pub system_prompt: Option<String>,
-    /// A provider credential to pin (the platform's, the team's or its organization's).
-    pub credential_id: Option<String>,
-    /// Skill ids, in order.
-    #[serde(default)]
-    pub skill_refs: Vec<String>,
-    /// Tool keys; none is no opinion.
-    pub tool_keys: Option<Vec<String>>,
-    /// An MCP connection (for a team's row, one the team owns).
-    pub mcp_connection_id: Option<String>,
-    /// `native`, `claude-code`, `pi` or `codex` (platform admins only).
-    pub runtime: Option<String>,
-    /// `off`, `low`, `medium` or `high`.
-    pub reasoning: Option<String>,
-}
-
-/// An edit of the newest version (every field left out stays as it is; `null` clears it), or
-/// `{"isActive": true}` alone to switch a deactivated lineage back on.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AgentEditBody {
-    /// The version the edit was made on: it must still be the newest (else `409
-    /// AGENT_CHANGED`). Required for an edit.
-    pub expected_version: Option<u32>,
-    /// `true`, sent alone, reactivates the lineage; switching it off is `DELETE`.
-    pub is_active: Option<bool>,
-    /// `provider/model`.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub model_spec: Option<Option<String>>,
-    /// The agent to inherit the model from.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub inherits_model_from: Option<Option<String>>,
-    /// The system prompt.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub system_prompt: Option<Option<String>>,
-    /// A provider credential to pin.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub credential_id: Option<Option<String>>,
-    /// Skill ids, in order.
-    pub skill_refs: Option<Vec<String>>,
-    /// Tool keys.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<Vec<String>>)]
-    pub tool_keys: Option<Option<Vec<String>>>,
-    /// An MCP connection.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub mcp_connection_id: Option<Option<String>>,
-    /// `native`, `claude-code`, `pi` or `codex` (platform admins only).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub runtime: Option<Option<String>>,
-    /// `off`, `low`, `medium` or `high`.
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub reasoning: Option<Option<String>>,
-}
-
-/// A restore: a new version carrying an older one's fields.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RestoreAgentBody {
-    /// The version to carry forward.
-    pub from_version: u32,
-    /// The newest version as the caller read it (else `409 AGENT_CHANGED`).
-    pub expected_version: u32,
-}
-
-/// Filters of the platform-wide list.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AgentListParams {
-    /// Only lineages at this scope.
-    #[param(
-        pattern = "^(GLOBAL|TEAM|ORGANIZATION|WORKFLOW_TEMPLATE|CHANNEL)$",
-        nullable = false
-    )]
-    pub scope: Option<String>,
-    /// Only this team's overrides.
-    #[param(nullable = false)]
-    pub team_id: Option<String>,
-    /// Only lineages switched on (`true`) or off (`false`).
-    #[param(nullable = false)]
-    pub active: Option<bool>,
-}
-
-/// Filters of a team's list.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TeamAgentListParams {
-    /// Only lineages switched on (`true`) or off (`false`).
-    #[param(nullable = false)]
-    pub active: Option<bool>,
-}
-
 fn library(state: &AppState) -> AgentLibrary {
     AgentLibrary::new(state.store().agent_store(), patterns())
 }
@@ -250,104 +140,6 @@ fn path_key(key: &str) -> ApiResult<&str> {
     } else {
         Err(not_found(key))
     }
-}
-
-fn model_spec(text: String) -> ApiResult<ModelName> {
-    let well_formed = text
-        .split_once('/')
-        .is_some_and(|(provider, model)| !provider.is_empty() && !model.is_empty())
-        && !text.chars().any(char::is_whitespace);
-    if well_formed {
-        Ok(ModelName(text))
-    } else {
-        Err(ApiError::bad_request(
-            "INVALID_MODEL_SPEC",
-            "modelSpec is provider/model, such as anthropic/claude-sonnet-5-5",
-        ))
-    }
-}
-
-fn runtime(text: &str) -> ApiResult<Runtime> {
-    Runtime::parse_lenient(text).ok_or_else(|| {
-        ApiError::bad_request(
-            "INVALID_RUNTIME",
-            "runtime is native, claude-code, pi or codex",
-        )
-    })
-}
-
-fn reasoning(text: &str) -> ApiResult<ReasoningLevel> {
-    ReasoningLevel::parse(text)
-        .filter(|level| level.is_set())
-        .ok_or_else(|| {
-            ApiError::bad_request("INVALID_REASONING", "reasoning is off, low, medium or high")
-        })
-}
-
-impl NewAgentBody {
-    fn fields(self) -> ApiResult<(String, AgentFields)> {
-        let fields = AgentFields {
-            model_spec: self.model_spec.map(model_spec).transpose()?,
-            inherits_model_from: self.inherits_model_from,
-            system_prompt: self.system_prompt,
-            credential_id: self.credential_id,
-            skill_refs: self.skill_refs,
-            tool_keys: self.tool_keys,
-            mcp_connection_id: self.mcp_connection_id,
-            runtime: self.runtime.as_deref().map(runtime).transpose()?,
-            reasoning: self
-                .reasoning
-                .as_deref()
-                .map(reasoning)
-                .transpose()?
-                .unwrap_or_default(),
-        };
-        Ok((self.key, fields))
-    }
-}
-
-impl AgentEditBody {
-    fn patch(self) -> ApiResult<AgentPatch> {
-        Ok(AgentPatch {
-            model_spec: self
-                .model_spec
-                .map(|m| m.map(model_spec).transpose())
-                .transpose()?,
-            inherits_model_from: self.inherits_model_from,
-            system_prompt: self.system_prompt,
-            credential_id: self.credential_id,
-            skill_refs: self.skill_refs,
-            tool_keys: self.tool_keys,
-            mcp_connection_id: self.mcp_connection_id,
-            runtime: self
-                .runtime
-                .map(|r| r.as_deref().map(runtime).transpose())
-                .transpose()?,
-            reasoning: self
-                .reasoning
-                .map(|r| r.as_deref().map(reasoning).transpose())
-                .transpose()?
-                .map(Option::unwrap_or_default),
-        })
-    }
-}
-
-/// The names of the fields a patch sets, for the audit row.
-fn patched_fields(patch: &AgentPatch) -> Vec<&'static str> {
-    [
-        ("modelSpec", patch.model_spec.is_some()),
-        ("inheritsModelFrom", patch.inherits_model_from.is_some()),
-        ("systemPrompt", patch.system_prompt.is_some()),
-        ("credentialId", patch.credential_id.is_some()),
-        ("skillRefs", patch.skill_refs.is_some()),
-        ("toolKeys", patch.tool_keys.is_some()),
-        ("mcpConnectionId", patch.mcp_connection_id.is_some()),
-        ("runtime", patch.runtime.is_some()),
-        ("reasoning", patch.reasoning.is_some()),
-    ]
-    .into_iter()
-    .filter_map(|(name, set)| set.then_some(name))
-    .collect()
 }
 
 /// Refuses a credential or MCP connection the row's tenant may not use (`400`, the same answer
@@ -432,7 +224,7 @@ async fn lineage(
     }
 }
 
-async fn head(state: &AppState, key: &str, scope: &ScopeRef) -> ApiResult<AgentView> {
+pub(crate) async fn head(state: &AppState, key: &str, scope: &ScopeRef) -> ApiResult<AgentView> {
     let (active, versions) = lineage(state, key, scope).await?;
     let latest = versions.last().ok_or_else(|| not_found(key))?;
     Ok(AgentView::new(latest, active))
@@ -450,7 +242,7 @@ fn saved_detail(saved: &SavedVersion) -> serde_json::Value {
     })
 }
 
-async fn create_at(
+pub(crate) async fn create_at(
     state: &AppState,
     user: &UserIdentity,
     actor: &Actor,
@@ -501,7 +293,7 @@ async fn create_at(
     ))
 }
 
-async fn edit_at(
+pub(crate) async fn edit_at(
     state: &AppState,
     user: &UserIdentity,
     actor: &Actor,
@@ -589,7 +381,7 @@ async fn edit_at(
     }))
 }
 
-async fn restore_at(
+pub(crate) async fn restore_at(
     state: &AppState,
     user: &UserIdentity,
     actor: &Actor,
@@ -634,7 +426,7 @@ async fn restore_at(
     }))
 }
 
-async fn deactivate_at(
+pub(crate) async fn deactivate_at(
     state: &AppState,
     user: &UserIdentity,
     actor: &Actor,
@@ -660,7 +452,7 @@ async fn deactivate_at(
     }))
 }
 
-async fn versions_at(
+pub(crate) async fn versions_at(
     state: &AppState,
     scope: &ScopeRef,
     key: &str,
@@ -675,7 +467,7 @@ async fn versions_at(
     }))
 }
 
-async fn list_where(
+pub(crate) async fn list_where(
     state: &AppState,
     keep: impl Fn(&ScopeRef, bool) -> bool,
 ) -> ApiResult<Json<Data<Vec<AgentView>>>> {
@@ -694,7 +486,7 @@ async fn list_where(
     Ok(Json(Data { data: views }))
 }
 
-fn team_scope(team_id: &str) -> ScopeRef {
+pub(crate) fn team_scope(team_id: &str) -> ScopeRef {
     ScopeRef::Team(team_id.to_owned())
 }
 
@@ -821,119 +613,4 @@ pub async fn deactivate(
 ) -> ApiResult<Json<Data<AgentView>>> {
     let actor = platform_admin(&user)?;
     deactivate_at(&state, &user, &actor, ScopeRef::Global, &key).await
-}
-
-/// The team's overrides, by key.
-#[utoipa::path(get, path = "/api/v1/teams/{teamId}/agent-library", params(("teamId" = String, Path), TeamAgentListParams),
-    tag = "agents",
-    responses((status = 200, body = Data<Vec<AgentView>>), (status = 403, body = crate::routes::ErrorBody),
-              (status = 404, body = crate::routes::ErrorBody)),
-    security(("bearer" = [])))]
-pub async fn team_list(
-    State(state): State<AppState>,
-    SignedIn(user): SignedIn,
-    Path(team_id): Path<String>,
-    ApiQuery(params): ApiQuery<TeamAgentListParams>,
-) -> ApiResult<Json<Data<Vec<AgentView>>>> {
-    team_actor(&state, &user, &team_id).await?;
-    let scope = team_scope(&team_id);
-    list_where(&state, |row_scope, active| {
-        *row_scope == scope && params.active.is_none_or(|a| a == active)
-    })
-    .await
-}
-
-/// Overrides a platform-wide agent for the team (version 1 of the team's lineage).
-#[utoipa::path(post, path = "/api/v1/teams/{teamId}/agent-library", params(("teamId" = String, Path)),
-    request_body = NewAgentBody, tag = "agents",
-    responses((status = 201, body = Data<SavedAgent>), (status = 403, body = crate::routes::ErrorBody),
-              (status = 404, body = crate::routes::ErrorBody), (status = 409, body = crate::routes::ErrorBody)),
-    security(("bearer" = [])))]
-pub async fn team_create(
-    State(state): State<AppState>,
-    SignedIn(user): SignedIn,
-    Path(team_id): Path<String>,
-    ApiJson(body): ApiJson<NewAgentBody>,
-) -> ApiResult<(StatusCode, Json<Data<SavedAgent>>)> {
-    let actor = team_actor(&state, &user, &team_id).await?;
-    create_at(&state, &user, &actor, team_scope(&team_id), body).await
-}
-
-/// The team's override's newest version.
-#[utoipa::path(get, path = "/api/v1/teams/{teamId}/agent-library/{key}",
-    params(("teamId" = String, Path), ("key" = String, Path)), tag = "agents",
-    responses((status = 200, body = Data<AgentView>), (status = 403, body = crate::routes::ErrorBody),
-              (status = 404, body = crate::routes::ErrorBody)),
-    security(("bearer" = [])))]
-pub async fn team_detail(
-    State(state): State<AppState>,
-    SignedIn(user): SignedIn,
-    Path((team_id, key)): Path<(String, String)>,
-) -> ApiResult<Json<Data<AgentView>>> {
-    team_actor(&state, &user, &team_id).await?;
-    Ok(Json(Data {
-        data: head(&state, &key, &team_scope(&team_id)).await?,
-    }))
-}
-
-/// Every version of the team's override, newest first.
-#[utoipa::path(get, path = "/api/v1/teams/{teamId}/agent-library/{key}/versions",
-    params(("teamId" = String, Path), ("key" = String, Path)), tag = "agents",
-    responses((status = 200, body = Data<Vec<AgentView>>), (status = 403, body = crate::routes::ErrorBody),
-              (status = 404, body = crate::routes::ErrorBody)),
-    security(("bearer" = [])))]
-pub async fn team_versions(
-    State(state): State<AppState>,
-    SignedIn(user): SignedIn,
-    Path((team_id, key)): Path<(String, String)>,
-) -> ApiResult<Json<Data<Vec<AgentView>>>> {
-    team_actor(&state, &user, &team_id).await?;
-    versions_at(&state, &team_scope(&team_id), &key).await
-}
-
-/// Cuts the next version of the team's override, or reactivates it.
-#[utoipa::path(put, path = "/api/v1/teams/{teamId}/agent-library/{key}",
-    params(("teamId" = String, Path), ("key" = String, Path)), request_body = AgentEditBody, tag = "agents",
-    responses((status = 200, body = Data<SavedAgent>), (status = 403, body = crate::routes::ErrorBody),
-              (status = 404, body = crate::routes::ErrorBody), (status = 409, body = crate::routes::ErrorBody)),
-    security(("bearer" = [])))]
-pub async fn team_edit(
-    State(state): State<AppState>,
-    SignedIn(user): SignedIn,
-    Path((team_id, key)): Path<(String, String)>,
-    ApiJson(body): ApiJson<AgentEditBody>,
-) -> ApiResult<Json<Data<SavedAgent>>> {
-    let actor = team_actor(&state, &user, &team_id).await?;
-    edit_at(&state, &user, &actor, team_scope(&team_id), &key, body).await
-}
-
-/// Cuts a new version of the team's override from an older one.
-#[utoipa::path(post, path = "/api/v1/teams/{teamId}/agent-library/{key}/restore",
-    params(("teamId" = String, Path), ("key" = String, Path)), request_body = RestoreAgentBody, tag = "agents",
-    responses((status = 200, body = Data<SavedAgent>), (status = 403, body = crate::routes::ErrorBody),
-              (status = 404, body = crate::routes::ErrorBody), (status = 409, body = crate::routes::ErrorBody)),
-    security(("bearer" = [])))]
-pub async fn team_restore(
-    State(state): State<AppState>,
-    SignedIn(user): SignedIn,
-    Path((team_id, key)): Path<(String, String)>,
-    ApiJson(body): ApiJson<RestoreAgentBody>,
-) -> ApiResult<Json<Data<SavedAgent>>> {
-    let actor = team_actor(&state, &user, &team_id).await?;
-    restore_at(&state, &user, &actor, team_scope(&team_id), &key, body).await
-}
-
-/// Switches the team's override off (runs then resolve the platform-wide row).
-#[utoipa::path(delete, path = "/api/v1/teams/{teamId}/agent-library/{key}",
-    params(("teamId" = String, Path), ("key" = String, Path)), tag = "agents",
-    responses((status = 200, body = Data<AgentView>), (status = 403, body = crate::routes::ErrorBody),
-              (status = 404, body = crate::routes::ErrorBody)),
-    security(("bearer" = [])))]
-pub async fn team_deactivate(
-    State(state): State<AppState>,
-    SignedIn(user): SignedIn,
-    Path((team_id, key)): Path<(String, String)>,
-) -> ApiResult<Json<Data<AgentView>>> {
-    let actor = team_actor(&state, &user, &team_id).await?;
-    deactivate_at(&state, &user, &actor, team_scope(&team_id), &key).await
 }

@@ -1,5 +1,6 @@
 //! The routes under `/api/v1`, `/health`, and the `OpenAPI` document generated from them.
 
+pub mod agent_bodies;
 pub mod agents;
 pub mod events;
 pub mod human;
@@ -9,6 +10,7 @@ pub mod patterns;
 pub(crate) mod library;
 pub mod runs;
 pub mod skills;
+pub mod team_agents;
 pub mod templates;
 
 use std::time::Duration;
@@ -233,8 +235,8 @@ impl Modify for CommonErrors {
           patterns::list, patterns::put, patterns::delete, patterns::try_pattern,
           orgs::inbox, orgs::usage, orgs::set_budget,
           agents::list, agents::create, agents::detail, agents::versions, agents::edit, agents::restore,
-          agents::deactivate, agents::team_list, agents::team_create, agents::team_detail,
-          agents::team_versions, agents::team_edit, agents::team_restore, agents::team_deactivate,
+          agents::deactivate, team_agents::list, team_agents::create, team_agents::detail,
+          team_agents::versions, team_agents::edit, team_agents::restore, team_agents::deactivate,
           skills::list, skills::create, skills::detail, skills::revisions, skills::edit, skills::verify,
           skills::restore, skills::deactivate),
     components(schemas(ErrorBody, ErrorDetail)),
@@ -340,21 +342,21 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
         )
         .route(
             "/api/v1/teams/{team_id}/agent-library",
-            get(agents::team_list).post(agents::team_create),
+            get(team_agents::list).post(team_agents::create),
         )
         .route(
             "/api/v1/teams/{team_id}/agent-library/{key}",
-            get(agents::team_detail)
-                .put(agents::team_edit)
-                .delete(agents::team_deactivate),
+            get(team_agents::detail)
+                .put(team_agents::edit)
+                .delete(team_agents::deactivate),
         )
         .route(
             "/api/v1/teams/{team_id}/agent-library/{key}/versions",
-            get(agents::team_versions),
+            get(team_agents::versions),
         )
         .route(
             "/api/v1/teams/{team_id}/agent-library/{key}/restore",
-            post(agents::team_restore),
+            post(team_agents::restore),
         )
         .route(
             "/api/v1/platform/skills",

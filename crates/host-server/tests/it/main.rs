@@ -14,4 +14,5 @@ mod pool;
 mod runs;
 mod skills;
 mod support;
+mod team_agents;
 mod webhooks;
