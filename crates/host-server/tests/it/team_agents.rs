@@ -3,7 +3,9 @@
 //! connection or another team's routes (404), and audited.
 
 use auto_swe_agents::ScopeRef;
-use auto_swe_store::{AuditQuery, ConnectionType, NewConnection, TeamRole};
+use auto_swe_store::{
+    AuditQuery, ConnectionType, NewApiToken, NewConnection, SecretString, TeamRole, TokenOwner,
+};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -41,6 +43,32 @@ async fn a_team_overrides_platform_agents_and_no_other_team_reaches_them() {
             name: "web tools".to_owned(),
             repo: None,
             config: json!({}),
+        })
+        .await
+        .unwrap();
+    let key = SecretString::new("sk-test-not-real".to_owned());
+    let web_credential = store
+        .create_provider_credential("anthropic", &ScopeRef::Team(web.id.clone()), "web", &key)
+        .await
+        .unwrap();
+    let org_credential = store
+        .create_provider_credential(
+            "anthropic",
+            &ScopeRef::Organization(org.id.clone()),
+            "acme",
+            &key,
+        )
+        .await
+        .unwrap();
+    let bot = store
+        .create_service_principal(&core.id, "ci", vec![], vec![])
+        .await
+        .unwrap();
+    let (_, bot_token) = store
+        .create_token(NewApiToken {
+            owner: TokenOwner::ServicePrincipal(bot.id.clone()),
+            name: "ci".to_owned(),
+            expires_at: None,
         })
         .await
         .unwrap();
@@ -95,8 +123,13 @@ async fn a_team_overrides_platform_agents_and_no_other_team_reaches_them() {
     );
 
     // Refusals that write nothing: an agent with no platform-wide row, a runtime (admins
-    // only), another team's MCP connection.
+    // only), another team's MCP connection or credential.
     for (bad, status_expected, expected) in [
+        (
+            json!({ "key": "reviewer", "modelSpec": "anthropic/x", "credentialId": web_credential.id }),
+            StatusCode::BAD_REQUEST,
+            "CREDENTIAL_INVALID",
+        ),
         (
             json!({ "key": "ghost", "modelSpec": "a/b" }),
             StatusCode::NOT_FOUND,
@@ -137,7 +170,12 @@ async fn a_team_overrides_platform_agents_and_no_other_team_reaches_them() {
             Method::POST,
             &team_lib,
             Some(&owner_token),
-            Some(&json!({ "key": "reviewer", "modelSpec": "anthropic/claude-opus-5-5", "mcpConnectionId": core_mcp.id })),
+            Some(&json!({
+                "key": "reviewer",
+                "modelSpec": "anthropic/claude-opus-5-5",
+                "mcpConnectionId": core_mcp.id,
+                "credentialId": org_credential.id
+            })),
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
@@ -148,6 +186,7 @@ async fn a_team_overrides_platform_agents_and_no_other_team_reaches_them() {
     );
     assert_eq!(agent["runtime"], "claude-code");
     assert_eq!(agent["createdBy"], owner.id.as_str());
+    assert_eq!(agent["credentialId"], org_credential.id.as_str());
     let override_path = format!("{team_lib}/reviewer");
     let (status, body) = server
         .call(
@@ -204,6 +243,19 @@ async fn a_team_overrides_platform_agents_and_no_other_team_reaches_them() {
         (Method::DELETE, override_path.clone(), None),
     ];
     for (method, path, with) in &routes {
+        let (status, body) = server
+            .call(
+                method.clone(),
+                path,
+                Some(bot_token.expose()),
+                with.as_ref(),
+            )
+            .await;
+        assert_eq!(
+            (status, code(&body)),
+            (StatusCode::UNAUTHORIZED, "SERVICE_TOKEN_NOT_ALLOWED"),
+            "{path}: {body}"
+        );
         let (status, body) = server
             .call(method.clone(), path, Some(&other_token), with.as_ref())
             .await;
