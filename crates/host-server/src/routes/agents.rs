@@ -242,6 +242,7 @@ fn saved_detail(saved: &SavedVersion) -> serde_json::Value {
     })
 }
 
+#[tracing::instrument(level = "debug", skip_all, fields(scope = %scope))]
 pub(crate) async fn create_at(
     state: &AppState,
     user: &UserIdentity,
@@ -293,6 +294,7 @@ pub(crate) async fn create_at(
     ))
 }
 
+#[tracing::instrument(level = "debug", skip_all, fields(key = %key, scope = %scope))]
 pub(crate) async fn edit_at(
     state: &AppState,
     user: &UserIdentity,
@@ -381,6 +383,7 @@ pub(crate) async fn edit_at(
     }))
 }
 
+#[tracing::instrument(level = "debug", skip_all, fields(key = %key, scope = %scope))]
 pub(crate) async fn restore_at(
     state: &AppState,
     user: &UserIdentity,
@@ -426,6 +429,7 @@ pub(crate) async fn restore_at(
     }))
 }
 
+#[tracing::instrument(level = "debug", skip_all, fields(key = %key, scope = %scope))]
 pub(crate) async fn deactivate_at(
     state: &AppState,
     user: &UserIdentity,

@@ -395,6 +395,7 @@ pub async fn list(
     responses((status = 201, body = Data<SavedSkillView>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody), (status = 409, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
+#[tracing::instrument(level = "debug", skip_all)]
 pub async fn create(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
@@ -468,6 +469,7 @@ pub async fn revisions(
     responses((status = 200, body = Data<SavedSkillView>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody), (status = 409, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
+#[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
 pub async fn edit(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
@@ -518,6 +520,7 @@ pub async fn edit(
     responses((status = 200, body = Data<SavedSkillView>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody), (status = 409, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
+#[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
 pub async fn verify(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
@@ -539,6 +542,7 @@ pub async fn verify(
     responses((status = 200, body = Data<SavedSkillView>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody), (status = 409, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
+#[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
 pub async fn restore(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
@@ -574,6 +578,7 @@ pub async fn restore(
     responses((status = 200, body = Data<SavedSkillView>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody), (status = 409, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
+#[tracing::instrument(level = "debug", skip_all, fields(id = %id))]
 pub async fn deactivate(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
