@@ -121,7 +121,7 @@ impl SavedAgent {
 }
 
 fn library(state: &AppState) -> AgentLibrary {
-    AgentLibrary::new(state.store().agent_store(), patterns())
+    AgentLibrary::new(state.store().agent_store(), patterns(state))
 }
 
 fn not_found(key: &str) -> ApiError {

@@ -18,12 +18,16 @@ use crate::auth::{AccessLevel, UserIdentity};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
-/// The patterns prompts and skill text are scanned with on save (the built-in pack, as the
-/// server's workers scan with), compiled once per process.
-pub(crate) fn patterns() -> Arc<dyn PatternsProvider> {
-    static PATTERNS: OnceLock<Arc<StaticPatterns>> = OnceLock::new();
-    let patterns = PATTERNS.get_or_init(|| Arc::new(StaticPatterns::builtin()));
-    Arc::clone(patterns) as Arc<dyn PatternsProvider>
+/// The patterns prompts and skill text are scanned with on save: the live scanner rules this
+/// process's workers scan with (the built-in pack with the host's rules), else the built-in
+/// pack alone, compiled once per process.
+pub(crate) fn patterns(state: &AppState) -> Arc<dyn PatternsProvider> {
+    static BUILTIN: OnceLock<Arc<StaticPatterns>> = OnceLock::new();
+    if let Some(live) = state.patterns() {
+        return Arc::clone(live) as Arc<dyn PatternsProvider>;
+    }
+    let builtin = BUILTIN.get_or_init(|| Arc::new(StaticPatterns::builtin()));
+    Arc::clone(builtin) as Arc<dyn PatternsProvider>
 }
 
 /// Reads a field that may be absent (`None`), `null` (`Some(None)`) or a value: what an edit

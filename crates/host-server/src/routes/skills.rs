@@ -244,7 +244,7 @@ pub struct SkillListParams {
 }
 
 fn library(state: &AppState) -> SkillLibrary {
-    SkillLibrary::new(state.store().skill_store(), patterns())
+    SkillLibrary::new(state.store().skill_store(), patterns(state))
 }
 
 fn not_found(id: &str) -> ApiError {
