@@ -58,6 +58,10 @@ pub trait AgentStore: Send + Sync {
 
     /// Every agent key with a lineage at any scope, sorted.
     async fn keys(&self) -> Result<Vec<String>, LibraryStoreError>;
+
+    /// The head of every lineage at every scope (the lineage's scope is its head's), in any
+    /// order.
+    async fn lineages(&self) -> Result<Vec<AgentLineageHead>, LibraryStoreError>;
 }
 
 /// Provider credentials, as references only: secrets never pass through this crate.
@@ -255,6 +259,18 @@ impl AgentStore for InMemoryAgentStore {
             .collect();
         keys.dedup();
         Ok(keys)
+    }
+
+    async fn lineages(&self) -> Result<Vec<AgentLineageHead>, LibraryStoreError> {
+        Ok(lock(&self.lineages)
+            .values()
+            .filter_map(|lineage| {
+                lineage.versions.last().map(|latest| AgentLineageHead {
+                    active: lineage.active,
+                    latest: latest.clone(),
+                })
+            })
+            .collect())
     }
 }
 

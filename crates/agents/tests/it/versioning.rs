@@ -337,3 +337,37 @@ fn reasoning_is_null_on_the_wire_when_a_version_has_no_opinion() {
     unknown["reasoning"] = serde_json::json!("ultra");
     assert!(serde_json::from_value::<AgentVersion>(unknown).is_err());
 }
+
+#[test]
+fn lineages_lists_each_lineage_head_with_its_activation() {
+    let (store, library) = setup();
+    block(library.create(
+        CreateAgent::new("reviewer", ScopeRef::Global, model("a/b")),
+        &admin(),
+    ))
+    .unwrap();
+    block(library.edit(
+        "reviewer",
+        &ScopeRef::Global,
+        1,
+        AgentPatch {
+            system_prompt: Some(Some("Second.".to_owned())),
+            ..AgentPatch::default()
+        },
+        &admin(),
+    ))
+    .unwrap();
+    block(library.create(
+        CreateAgent::new("reviewer", team(), model("a/c")),
+        &team_admin(),
+    ))
+    .unwrap();
+    block(library.deactivate("reviewer", &team(), &team_admin())).unwrap();
+    let mut heads: Vec<(ScopeRef, u32, bool)> = block(store.lineages())
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.latest.scope, h.latest.version, h.active))
+        .collect();
+    heads.sort();
+    assert_eq!(heads, vec![(team(), 1, false), (ScopeRef::Global, 2, true)]);
+}

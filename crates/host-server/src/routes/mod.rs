@@ -1,12 +1,17 @@
 //! The routes under `/api/v1`, `/health`, and the `OpenAPI` document generated from them.
 
+pub mod agent_bodies;
+pub mod agents;
 pub mod connections;
 pub mod events;
 pub mod human;
 pub mod launch;
+pub(crate) mod library;
 pub mod orgs;
 pub mod patterns;
 pub mod runs;
+pub mod skills;
+pub mod team_agents;
 pub mod template_versions;
 pub mod templates;
 
@@ -234,7 +239,12 @@ impl Modify for CommonErrors {
           connections::detail, connections::update, connections::list_credentials,
           connections::create_credential, connections::replace_key, template_versions::list,
           template_versions::versions, template_versions::version, template_versions::activate,
-          template_versions::diff, template_versions::validate, template_versions::step_catalog),
+          template_versions::diff, template_versions::validate, template_versions::step_catalog,
+          agents::list, agents::create, agents::detail, agents::versions, agents::edit, agents::restore,
+          agents::deactivate, team_agents::list, team_agents::create, team_agents::detail,
+          team_agents::versions, team_agents::edit, team_agents::restore, team_agents::deactivate,
+          skills::list, skills::create, skills::detail, skills::revisions, skills::edit, skills::verify,
+          skills::restore, skills::deactivate),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&BearerAuth, &CommonErrors)
 )]
@@ -299,6 +309,21 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
         )
         .route("/api/v1/human-steps/{id}/respond", post(human::respond))
         .route("/api/v1/webhooks/github", post(crate::github::webhook))
+        .merge(admin_routes())
+        .merge(library_routes())
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            timeout,
+        ))
+        .with_state(state)
+}
+
+/// Organizations, connections, credentials, scanner rules and templates.
+fn admin_routes() -> Router<AppState> {
+    Router::new()
         .route("/api/v1/orgs/{id}/human-steps", get(orgs::inbox))
         .route("/api/v1/orgs/{id}/usage", get(orgs::usage))
         .route("/api/v1/orgs/{id}/budget", put(orgs::set_budget))
@@ -354,12 +379,64 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
             "/api/v1/workflow-templates/{id}/runs",
             post(templates::start_run),
         )
-        .fallback(no_route)
-        .method_not_allowed_fallback(wrong_method)
-        .layer(DefaultBodyLimit::max(body_limit))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            timeout,
-        ))
-        .with_state(state)
+}
+
+/// The agent library and skills.
+fn library_routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/api/v1/platform/agent-library",
+            get(agents::list).post(agents::create),
+        )
+        .route(
+            "/api/v1/platform/agent-library/{key}",
+            get(agents::detail)
+                .put(agents::edit)
+                .delete(agents::deactivate),
+        )
+        .route(
+            "/api/v1/platform/agent-library/{key}/versions",
+            get(agents::versions),
+        )
+        .route(
+            "/api/v1/platform/agent-library/{key}/restore",
+            post(agents::restore),
+        )
+        .route(
+            "/api/v1/teams/{team_id}/agent-library",
+            get(team_agents::list).post(team_agents::create),
+        )
+        .route(
+            "/api/v1/teams/{team_id}/agent-library/{key}",
+            get(team_agents::detail)
+                .put(team_agents::edit)
+                .delete(team_agents::deactivate),
+        )
+        .route(
+            "/api/v1/teams/{team_id}/agent-library/{key}/versions",
+            get(team_agents::versions),
+        )
+        .route(
+            "/api/v1/teams/{team_id}/agent-library/{key}/restore",
+            post(team_agents::restore),
+        )
+        .route(
+            "/api/v1/platform/skills",
+            get(skills::list).post(skills::create),
+        )
+        .route(
+            "/api/v1/platform/skills/{id}",
+            get(skills::detail)
+                .put(skills::edit)
+                .delete(skills::deactivate),
+        )
+        .route(
+            "/api/v1/platform/skills/{id}/revisions",
+            get(skills::revisions),
+        )
+        .route("/api/v1/platform/skills/{id}/verify", post(skills::verify))
+        .route(
+            "/api/v1/platform/skills/{id}/revisions/{revision}/restore",
+            post(skills::restore),
+        )
 }

@@ -5,6 +5,7 @@
     reason = "a test fails loudly on any unexpected error and reads top to bottom"
 )]
 
+mod agents;
 mod auth;
 mod connections;
 mod human;
@@ -12,6 +13,8 @@ mod orgs;
 mod patterns;
 mod pool;
 mod runs;
+mod skills;
 mod support;
+mod team_agents;
 mod template_versions;
 mod webhooks;

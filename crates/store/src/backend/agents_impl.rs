@@ -508,6 +508,22 @@ macro_rules! impl_agent_library {
                     .await
                     .map_err(StoreError::from)?)
             }
+
+            async fn lineages(&self) -> Result<Vec<AgentLineageHead>, LibraryStoreError> {
+                let rows = sqlx::query(
+                    "SELECT * FROM agents WHERE is_current ORDER BY key, scope, scope_key",
+                )
+                .fetch_all(&self.pool)
+                .await
+                .map_err(StoreError::from)?;
+                let mut heads = Vec::with_capacity(rows.len());
+                for row in &rows {
+                    let latest = Self::library_agent_from_row(row)?;
+                    let active: bool = row.try_get("is_active").map_err(StoreError::from)?;
+                    heads.push(AgentLineageHead { active, latest });
+                }
+                Ok(heads)
+            }
         }
 
         #[async_trait::async_trait]

@@ -135,6 +135,24 @@ async fn agent_lineages_append_by_compare_and_set(db: &TestDb) {
         None
     );
     assert_eq!(store.keys().await.unwrap(), vec!["implementer", "reviewer"]);
+    // Every lineage's head, once, at whatever scope it lives.
+    let mut lineages: Vec<(String, ScopeRef, u32)> = store
+        .lineages()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.latest.key, h.latest.scope, h.latest.version))
+        .collect();
+    lineages.sort();
+    assert_eq!(
+        lineages,
+        vec![
+            ("implementer".to_owned(), t1.clone(), 1),
+            ("implementer".to_owned(), t2.clone(), 1),
+            ("implementer".to_owned(), ScopeRef::Global, 2),
+            ("reviewer".to_owned(), ScopeRef::Team("t1".to_owned()), 1),
+        ]
+    );
 }
 
 async fn agent_activation_belongs_to_the_lineage(db: &TestDb) {
@@ -165,6 +183,10 @@ async fn agent_activation_belongs_to_the_lineage(db: &TestDb) {
         .unwrap();
     let (active, versions) = store.history("fixer", &team).await.unwrap().unwrap();
     assert!(!active);
+    let lineages = store.lineages().await.unwrap();
+    assert_eq!(lineages.len(), 1, "one lineage, whatever its versions");
+    assert!(!lineages[0].active);
+    assert_eq!(lineages[0].latest.version, 2);
     assert_eq!(versions.len(), 2);
     store.set_active("fixer", &team, true).await.unwrap();
     assert!(
