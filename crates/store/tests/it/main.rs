@@ -25,4 +25,5 @@ mod runs;
 mod runtime_pins;
 mod scale;
 mod secrets;
+mod triggers;
 mod visibility;
