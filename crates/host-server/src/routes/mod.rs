@@ -5,6 +5,7 @@ pub mod human;
 pub mod launch;
 pub mod runs;
 pub mod templates;
+pub mod triggers;
 
 use std::time::Duration;
 
@@ -224,7 +225,9 @@ impl Modify for CommonErrors {
     info(title = "auto-swe", description = "Launch, follow and steer agent runs."),
     paths(health, me, issue_token, launch::create, runs::list, runs::detail, runs::traces,
           runs::cancel, runs::signal, events::stream, human::respond, templates::create, templates::add_version,
-          templates::detail, templates::start_run, crate::github::webhook),
+          templates::detail, templates::start_run, crate::github::webhook,
+          triggers::create, triggers::list, triggers::detail, triggers::update, triggers::delete,
+          triggers::rotate_secret, triggers::deliver),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&BearerAuth, &CommonErrors)
 )]
@@ -299,6 +302,21 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
             "/api/v1/workflow-templates/{id}/runs",
             post(templates::start_run),
         )
+        .route(
+            "/api/v1/workflow-templates/{id}/triggers",
+            post(triggers::create).get(triggers::list),
+        )
+        .route(
+            "/api/v1/triggers/{id}",
+            get(triggers::detail)
+                .patch(triggers::update)
+                .delete(triggers::delete),
+        )
+        .route(
+            "/api/v1/triggers/{id}/secret",
+            post(triggers::rotate_secret),
+        )
+        .route("/api/v1/triggers/{id}/deliveries", post(triggers::deliver))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(body_limit))

@@ -92,7 +92,11 @@ fn validated(spec: &Value, state: &AppState) -> ApiResult<()> {
 
 /// Whether `user` may change templates of `team_id` (leads of the team, and admins; a
 /// platform-wide template is the admins').
-async fn may_edit(state: &AppState, user: &UserIdentity, team_id: Option<&str>) -> ApiResult<()> {
+pub(crate) async fn may_edit(
+    state: &AppState,
+    user: &UserIdentity,
+    team_id: Option<&str>,
+) -> ApiResult<()> {
     if user.role >= AccessLevel::Admin {
         return Ok(());
     }
@@ -117,7 +121,7 @@ async fn may_edit(state: &AppState, user: &UserIdentity, team_id: Option<&str>) 
 }
 
 /// The template, when `caller` may use it (`404 TEMPLATE_NOT_FOUND` otherwise).
-async fn visible_template(
+pub(crate) async fn visible_template(
     state: &AppState,
     caller: &Caller,
     id: &str,

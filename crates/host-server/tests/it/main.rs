@@ -10,4 +10,5 @@ mod human;
 mod pool;
 mod runs;
 mod support;
+mod triggers;
 mod webhooks;
