@@ -38,11 +38,14 @@ pub const DELIVERY_BODY_LIMIT: usize = 64 * 1024;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewTriggerBody {
     /// Name (1 to 200 characters).
+    #[schema(min_length = 1, max_length = 200)]
     pub name: String,
     /// Runs it may start in any 24 hours (1 to 1,000; 50 when absent).
+    #[schema(minimum = 1, maximum = 1000)]
     pub daily_limit: Option<u32>,
     /// The event types (the body's `type`) it starts runs for (1 to 20); every event when
     /// absent.
+    #[schema(min_items = 1, max_items = 20)]
     pub event_types: Option<Vec<String>>,
 }
 
@@ -50,15 +53,17 @@ pub struct NewTriggerBody {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TriggerPatchBody {
-    /// New name.
+    /// New name (1 to 200 characters).
+    #[schema(min_length = 1, max_length = 200)]
     pub name: Option<String>,
     /// Pause (deliveries are acknowledged and start nothing) or resume.
     pub paused: Option<bool>,
     /// New daily number (1 to 1,000).
+    #[schema(minimum = 1, maximum = 1000)]
     pub daily_limit: Option<u32>,
-    /// New event types; `null` for every event.
+    /// New event types (1 to 20); `null` for every event.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(value_type = Option<Vec<String>>, min_items = 1, max_items = 20)]
     pub event_types: Option<Option<Vec<String>>>,
 }
 

@@ -664,6 +664,60 @@ async fn triggers_are_managed_by_the_templates_leads_only() {
     assert_eq!(store.list_triggers(&setup.template).await.unwrap().len(), 1);
     assert_eq!(store.audit_for("trigger", &trigger).await.unwrap().len(), 1);
 
+    // Runs start under the creator's launch authorization: not on another team's repository,
+    // and not once the creator has left the template's team. Neither starts a run, and a
+    // retry is taken again once the creator may launch again.
+    let foreign = store
+        .create_connection(auto_swe_store::NewConnection {
+            team_id: other_team.id.clone(),
+            kind: auto_swe_store::ConnectionType::HttpApi,
+            name: "theirs".to_owned(),
+            repo: None,
+            config: json!({ "baseUrl": "https://api.example.invalid" }),
+        })
+        .await
+        .unwrap();
+    let mut theirs = event("issue.created", 1);
+    theirs["repository"] = Value::String(foreign.id.clone());
+    let (status, _, body) = deliver(
+        server,
+        &trigger,
+        &Delivery::signed(&secret, "msg_repo", &theirs),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(code(&body), "REPOSITORY_NOT_FOUND");
+    store
+        .remove_team_member(&setup.team, &setup.lead_id)
+        .await
+        .unwrap();
+    let ours = event("issue.created", 2);
+    let (status, _, body) = deliver(
+        server,
+        &trigger,
+        &Delivery::signed(&secret, "msg_left", &ours),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(code(&body), "TRIGGER_NOT_AUTHORIZED");
+    assert_eq!(runs_started_by(store, &trigger).await, 0);
+    store
+        .set_team_role(
+            &setup.team,
+            &setup.lead_id,
+            auto_swe_store::TeamRole::Member,
+        )
+        .await
+        .unwrap();
+    let (status, _, body) = deliver(
+        server,
+        &trigger,
+        &Delivery::signed(&secret, "msg_left", &ours),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["data"]["outcome"], "started");
+
     // The lead deletes it: audited, and its deliveries are answered like any unknown trigger's.
     let (status, _) = server
         .call(
