@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use std::sync::Arc;
 
+use auto_swe_agents::PatternsProvider;
 use auto_swe_server::config::ServerConfig;
 use auto_swe_server::github::GitHub;
 use auto_swe_server::{
@@ -14,7 +15,7 @@ use auto_swe_store::{Keyring, SecretString, Store, StoreConfig};
 use auto_swe_telemetry::{
     Metrics, OtlpConfig, SdkTracerProvider, metrics_layer, otel_layer, otlp_provider,
 };
-use auto_swe_worker::Scm;
+use auto_swe_worker::{LivePatterns, PATTERN_REFRESH_INTERVAL, Scm};
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::Layer as _;
@@ -132,16 +133,24 @@ async fn serve(args: Args, metrics: Metrics) -> Result<(), String> {
         None => None,
     };
     let gauge = WorkerGauge::new(config.pool.workers);
+    // The host's scanner rules, read now and every half minute; a write through the API
+    // refreshes them at once.
+    let patterns = LivePatterns::new(store.clone());
+    if let Err(error) = patterns.refresh().await {
+        tracing::warn!(%error, "scanner rules could not be read; built-in rules only for now");
+    }
+    let refresher = patterns.spawn_refresh(PATTERN_REFRESH_INTERVAL);
     let pool = WorkerPool::start(
         &store,
         &config.pool,
         &gauge,
         github.as_ref().map(|g| Arc::clone(&g.scm) as Arc<dyn Scm>),
+        Arc::clone(&patterns) as Arc<dyn PatternsProvider>,
     )
     .await
     .map_err(|e| e.to_string())?;
     let app = router(
-        AppState::new(store, auth, gauge, github),
+        AppState::new(store, auth, gauge, github).with_patterns(patterns),
         config.body_limit_bytes,
         config.request_timeout(),
     )
@@ -171,5 +180,6 @@ async fn serve(args: Args, metrics: Metrics) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     tracing::info!("requests drained; stopping workers");
     pool.stop().await;
+    refresher.abort();
     Ok(())
 }

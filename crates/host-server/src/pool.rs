@@ -6,12 +6,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use auto_swe_agents::PatternsProvider;
 use auto_swe_models::{
     ApiKey, Cassette, ClientConfig, ModelClient, ModelSpec, PriceCatalog, ProviderClient,
     ReplayClient, Tier,
 };
 use auto_swe_sandbox::{DockerBackend, LocalBackend, SandboxSettings, WorkspaceBackend};
-use auto_swe_scanners::{CompiledPatterns, builtin_patterns};
 use auto_swe_store::Store;
 use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::{
@@ -41,19 +41,20 @@ pub struct WorkerPool {
 
 impl WorkerPool {
     /// Starts `config.workers` workers (and, when there is at least one, a reaper and local CI)
-    /// over `store`, each counted in `gauge`.
+    /// over `store`, each counted in `gauge`, scanning with `patterns`.
     pub async fn start(
         store: &Store,
         config: &PoolConfig,
         gauge: &WorkerGauge,
         scm: Option<Arc<dyn Scm>>,
+        patterns: Arc<dyn PatternsProvider>,
     ) -> Result<Self, PoolError> {
         let stop = CancellationToken::new();
         let mut tasks = JoinSet::new();
         if config.workers == 0 {
             return Ok(Self { tasks, stop });
         }
-        let services = services(store, config, scm).await?;
+        let services = services(store, config, scm, patterns).await?;
         let lease = Duration::from_secs(config.lease_seconds);
         let engine = Arc::new(EmbeddedEngine::new(store.clone(), lease));
         for index in 0..config.workers {
@@ -98,6 +99,7 @@ async fn services(
     store: &Store,
     config: &PoolConfig,
     scm: Option<Arc<dyn Scm>>,
+    patterns: Arc<dyn PatternsProvider>,
 ) -> Result<Arc<WorkerServices>, PoolError> {
     let client = model_client(&config.model)?;
     let (backend, settings) = backend(&config.sandbox, &config.state_dir).await?;
@@ -118,7 +120,7 @@ async fn services(
                 config.state_dir.join("repos"),
             ))
         }),
-        patterns: Arc::new(CompiledPatterns::compile(builtin_patterns())),
+        patterns,
         git: LocalGit::new(),
         tier: Tier::Standard,
     }))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use auto_swe_store::Store;
-use auto_swe_worker::StepRegistry;
+use auto_swe_worker::{LivePatterns, StepRegistry};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
@@ -31,6 +31,7 @@ struct Inner {
     registry: StepRegistry,
     workers: WorkerGauge,
     github: Option<crate::github::GitHub>,
+    patterns: std::sync::OnceLock<Arc<LivePatterns>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -102,8 +103,23 @@ impl AppState {
                 registry: StepRegistry::builtin(),
                 workers,
                 github,
+                patterns: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// The scanner rules this process's workers scan with, so a write through the API is
+    /// applied at once (set once; later calls keep the first).
+    #[must_use]
+    pub fn with_patterns(self, patterns: Arc<LivePatterns>) -> Self {
+        let _ = self.inner.patterns.set(patterns);
+        self
+    }
+
+    /// The live scanner rules, when this process has workers scanning with them.
+    #[must_use]
+    pub fn patterns(&self) -> Option<&Arc<LivePatterns>> {
+        self.inner.patterns.get()
     }
 
     /// GitHub, when configured.

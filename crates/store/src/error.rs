@@ -38,6 +38,15 @@ pub enum StoreError {
         /// The size that was offered.
         actual: usize,
     },
+    /// A connection edit would keep its stored token while changing where the token is sent.
+    #[error(
+        "connection {id}: the edit keeps its stored token but changes where it is sent; give a \
+         new token or clear it"
+    )]
+    TokenOriginChange {
+        /// The connection.
+        id: String,
+    },
     /// The same idempotency key was reused for a different request.
     #[error("idempotency key reused for a different request")]
     IdempotencyKeyMismatch,
@@ -176,6 +185,7 @@ impl StoreError {
             Self::Conflict { .. } => "STORE_CONFLICT",
             Self::InvalidInput { .. } => "STORE_INVALID_INPUT",
             Self::TooLarge { .. } => "STORE_VALUE_TOO_LARGE",
+            Self::TokenOriginChange { .. } => "TOKEN_ORIGIN_CHANGE",
             Self::IdempotencyKeyMismatch => "IDEMPOTENCY_KEY_MISMATCH",
             Self::LeaseLost { .. } => "LEASE_LOST",
             Self::RunEnded { .. } => "RUN_ENDED",
@@ -199,6 +209,7 @@ impl StoreError {
             | Self::NotFound { .. }
             | Self::InvalidInput { .. }
             | Self::TooLarge { .. }
+            | Self::TokenOriginChange { .. }
             | Self::IdempotencyKeyMismatch
             | Self::LeaseLost { .. }
             | Self::RunEnded { .. }

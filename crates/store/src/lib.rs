@@ -44,11 +44,12 @@ pub use error::{DatabaseError, StoreError, StoreResult};
 pub use limits::{MAX_ARTIFACT_BYTES, MAX_JSON_BYTES, MAX_LONG_TEXT_BYTES, MAX_SHORT_TEXT_BYTES};
 pub use records::admin::{
     AuditEntry, AuditLog, NewAuditEntry, OutcomeClaim, OutcomeLedger, OutcomeRecord, OutcomeState,
-    PatternCategory, ProviderCredential, ProviderCredentialStore, ScannerPattern,
-    ScannerPatternStore, SecretRotation,
+    ProviderCredential, ProviderCredentialStore, ScannerPatternStore, SecretRotation,
+    StoredPattern,
 };
 pub use records::connections::{
-    Connection, ConnectionStore, ConnectionType, NewConnection, RepoCoordinates,
+    Connection, ConnectionStore, ConnectionType, ConnectionUpdate, NewConnection, RepoCoordinates,
+    TokenChange, credential_destination,
 };
 pub use records::execution::{
     AgentTrace, Artifact, ArtifactStore, HumanStep, HumanStepKind, HumanStepStatus,

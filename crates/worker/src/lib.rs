@@ -32,6 +32,7 @@ mod journaling;
 mod launch;
 pub mod local_git;
 mod parking;
+mod patterns;
 mod reaper;
 mod scm;
 mod steps;
@@ -51,6 +52,7 @@ pub use launch::{
     IDEMPOTENCY_IN_PROGRESS_WINDOW, Launch, LaunchOptions, Launched, launch, launch_with,
 };
 pub use parking::{Parking, Working};
+pub use patterns::{LivePatterns, PATTERN_REFRESH_INTERVAL};
 pub use reaper::{ReapReport, Reaper, ReaperConfig};
 pub use scm::{
     CI_SIGNAL, CommitIdentity, LOCAL_HOST, LOCAL_ORG_SLUG, LocalRepository, LocalScm, MERGE_SIGNAL,

@@ -96,12 +96,28 @@ pub(crate) fn cli(variable: &str, default: &str) -> Option<PathBuf> {
 }
 
 impl Ws {
+    /// Runs `script` in the workspace; a script that fails fails the test with its stderr,
+    /// so a failed exec is never read as empty output.
     pub(crate) async fn sh(&self, script: &str) -> String {
-        self.backend
+        let out = self
+            .backend
             .exec(&self.handle, &ExecRequest::shell(script))
             .await
-            .unwrap()
-            .stdout_text()
+            .unwrap();
+        assert_eq!(
+            out.status,
+            0,
+            "`{script}` failed in the workspace: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout_text()
+    }
+
+    /// Whether nothing exists at `path` in the workspace.
+    pub(crate) async fn absent(&self, path: &str) -> bool {
+        self.sh(&format!("test -e '{path}' && echo present || true"))
+            .await
+            .is_empty()
     }
 
     pub(crate) async fn write(&self, path: &str, contents: &str) {

@@ -3,6 +3,8 @@
 pub mod events;
 pub mod human;
 pub mod launch;
+pub mod orgs;
+pub mod patterns;
 pub mod runs;
 pub mod templates;
 pub mod triggers;
@@ -13,7 +15,7 @@ use axum::Json;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use serde::Serialize;
 use tower_http::timeout::TimeoutLayer;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -226,6 +228,8 @@ impl Modify for CommonErrors {
     paths(health, me, issue_token, launch::create, runs::list, runs::detail, runs::traces,
           runs::cancel, runs::signal, events::stream, human::respond, templates::create, templates::add_version,
           templates::detail, templates::start_run, crate::github::webhook,
+          patterns::list, patterns::put, patterns::delete, patterns::try_pattern,
+          orgs::inbox, orgs::usage, orgs::set_budget,
           triggers::create, triggers::list, triggers::detail, triggers::update, triggers::delete,
           triggers::rotate_secret, triggers::deliver),
     components(schemas(ErrorBody, ErrorDetail)),
@@ -292,6 +296,15 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
         )
         .route("/api/v1/human-steps/{id}/respond", post(human::respond))
         .route("/api/v1/webhooks/github", post(crate::github::webhook))
+        .route("/api/v1/orgs/{id}/human-steps", get(orgs::inbox))
+        .route("/api/v1/orgs/{id}/usage", get(orgs::usage))
+        .route("/api/v1/orgs/{id}/budget", put(orgs::set_budget))
+        .route("/api/v1/scanner-patterns", get(patterns::list))
+        .route("/api/v1/scanner-patterns/test", post(patterns::try_pattern))
+        .route(
+            "/api/v1/scanner-patterns/{id}",
+            put(patterns::put).delete(patterns::delete),
+        )
         .route("/api/v1/workflow-templates", post(templates::create))
         .route("/api/v1/workflow-templates/{id}", get(templates::detail))
         .route(

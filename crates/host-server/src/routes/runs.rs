@@ -165,6 +165,8 @@ pub struct StepView {
 pub struct HumanStepView {
     /// Id (answer it at `/api/v1/human-steps/{id}/respond`).
     pub id: String,
+    /// The run that asks.
+    pub run_id: String,
     /// The node that asks.
     pub node_id: String,
     /// `approval`, `decision`, …
@@ -176,17 +178,24 @@ pub struct HumanStepView {
     pub prompt: Value,
     /// Who answered.
     pub answered_by: Option<String>,
+    /// When it was asked (milliseconds since the epoch).
+    pub created_at: i64,
+    /// When it stops waiting, if ever.
+    pub expires_at: Option<i64>,
 }
 
 impl From<&auto_swe_store::HumanStep> for HumanStepView {
     fn from(step: &auto_swe_store::HumanStep) -> Self {
         Self {
             id: step.id.clone(),
+            run_id: step.run_id.clone(),
             node_id: step.node_id.clone(),
             kind: step.kind.as_str().to_owned(),
             status: step.status.as_str().to_owned(),
             prompt: step.prompt.clone(),
             answered_by: step.answered_by.clone(),
+            created_at: step.created_at.as_millis(),
+            expires_at: step.expires_at.map(auto_swe_store::Timestamp::as_millis),
         }
     }
 }

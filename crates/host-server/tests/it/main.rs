@@ -7,6 +7,8 @@
 
 mod auth;
 mod human;
+mod orgs;
+mod patterns;
 mod pool;
 mod runs;
 mod support;

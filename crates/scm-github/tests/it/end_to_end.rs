@@ -7,10 +7,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use auto_swe_agents::StaticPatterns;
 use auto_swe_interpreter::TerminalStatus;
 use auto_swe_models::{Cassette, PriceCatalog, ReplayClient, Tier};
 use auto_swe_sandbox::{LocalBackend, LocalConfig, LocalRoot, ResourceLimits, WorkspaceBackend};
-use auto_swe_scanners::{CompiledPatterns, builtin_patterns};
 use auto_swe_scm_github::{GitHubWebhooks, WebhookOutcome, WebhookSecrets, sign};
 use auto_swe_store::{RunStatus, SecretString};
 use auto_swe_worker::demo::{DEMO_CASSETTE, demo_ticket, write_demo_repository};
@@ -143,7 +143,7 @@ async fn ticket_to_merge_on_github_opens_one_pull_request_and_ends_on_the_merge(
         ))),
         prices: PriceCatalog::builtin(),
         scm: Arc::clone(&scm) as Arc<dyn auto_swe_worker::Scm>,
-        patterns: Arc::new(CompiledPatterns::compile(builtin_patterns())),
+        patterns: Arc::new(StaticPatterns::builtin()),
         git: h.git.clone(),
         tier: Tier::Standard,
     });

@@ -549,6 +549,105 @@ macro_rules! impl_identity_stores {
                 Self::connection_from_row(&row)
             }
 
+            async fn list_connections(&self, team_id: Option<&str>) -> StoreResult<Vec<Connection>> {
+                let rows = sqlx::query(
+                    "SELECT * FROM connections WHERE ($1 IS NULL OR team_id = $1) \
+                     ORDER BY created_at, id",
+                )
+                .bind(team_id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter().map(Self::connection_from_row).collect()
+            }
+
+            async fn update_connection(
+                &self,
+                id: &str,
+                update: &ConnectionUpdate,
+            ) -> StoreResult<Connection> {
+                let row = sqlx::query("SELECT * FROM connections WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .ok_or_else(|| StoreError::not_found("connection", id))?;
+                let current = Self::connection_from_row(&row)?;
+                let read_config: String = row.try_get("config")?;
+                let name = update.name.as_deref().unwrap_or(&current.name);
+                limits::short_text("connection name", name)?;
+                let config = update.config.as_ref().unwrap_or(&current.config);
+                let config_text = limits::json_text("config", config)?;
+                if update.token == TokenChange::Keep
+                    && current.has_token
+                    && credential_destination(current.kind, &current.config)
+                        != credential_destination(current.kind, config)
+                {
+                    return Err(StoreError::TokenOriginChange { id: id.to_owned() });
+                }
+                // One compare-and-set on the config and token presence that were read, so an edit
+                // racing another cannot slip a token past the origin check.
+                let guard = "WHERE id = $3 AND config = $4 AND (token_envelope IS NULL) = $5";
+                let done = match &update.token {
+                    TokenChange::Keep => {
+                        sqlx::query(&format!(
+                            "UPDATE connections SET name = $1, config = $2 {guard}"
+                        ))
+                        .bind(name)
+                        .bind(&config_text)
+                        .bind(id)
+                        .bind(&read_config)
+                        .bind(!current.has_token)
+                        .execute(&self.pool)
+                        .await
+                    }
+                    TokenChange::Clear => {
+                        sqlx::query(&format!(
+                            "UPDATE connections SET name = $1, config = $2, \
+                             token_envelope = NULL {guard}"
+                        ))
+                        .bind(name)
+                        .bind(&config_text)
+                        .bind(id)
+                        .bind(&read_config)
+                        .bind(!current.has_token)
+                        .execute(&self.pool)
+                        .await
+                    }
+                    TokenChange::Set(token) => {
+                        limits::short_text("token", token.expose()).map_err(|_| {
+                            StoreError::invalid("token", "must be 1-512 bytes without NUL")
+                        })?;
+                        let sealed = self.keyring.seal_string(
+                            SecretOwner {
+                                table: "connections",
+                                column: "token_envelope",
+                                row_id: id,
+                            },
+                            token,
+                        )?;
+                        sqlx::query(&format!(
+                            "UPDATE connections SET name = $1, config = $2, \
+                             token_envelope = $6 {guard}"
+                        ))
+                        .bind(name)
+                        .bind(&config_text)
+                        .bind(id)
+                        .bind(&read_config)
+                        .bind(!current.has_token)
+                        .bind(&sealed)
+                        .execute(&self.pool)
+                        .await
+                    }
+                }
+                .map_err(|e| map_write("connection", name, e))?;
+                if done.rows_affected() == 0 {
+                    return Err(StoreError::Conflict {
+                        entity: "connection",
+                        detail: format!("connection {id} changed while it was being edited"),
+                    });
+                }
+                self.get_connection(id).await
+            }
+
             async fn find_repo_connection(
                 &self,
                 host: &str,

@@ -1,4 +1,4 @@
-//! Provider credentials, scanner patterns, the outcome ledger, the audit log and key rotation,
+//! Provider credentials, host scanner rules, the outcome ledger, the audit log and key rotation,
 //! written once for both backends (the agent library's own seams are in `agents_impl`).
 
 macro_rules! impl_library_stores {
@@ -12,6 +12,26 @@ macro_rules! impl_library_stores {
                     scope: parse_scope_ref("provider_credentials", &scope, row.try_get("scope_id")?)?,
                     label: row.try_get("label")?,
                     created_at: Timestamp::from_millis(row.try_get("created_at")?),
+                })
+            }
+
+            fn pattern_from_row(row: &$row) -> StoreResult<StoredPattern> {
+                let named = |column: &str| -> StoreResult<serde_json::Value> {
+                    Ok(serde_json::Value::String(row.try_get(column)?))
+                };
+                let corrupt = |e: serde_json::Error| StoreError::corrupt("scanner_rules", e.to_string());
+                Ok(StoredPattern {
+                    pattern: Pattern {
+                        id: row.try_get("id")?,
+                        pattern_type: serde_json::from_value(named("pattern_type")?).map_err(corrupt)?,
+                        severity: serde_json::from_value(named("severity")?).map_err(corrupt)?,
+                        pattern: row.try_get("pattern")?,
+                        flags: row.try_get("flags")?,
+                        description: row.try_get("description")?,
+                        enabled: row.try_get("enabled")?,
+                    },
+                    updated_by: row.try_get("updated_by")?,
+                    updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
                 })
             }
 
@@ -104,6 +124,42 @@ macro_rules! impl_library_stores {
                 Self::credential_from_row(&row)
             }
 
+            async fn list_provider_credentials(&self) -> StoreResult<Vec<ProviderCredential>> {
+                let rows = sqlx::query("SELECT * FROM provider_credentials ORDER BY created_at, id")
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map(Self::credential_from_row).collect()
+            }
+
+            async fn replace_provider_key(
+                &self,
+                id: &str,
+                api_key: &SecretString,
+            ) -> StoreResult<()> {
+                if api_key.expose().is_empty() || api_key.expose().len() > 8 * 1024 {
+                    return Err(StoreError::invalid("api key", "must be 1-8192 bytes"));
+                }
+                let sealed = self.keyring.seal_string(
+                    SecretOwner {
+                        table: "provider_credentials",
+                        column: "key_envelope",
+                        row_id: id,
+                    },
+                    api_key,
+                )?;
+                let done = sqlx::query(
+                    "UPDATE provider_credentials SET key_envelope = $1 WHERE id = $2",
+                )
+                .bind(&sealed)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+                if done.rows_affected() == 0 {
+                    return Err(StoreError::not_found("provider credential", id));
+                }
+                Ok(())
+            }
+
             async fn get_provider_credential(&self, id: &str) -> StoreResult<ProviderCredential> {
                 let row = sqlx::query("SELECT * FROM provider_credentials WHERE id = $1")
                     .bind(id)
@@ -169,52 +225,59 @@ macro_rules! impl_library_stores {
 
         #[async_trait::async_trait]
         impl ScannerPatternStore for $store {
-            async fn upsert_pattern(&self, pattern: &ScannerPattern) -> StoreResult<()> {
-                limits::short_text("pattern key", &pattern.key)?;
-                limits::short_text("severity", &pattern.severity)?;
+            async fn put_pattern(
+                &self,
+                pattern: &Pattern,
+                actor: Option<&str>,
+            ) -> StoreResult<StoredPattern> {
+                limits::short_text("pattern id", &pattern.id)?;
+                limits::long_text("flags", &pattern.flags)?;
+                if pattern.flags.len() > 16 {
+                    return Err(StoreError::invalid("flags", "must be at most 16 letters"));
+                }
+                limits::long_text("description", &pattern.description)?;
                 if pattern.pattern.is_empty() || pattern.pattern.len() > 4096 {
                     return Err(StoreError::invalid("pattern", "must be 1-4096 bytes"));
                 }
                 limits::long_text("pattern", &pattern.pattern)?;
-                sqlx::query(
-                    "INSERT INTO scanner_patterns (key, category, pattern, severity, is_active) \
-                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO UPDATE SET \
-                     category = excluded.category, pattern = excluded.pattern, \
-                     severity = excluded.severity, is_active = excluded.is_active",
+                let row = sqlx::query(
+                    "INSERT INTO scanner_rules (id, pattern_type, severity, pattern, flags, \
+                     description, enabled, updated_by, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO UPDATE SET \
+                     pattern_type = excluded.pattern_type, severity = excluded.severity, \
+                     pattern = excluded.pattern, flags = excluded.flags, \
+                     description = excluded.description, enabled = excluded.enabled, \
+                     updated_by = excluded.updated_by, updated_at = excluded.updated_at \
+                     RETURNING *",
                 )
-                .bind(&pattern.key)
-                .bind(pattern.category.as_str())
+                .bind(&pattern.id)
+                .bind(pattern.pattern_type.as_str())
+                .bind(pattern.severity.as_str())
                 .bind(&pattern.pattern)
-                .bind(&pattern.severity)
-                .bind(pattern.is_active)
-                .execute(&self.pool)
+                .bind(&pattern.flags)
+                .bind(&pattern.description)
+                .bind(pattern.enabled)
+                .bind(actor)
+                .bind(Timestamp::now(&*self.clock).as_millis())
+                .fetch_one(&self.pool)
                 .await
-                .map_err(|e| map_write("scanner pattern", &pattern.key, e))?;
-                Ok(())
+                .map_err(|e| map_write("scanner rule", &pattern.id, e))?;
+                Self::pattern_from_row(&row)
             }
 
-            async fn active_patterns(
-                &self,
-                category: PatternCategory,
-            ) -> StoreResult<Vec<ScannerPattern>> {
-                let rows = sqlx::query(
-                    "SELECT * FROM scanner_patterns WHERE category = $1 AND is_active ORDER BY key",
-                )
-                .bind(category.as_str())
-                .fetch_all(&self.pool)
-                .await?;
-                rows.iter()
-                    .map(|row| {
-                        let category: String = row.try_get("category")?;
-                        Ok(ScannerPattern {
-                            key: row.try_get("key")?,
-                            category: parse_stored("scanner_patterns", &category)?,
-                            pattern: row.try_get("pattern")?,
-                            severity: row.try_get("severity")?,
-                            is_active: row.try_get("is_active")?,
-                        })
-                    })
-                    .collect()
+            async fn list_patterns(&self) -> StoreResult<Vec<StoredPattern>> {
+                let rows = sqlx::query("SELECT * FROM scanner_rules ORDER BY id")
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map(Self::pattern_from_row).collect()
+            }
+
+            async fn delete_pattern(&self, id: &str) -> StoreResult<bool> {
+                let done = sqlx::query("DELETE FROM scanner_rules WHERE id = $1")
+                    .bind(id)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(done.rows_affected() > 0)
             }
         }
 

@@ -44,11 +44,12 @@ pub(crate) mod prelude {
     pub(crate) use crate::limits;
     pub(crate) use crate::records::admin::{
         AuditEntry, AuditLog, NewAuditEntry, OutcomeClaim, OutcomeLedger, OutcomeRecord,
-        OutcomeState, PatternCategory, ProviderCredential, ProviderCredentialStore, ScannerPattern,
-        ScannerPatternStore, SecretRotation,
+        OutcomeState, ProviderCredential, ProviderCredentialStore, ScannerPatternStore,
+        SecretRotation, StoredPattern,
     };
     pub(crate) use crate::records::connections::{
-        Connection, ConnectionStore, ConnectionType, NewConnection, RepoCoordinates,
+        Connection, ConnectionStore, ConnectionType, ConnectionUpdate, NewConnection,
+        RepoCoordinates, TokenChange, credential_destination,
     };
     pub(crate) use crate::records::execution::{
         AgentTrace, Artifact, ArtifactStore, HumanStep, InteractionStore, NewAgentTrace,
@@ -96,5 +97,5 @@ pub(crate) mod prelude {
         AgentLineageHead, AgentVersion, CredentialRef, LibraryStoreError, ModelName,
         ReasoningLevel, Runtime, ScopeRef, Skill, SkillRevision,
     };
-    pub(crate) use auto_swe_scanners::Clock;
+    pub(crate) use auto_swe_scanners::{Clock, Pattern};
 }

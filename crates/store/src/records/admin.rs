@@ -1,4 +1,4 @@
-//! Provider credentials, scanner patterns, the outcome ledger, the audit log and key rotation.
+//! Provider credentials, host scanner rules, the outcome ledger, the audit log and key rotation.
 
 use async_trait::async_trait;
 
@@ -7,6 +7,7 @@ use crate::enums::string_enum;
 use crate::error::StoreResult;
 use crate::secret::SecretString;
 use auto_swe_agents::ScopeRef;
+use auto_swe_scanners::Pattern;
 
 /// A model-provider API key (sealed at rest).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +43,10 @@ pub trait ProviderCredentialStore: Send + Sync {
     async fn get_provider_credential(&self, id: &str) -> StoreResult<ProviderCredential>;
     /// Opens a credential's key.
     async fn open_provider_credential(&self, id: &str) -> StoreResult<SecretString>;
+    /// Every credential's metadata, oldest first.
+    async fn list_provider_credentials(&self) -> StoreResult<Vec<ProviderCredential>>;
+    /// Replaces a credential's key (the row, its id and its pins stay).
+    async fn replace_provider_key(&self, id: &str, api_key: &SecretString) -> StoreResult<()>;
 }
 
 /// Re-sealing every envelope under the keyring's current key.
@@ -51,46 +56,36 @@ pub trait SecretRotation: Send + Sync {
     async fn rotate_secrets(&self) -> StoreResult<u64>;
 }
 
-string_enum! {
-    /// What a scanner pattern screens.
-    PatternCategory, "pattern category" {
-        /// Prompt injection.
-        Injection => "INJECTION",
-        /// Data exfiltration.
-        Exfiltration => "EXFILTRATION",
-        /// Dangerous shell commands.
-        ShellCommand => "SHELL_COMMAND",
-        /// Insecure code.
-        CodeSecurity => "CODE_SECURITY",
-        /// Sensitive file paths.
-        SensitiveFile => "SENSITIVE_FILE",
-        /// Credential shapes.
-        Credential => "CREDENTIAL",
-    }
-}
-
-/// A scanner pattern row.
+/// A host scanner rule as stored: the scanners' own [`Pattern`], with who wrote it and when.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScannerPattern {
-    /// Unique key.
-    pub key: String,
-    /// Category.
-    pub category: PatternCategory,
-    /// Regular expression source.
-    pub pattern: String,
-    /// Severity label.
-    pub severity: String,
-    /// Active flag.
-    pub is_active: bool,
+#[non_exhaustive]
+pub struct StoredPattern {
+    /// The rule. One whose id is a built-in rule's replaces that rule when enabled and switches
+    /// it off when disabled.
+    pub pattern: Pattern,
+    /// Who last wrote it.
+    pub updated_by: Option<String>,
+    /// When it was last written.
+    pub updated_at: Timestamp,
 }
 
-/// Database-backed scanner patterns.
+/// A host's own scanner rules.
+///
+/// Implementors guarantee: one row per rule id; [`ScannerPatternStore::list_patterns`] returns
+/// every row, enabled or not, by id; the store keeps the rule as given (validating it is the
+/// writer's job: [`Pattern::compile`]).
 #[async_trait]
 pub trait ScannerPatternStore: Send + Sync {
-    /// Inserts or replaces a pattern by key.
-    async fn upsert_pattern(&self, pattern: &ScannerPattern) -> StoreResult<()>;
-    /// Active patterns of a category, by key.
-    async fn active_patterns(&self, category: PatternCategory) -> StoreResult<Vec<ScannerPattern>>;
+    /// Inserts or replaces a rule by id.
+    async fn put_pattern(
+        &self,
+        pattern: &Pattern,
+        actor: Option<&str>,
+    ) -> StoreResult<StoredPattern>;
+    /// Every host rule, by id.
+    async fn list_patterns(&self) -> StoreResult<Vec<StoredPattern>>;
+    /// Deletes a rule; whether there was one.
+    async fn delete_pattern(&self, id: &str) -> StoreResult<bool>;
 }
 
 string_enum! {

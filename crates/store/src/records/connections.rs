@@ -81,6 +81,75 @@ pub struct Connection {
     pub created_at: Timestamp,
 }
 
+/// What to do with a connection's stored token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TokenChange {
+    /// Keep it (refused when the edit moves where it is sent: `TOKEN_ORIGIN_CHANGE`).
+    Keep,
+    /// Replace it.
+    Set(SecretString),
+    /// Remove it.
+    Clear,
+}
+
+/// An edit of a connection. Its type, team and repository never change.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ConnectionUpdate {
+    /// A new name.
+    pub name: Option<String>,
+    /// New settings (replacing the old ones whole).
+    pub config: Option<serde_json::Value>,
+    /// The token.
+    pub token: TokenChange,
+}
+
+impl ConnectionUpdate {
+    /// An edit that changes nothing yet and keeps the token.
+    #[must_use]
+    pub fn keep_token() -> Self {
+        Self {
+            name: None,
+            config: None,
+            token: TokenChange::Keep,
+        }
+    }
+}
+
+/// Where a connection of `kind` with `config` sends its stored token: the origin of the URL its
+/// type reads (`url` for MCP servers, `baseUrl` for HTTP APIs, trackers and Confluence, with the
+/// tracker's `provider`), the Zendesk `subdomain`, or the type itself for services whose host is
+/// fixed (and a repository's host, which an edit cannot change). An edit that changes this while
+/// keeping the token is refused, so whoever may edit a connection cannot redirect its secret.
+#[must_use]
+pub fn credential_destination(kind: ConnectionType, config: &serde_json::Value) -> String {
+    let text = |key: &str| config.get(key).and_then(serde_json::Value::as_str);
+    let origin = |key: &str| match text(key).map(url::Url::parse) {
+        Some(Ok(url)) => url.origin().ascii_serialization(),
+        Some(Err(_)) => format!("unparsed:{}", text(key).unwrap_or_default()),
+        None => String::new(),
+    };
+    match kind {
+        ConnectionType::Mcp => format!("mcp {}", origin("url")),
+        ConnectionType::HttpApi => format!("http_api {}", origin("baseUrl")),
+        ConnectionType::Confluence => format!("confluence {}", origin("baseUrl")),
+        ConnectionType::IssueTracker => format!(
+            "issue_tracker {} {}",
+            text("provider").unwrap_or_default().to_ascii_lowercase(),
+            origin("baseUrl")
+        ),
+        ConnectionType::Zendesk => format!(
+            "zendesk {}",
+            text("subdomain").unwrap_or_default().to_ascii_lowercase()
+        ),
+        ConnectionType::GitRepo
+        | ConnectionType::Notion
+        | ConnectionType::Hubspot
+        | ConnectionType::SlackWorkspace => kind.as_str().to_owned(),
+    }
+}
+
 /// Connections.
 ///
 /// Implementors guarantee: one `git_repo` connection per (host, owner, name) (a partial unique
@@ -91,6 +160,16 @@ pub trait ConnectionStore: Send + Sync {
     async fn create_connection(&self, connection: NewConnection) -> StoreResult<Connection>;
     /// Reads a connection.
     async fn get_connection(&self, id: &str) -> StoreResult<Connection>;
+    /// A team's connections (every team's with `None`), oldest first.
+    async fn list_connections(&self, team_id: Option<&str>) -> StoreResult<Vec<Connection>>;
+    /// Edits a connection in one compare-and-set on what was read: `TOKEN_ORIGIN_CHANGE` when it
+    /// would keep a stored token while changing its [`credential_destination`], `STORE_CONFLICT`
+    /// when the row changed meanwhile; nothing is written on either.
+    async fn update_connection(
+        &self,
+        id: &str,
+        update: &ConnectionUpdate,
+    ) -> StoreResult<Connection>;
     /// The `git_repo` connection of `owner/name` on `host`, if one covers it (host as stored,
     /// lower-case; owner and name compared without regard to case, as hosts treat them).
     async fn find_repo_connection(

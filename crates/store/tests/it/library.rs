@@ -9,34 +9,50 @@ use crate::support::TestDb;
 conformance!(patterns_ledger_and_audit);
 
 async fn patterns_ledger_and_audit(db: &TestDb) {
-    let mut pattern = ScannerPattern {
-        key: "ignore-previous".to_owned(),
-        category: PatternCategory::Injection,
-        pattern: "(?i)ignore (all )?previous instructions".to_owned(),
-        severity: "HIGH".to_owned(),
-        is_active: true,
+    let mut pattern = auto_swe_scanners::Pattern {
+        id: "host.ignore-previous".to_owned(),
+        pattern_type: auto_swe_scanners::PatternType::Injection,
+        severity: auto_swe_scanners::Severity::Critical,
+        pattern: "ignore (all )?previous instructions".to_owned(),
+        flags: "i".to_owned(),
+        description: "an override".to_owned(),
+        enabled: true,
     };
-    db.store.upsert_pattern(&pattern).await.unwrap();
+    let stored = db
+        .store
+        .put_pattern(&pattern, Some("admin-1"))
+        .await
+        .unwrap();
+    assert_eq!(stored.pattern, pattern);
+    assert_eq!(stored.updated_by.as_deref(), Some("admin-1"));
+    pattern.enabled = false;
+    pattern.severity = auto_swe_scanners::Severity::Warning;
+    db.store.put_pattern(&pattern, None).await.unwrap();
+    let listed = db.store.list_patterns().await.unwrap();
+    assert_eq!(listed.len(), 1, "a write by id replaces the row");
+    assert_eq!(listed[0].pattern, pattern);
+    assert_eq!(listed[0].updated_by, None);
+    let empty = auto_swe_scanners::Pattern {
+        id: "host.empty".to_owned(),
+        pattern: String::new(),
+        ..pattern.clone()
+    };
     assert_eq!(
-        db.store
-            .active_patterns(PatternCategory::Injection)
-            .await
-            .unwrap(),
-        vec![pattern.clone()]
-    );
-    pattern.is_active = false;
-    db.store.upsert_pattern(&pattern).await.unwrap();
-    assert!(
-        db.store
-            .active_patterns(PatternCategory::Injection)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert_eq!(
-        "MALWARE".parse::<PatternCategory>().unwrap_err().code(),
+        db.store.put_pattern(&empty, None).await.unwrap_err().code(),
         "STORE_INVALID_INPUT"
     );
+    let nul = auto_swe_scanners::Pattern {
+        id: "host.nul".to_owned(),
+        pattern: "a\0b".to_owned(),
+        ..pattern.clone()
+    };
+    assert_eq!(
+        db.store.put_pattern(&nul, None).await.unwrap_err().code(),
+        "STORE_INVALID_INPUT"
+    );
+    assert!(db.store.delete_pattern(&pattern.id).await.unwrap());
+    assert!(!db.store.delete_pattern(&pattern.id).await.unwrap());
+    assert!(db.store.list_patterns().await.unwrap().is_empty());
 
     let (_, claim) = db.leased_run(NewRun::new(json!({})), "w").await;
     let token = claim.token();

@@ -59,7 +59,7 @@ pub(crate) fn native_loop(
     let client = context.services.models.client(agent_key)?;
     let tools = ToolSet::new(ToolSetConfig {
         workspace: checkout.tools(),
-        patterns: Arc::clone(&context.services.patterns),
+        patterns: context.services.patterns.patterns(),
         workspace_tools: auto_swe_agents::WORKSPACE_TOOL_IDS
             .iter()
             .map(|t| (*t).to_owned())
@@ -80,7 +80,7 @@ pub(crate) fn native_loop(
         Arc::clone(&context.meter),
         Arc::new(tools),
         Arc::clone(&context.tracer),
-        Arc::clone(&context.services.patterns),
+        context.services.patterns.patterns(),
         LoopConfig::new(system).with_max_steps(StepBudget::new(40)),
     ))
 }

@@ -363,7 +363,7 @@ impl StepExecutor for Implement {
 /// The post-diff security gate: a critical finding in the committed diff stops the step for
 /// good (`SECURITY_GATE_FAILURE`); scanners that cannot judge are `SECURITY_GATE_UNAVAILABLE`.
 pub(crate) fn security_gate(context: &StepContext<'_>, diff: &str) -> Result<(), DispatchError> {
-    let patterns = &context.services.patterns;
+    let patterns = &context.services.patterns.patterns();
     let result = scan_code_diff(patterns, diff);
     if result.incomplete {
         return Err(DispatchError::non_retryable(

@@ -256,7 +256,7 @@ impl StepExecutor for McpNodeStep {
             McpContext {
                 policy,
                 builtins: BTreeSet::new(),
-                patterns: Arc::clone(&context.services.patterns),
+                patterns: context.services.patterns.patterns(),
                 tracer: Arc::clone(&context.tracer),
                 audit: Arc::new(TracingAudit),
             },

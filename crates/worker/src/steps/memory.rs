@@ -118,7 +118,7 @@ impl StepExecutor for CommitToMemory {
         let Some(lesson) = lesson.filter(|l| !l.is_empty()) else {
             return Ok(json!({ "lessonId": null, "reason": "nothing to learn" }));
         };
-        let scan = scan_memory(&services.patterns, &lesson, MemoryAccess::Write);
+        let scan = scan_memory(&services.patterns.patterns(), &lesson, MemoryAccess::Write);
         if scan.verdict == Verdict::Block {
             context.tracer.record(TraceEntry::event(
                 "memory.lesson_refused",

@@ -25,12 +25,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use auto_swe_agents::PatternsProvider;
 use auto_swe_interpreter::{
     DispatchError, Dispatcher, HumanStepNotice, SignalWait, SignalWake, StepDispatch, StepRecord,
 };
 use auto_swe_models::{Meter, MeterConfig, PriceCatalog, Tier, TokenCaps};
 use auto_swe_runtime::{NodeAttribution, TraceRecord, TraceSink, TraceSinkError, Tracer};
-use auto_swe_scanners::{CompiledPatterns, Redactor};
+use auto_swe_scanners::Redactor;
 use auto_swe_spec::{StepCatalog, StepDescriptor};
 use auto_swe_store::{
     HumanStepKind, LeaseToken, NewAgentTrace, NewHumanStep, Spend, StepStatus, Store, StoreError,
@@ -68,8 +69,8 @@ pub struct WorkerServices {
     pub prices: PriceCatalog,
     /// The SCM pull requests go to.
     pub scm: Arc<dyn Scm>,
-    /// Scanner patterns.
-    pub patterns: Arc<CompiledPatterns>,
+    /// The scanner rules; each step scans with the set current when it starts.
+    pub patterns: Arc<dyn PatternsProvider>,
     /// Host-side git.
     pub git: LocalGit,
     /// The budget tier of runs that name none.

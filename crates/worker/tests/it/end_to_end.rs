@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use auto_swe_agents::StaticPatterns;
 use auto_swe_interpreter::TerminalStatus;
 use auto_swe_models::testing::MockServer;
 use auto_swe_models::{
@@ -12,7 +13,7 @@ use auto_swe_models::{
     ProviderClient, ReplayClient, Tier,
 };
 use auto_swe_sandbox::{LocalBackend, LocalConfig, LocalRoot, ResourceLimits, WorkspaceBackend};
-use auto_swe_scanners::{CompiledPatterns, UrlPolicy, builtin_patterns};
+use auto_swe_scanners::UrlPolicy;
 use auto_swe_store::{CiStatus, PullRequestQuery, PullRequestState, RunStatus, Store};
 use auto_swe_worker::demo::{DEMO_CASSETTE, demo_ticket, write_demo_repository};
 use auto_swe_worker::local_git::LocalGit;
@@ -107,7 +108,7 @@ pub(crate) fn services_with(
         models: Arc::new(SingleModel::new(client)),
         prices: PriceCatalog::builtin(),
         scm: Arc::new(LocalScm::new(store, git.clone(), repos.to_path_buf())),
-        patterns: Arc::new(CompiledPatterns::compile(builtin_patterns())),
+        patterns: Arc::new(StaticPatterns::builtin()),
         git,
         tier: Tier::Standard,
     })

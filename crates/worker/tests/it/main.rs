@@ -10,6 +10,7 @@ mod budget_ask;
 mod cancel;
 mod end_to_end;
 mod node_executors;
+mod patterns;
 mod reaper;
 mod resume;
 mod scm;

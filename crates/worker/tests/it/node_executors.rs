@@ -7,10 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use auto_swe_agents::StaticPatterns;
 use auto_swe_interpreter::TerminalStatus;
 use auto_swe_models::{Cassette, PriceCatalog, ReplayClient, Tier};
 use auto_swe_sandbox::{LocalRoot, ResourceLimits, WorkspaceBackend};
-use auto_swe_scanners::{CompiledPatterns, UrlPolicy, builtin_patterns};
+use auto_swe_scanners::UrlPolicy;
 use auto_swe_store::{
     ConnectionType, HumanStepStatus, NewConnection, NewRun, NewTemplate, NewTemplateVersion,
     RunPins, SecretString, Store,
@@ -51,7 +52,7 @@ fn services(
         ))),
         prices: PriceCatalog::builtin(),
         scm: Arc::new(LocalScm::new(store, git.clone(), repos.to_path_buf())),
-        patterns: Arc::new(CompiledPatterns::compile(builtin_patterns())),
+        patterns: Arc::new(StaticPatterns::builtin()),
         git,
         tier: Tier::Standard,
     })

@@ -17,12 +17,12 @@ use auto_swe_models::{
     Cassette, ModelClient, ModelError, PriceCatalog, ProviderClient, ReplayClient, Tier,
 };
 use auto_swe_sandbox::{DockerBackend, LocalBackend, SandboxSettings, WorkspaceBackend};
-use auto_swe_scanners::{CompiledPatterns, builtin_patterns};
 use auto_swe_store::{Keyring, Store, StoreConfig};
 use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::{
-    DriveEnd, DurableEngine, EmbeddedEngine, LocalCi, LocalScm, Reaper, ReaperConfig, SingleModel,
-    StepEffects, Worker, WorkerConfig, WorkerServices, WorkspaceTemplate,
+    DriveEnd, DurableEngine, EmbeddedEngine, LivePatterns, LocalCi, LocalScm,
+    PATTERN_REFRESH_INTERVAL, Reaper, ReaperConfig, SingleModel, StepEffects, Worker, WorkerConfig,
+    WorkerServices, WorkspaceTemplate,
 };
 
 use crate::commands::models::{ClientRequest, client_config};
@@ -238,6 +238,15 @@ impl LocalHost {
         let client = model_client(model)?;
         let (backend, settings) = backend(sandbox, home).await?;
         let local_scm = scm(home, &store);
+        // The store's own scanner rules (an admin's, through the server) join the built-in
+        // ones, read again every half minute while this process runs.
+        let patterns = LivePatterns::new(store.clone());
+        if let Err(error) = patterns.refresh().await {
+            eprintln!(
+                "warning: scanner rules could not be read ({error}); built-in rules only for now"
+            );
+        }
+        drop(patterns.spawn_refresh(PATTERN_REFRESH_INTERVAL));
         let services = Arc::new(WorkerServices {
             store: store.clone(),
             workspaces: WorkspaceTemplate::new(
@@ -249,7 +258,7 @@ impl LocalHost {
             models: Arc::new(SingleModel::new(client)),
             prices: PriceCatalog::builtin(),
             scm: Arc::new(local_scm.clone()),
-            patterns: Arc::new(CompiledPatterns::compile(builtin_patterns())),
+            patterns,
             git: LocalGit::new(),
             tier: Tier::Standard,
         });
