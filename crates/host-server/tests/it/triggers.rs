@@ -718,6 +718,40 @@ async fn triggers_are_managed_by_the_templates_leads_only() {
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     assert_eq!(body["data"]["outcome"], "started");
 
+    // A creator who has been switched off starts nothing. (The trigger is made through the
+    // store, as another server would, by a user this server has never read.)
+    let (gone, _) = user_with_token(
+        store,
+        "gone@example.test",
+        Some(&setup.team),
+        Some(PlatformRole::Lead),
+    )
+    .await;
+    let gone_secret = auto_swe_server::standard_webhooks::generate_secret().unwrap();
+    let orphaned = store
+        .create_trigger(
+            auto_swe_store::NewTrigger {
+                template_id: setup.template.clone(),
+                name: "orphaned".to_owned(),
+                created_by: gone.id.clone(),
+                daily_limit: None,
+                event_types: None,
+            },
+            &gone_secret,
+        )
+        .await
+        .unwrap();
+    store.set_user_active(&gone.id, false).await.unwrap();
+    let (status, _, body) = deliver(
+        server,
+        &orphaned.id,
+        &Delivery::signed(gone_secret.expose(), "msg_gone", &ours),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(code(&body), "TRIGGER_CREATOR_INACTIVE");
+    assert_eq!(runs_started_by(store, &orphaned.id).await, 0);
+
     // The lead deletes it: audited, and its deliveries are answered like any unknown trigger's.
     let (status, _) = server
         .call(
