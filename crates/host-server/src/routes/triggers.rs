@@ -480,8 +480,8 @@ async fn capped_body(headers: &HeaderMap, body: Body) -> ApiResult<Bytes> {
 }
 
 /// The trigger's secret when `id` names one and `signed` verifies under it; the same refusal
-/// otherwise. An unknown id still computes a signature (against a throwaway secret), so the two refusals do
-/// the same HMAC work; only opening the sealed secret is skipped.
+/// otherwise. An unknown id still computes a signature (against a throwaway secret), so the
+/// two refusals do the same HMAC work; only opening the sealed secret is skipped.
 async fn verified(
     state: &AppState,
     id: &str,
