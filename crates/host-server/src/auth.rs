@@ -285,6 +285,13 @@ impl Authenticator {
         Ok(current)
     }
 
+    /// A user as they are now (read at most `IDENTITY_CACHE_TTL` ago), `None` when inactive or
+    /// gone: for acting under a user's authorization without their credential (a trigger's
+    /// creator when a delivery starts a run).
+    pub async fn user(&self, user_id: &str) -> ApiResult<Option<UserIdentity>> {
+        self.identity(&self.token_roles, user_id).await
+    }
+
     /// Forgets what was read about a user (after their role or active flag changed here).
     pub fn forget(&self, user_id: &str) {
         for cache in [&self.cache, &self.token_roles] {

@@ -33,6 +33,7 @@ pub mod error;
 pub mod github;
 pub mod pool;
 pub mod routes;
+pub mod standard_webhooks;
 pub mod state;
 
 pub use auth::{AccessLevel, Authenticator, Caller};

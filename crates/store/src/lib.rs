@@ -88,6 +88,12 @@ pub use records::tokens::{
     ApiToken, LAST_USE_RESOLUTION, NewApiToken, ServicePrincipal, TOKEN_PREFIX, TokenOwner,
     TokenStore,
 };
+pub use records::triggers::{
+    Admission, DEFAULT_TRIGGER_DAILY_LIMIT, DELIVERY_RETENTION, DELIVERY_START_TIMEOUT,
+    DeliveryState, MAX_TRIGGER_DAILY_LIMIT, MAX_TRIGGER_EVENT_TYPES, MAX_TRIGGERS_PER_TEMPLATE,
+    NewTrigger, SkipReason, TRIGGER_RUNS_PER_MINUTE, Trigger, TriggerDelivery, TriggerLimit,
+    TriggerStore, TriggerUpdate,
+};
 pub use runtime_pins::FencedRuntimePins;
 pub use secret::{Envelope, Keyring, SecretOwner, SecretString};
 
@@ -126,6 +132,7 @@ pub trait StoreBackend:
     + ProviderCredentialStore
     + SecretRotation
     + ScannerPatternStore
+    + TriggerStore
     + OutcomeLedger
     + AuditLog
     + MemoryStore

@@ -14,6 +14,7 @@ pub mod skills;
 pub mod team_agents;
 pub mod template_versions;
 pub mod templates;
+pub mod triggers;
 
 use std::time::Duration;
 
@@ -244,7 +245,8 @@ impl Modify for CommonErrors {
           agents::deactivate, team_agents::list, team_agents::create, team_agents::detail,
           team_agents::versions, team_agents::edit, team_agents::restore, team_agents::deactivate,
           skills::list, skills::create, skills::detail, skills::revisions, skills::edit, skills::verify,
-          skills::restore, skills::deactivate),
+          skills::restore, skills::deactivate, triggers::create, triggers::list, triggers::detail,
+          triggers::update, triggers::delete, triggers::rotate_secret, triggers::deliver),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&BearerAuth, &CommonErrors)
 )]
@@ -321,9 +323,24 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
         .with_state(state)
 }
 
-/// Organizations, connections, credentials, scanner rules and templates.
+/// Organizations, connections, credentials, scanner rules, templates and their triggers.
 fn admin_routes() -> Router<AppState> {
     Router::new()
+        .route(
+            "/api/v1/workflow-templates/{id}/triggers",
+            post(triggers::create).get(triggers::list),
+        )
+        .route(
+            "/api/v1/triggers/{id}",
+            get(triggers::detail)
+                .patch(triggers::update)
+                .delete(triggers::delete),
+        )
+        .route(
+            "/api/v1/triggers/{id}/secret",
+            post(triggers::rotate_secret),
+        )
+        .route("/api/v1/triggers/{id}/deliveries", post(triggers::deliver))
         .route("/api/v1/orgs/{id}/human-steps", get(orgs::inbox))
         .route("/api/v1/orgs/{id}/usage", get(orgs::usage))
         .route("/api/v1/orgs/{id}/budget", put(orgs::set_budget))

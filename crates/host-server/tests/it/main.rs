@@ -17,4 +17,5 @@ mod skills;
 mod support;
 mod team_agents;
 mod template_versions;
+mod triggers;
 mod webhooks;

@@ -210,7 +210,16 @@ macro_rules! impl_library_stores {
                          AND key_envelope = $3",
                     )
                     .await?;
-                Ok(connections + credentials)
+                let triggers = self
+                    .reseal_column(
+                        "triggers",
+                        "secret_envelope",
+                        "SELECT id, secret_envelope AS sealed FROM triggers",
+                        "UPDATE triggers SET secret_envelope = $1 WHERE id = $2 \
+                         AND secret_envelope = $3",
+                    )
+                    .await?;
+                Ok(connections + credentials + triggers)
             }
         }
 

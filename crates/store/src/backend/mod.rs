@@ -20,6 +20,8 @@ mod queries_impl;
 mod queue_impl;
 #[macro_use]
 mod runs_impl;
+#[macro_use]
+mod triggers_impl;
 pub(crate) mod shared;
 
 #[cfg(feature = "postgres")]
@@ -85,6 +87,10 @@ pub(crate) mod prelude {
     };
     pub(crate) use crate::records::tokens::{
         ApiToken, NewApiToken, ServicePrincipal, TokenOwner, TokenStore,
+    };
+    pub(crate) use crate::records::triggers::{
+        Admission, DeliveryState, NewTrigger, SkipReason, Trigger, TriggerDelivery, TriggerLimit,
+        TriggerStore, TriggerUpdate,
     };
     pub(crate) use crate::secret::{Keyring, SecretOwner, SecretString};
     pub(crate) use auto_swe_agents::{

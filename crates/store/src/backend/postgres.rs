@@ -174,6 +174,7 @@ impl_identity_stores!(PgStore, PgRow);
 impl_execution_stores!(PgStore, PgRow);
 impl_library_stores!(PgStore, PgRow);
 impl_agent_library!(PgStore, PgRow);
+impl_trigger_store!(PgStore, PgRow);
 impl_memory_shared!(PgStore, |embedding: Vec<f32>| pgvector::Vector::from(
     embedding
 ));

@@ -180,6 +180,7 @@ impl_identity_stores!(SqliteStore, SqliteRow);
 impl_execution_stores!(SqliteStore, SqliteRow);
 impl_library_stores!(SqliteStore, SqliteRow);
 impl_agent_library!(SqliteStore, SqliteRow);
+impl_trigger_store!(SqliteStore, SqliteRow);
 impl_memory_shared!(SqliteStore, |embedding: Vec<f32>| {
     crate::records::memory::embedding_to_bytes(&embedding)
 });

@@ -12,3 +12,4 @@ pub(crate) mod runs;
 pub(crate) mod templates;
 pub(crate) mod tenancy;
 pub(crate) mod tokens;
+pub(crate) mod triggers;

@@ -26,4 +26,5 @@ mod runs;
 mod runtime_pins;
 mod scale;
 mod secrets;
+mod triggers;
 mod visibility;
