@@ -23,7 +23,7 @@ pub const ID_HEADER: &str = "webhook-id";
 /// The header with the signing time.
 pub const TIMESTAMP_HEADER: &str = "webhook-timestamp";
 /// The header with the signatures.
-pub const SIGNATURE_HEADER: &str = "webhook-signature";
+pub const STANDARD_SIGNATURE_HEADER: &str = "webhook-signature";
 /// The most signatures one header may carry.
 pub const MAX_SIGNATURES: usize = 16;
 
@@ -94,7 +94,7 @@ fn mac(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> Result<Hmac<Sha256>
 }
 
 /// The `webhook-signature` value a sender holding `secret` sends (one `v1,` entry).
-pub fn sign(
+pub fn sign_delivery(
     secret: &SecretString,
     id: &str,
     timestamp: i64,
@@ -125,7 +125,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<&'a str, Sig
 pub fn read_headers(headers: &HeaderMap) -> Result<SignedHeaders, SignatureError> {
     let id = header(headers, ID_HEADER)?;
     let timestamp = header(headers, TIMESTAMP_HEADER)?;
-    let signatures = header(headers, SIGNATURE_HEADER)?;
+    let signatures = header(headers, STANDARD_SIGNATURE_HEADER)?;
     if id.len() > 255 || !id.bytes().all(|b| (0x21..0x7f).contains(&b)) {
         return Err(SignatureError::InvalidHeader(ID_HEADER));
     }
@@ -203,7 +203,7 @@ mod tests {
     #[test]
     fn signs_as_the_specification_does() {
         assert_eq!(
-            sign(&secret(), SPEC_ID, SPEC_TIMESTAMP, SPEC_BODY).unwrap(),
+            sign_delivery(&secret(), SPEC_ID, SPEC_TIMESTAMP, SPEC_BODY).unwrap(),
             SPEC_SIGNATURE
         );
         assert_eq!(
@@ -245,7 +245,7 @@ mod tests {
 
     #[test]
     fn one_matching_signature_among_several_is_enough() {
-        let other = sign(
+        let other = sign_delivery(
             &generate_secret().unwrap(),
             SPEC_ID,
             SPEC_TIMESTAMP,
@@ -310,7 +310,7 @@ mod tests {
             "whsec_***",
         ] {
             assert_eq!(
-                sign(&SecretString::new(bad), SPEC_ID, SPEC_TIMESTAMP, SPEC_BODY),
+                sign_delivery(&SecretString::new(bad), SPEC_ID, SPEC_TIMESTAMP, SPEC_BODY),
                 Err(SignatureError::BadSecret),
                 "{bad}"
             );
@@ -350,7 +350,7 @@ mod tests {
         let good = [
             (ID_HEADER, SPEC_ID),
             (TIMESTAMP_HEADER, "1614265330"),
-            (SIGNATURE_HEADER, SPEC_SIGNATURE),
+            (STANDARD_SIGNATURE_HEADER, SPEC_SIGNATURE),
         ];
         assert_eq!(read_headers(&headers(&good)), Ok(signed(SPEC_SIGNATURE)));
         for missing in 0..3 {

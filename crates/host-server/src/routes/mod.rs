@@ -236,11 +236,11 @@ impl Modify for CommonErrors {
           runs::cancel, runs::signal, events::stream, human::respond, templates::create, templates::add_version,
           templates::detail, templates::start_run, crate::github::webhook,
           patterns::list, patterns::put, patterns::delete, patterns::try_pattern,
-          orgs::inbox, orgs::usage, orgs::set_budget, connections::list, connections::create,
+          orgs::inbox, orgs::month_usage, orgs::set_budget, connections::list, connections::create,
           connections::detail, connections::update, connections::list_credentials,
           connections::create_credential, connections::replace_key, template_versions::list,
           template_versions::versions, template_versions::version, template_versions::activate,
-          template_versions::diff, template_versions::validate, template_versions::step_catalog,
+          template_versions::diff, template_versions::validate_spec, template_versions::step_catalog,
           agents::list, agents::create, agents::detail, agents::versions, agents::edit, agents::restore,
           agents::deactivate, team_agents::list, team_agents::create, team_agents::detail,
           team_agents::versions, team_agents::edit, team_agents::restore, team_agents::deactivate,
@@ -342,7 +342,7 @@ fn admin_routes() -> Router<AppState> {
         )
         .route("/api/v1/triggers/{id}/deliveries", post(triggers::deliver))
         .route("/api/v1/orgs/{id}/human-steps", get(orgs::inbox))
-        .route("/api/v1/orgs/{id}/usage", get(orgs::usage))
+        .route("/api/v1/orgs/{id}/usage", get(orgs::month_usage))
         .route("/api/v1/orgs/{id}/budget", put(orgs::set_budget))
         .route(
             "/api/v1/connections",
@@ -372,7 +372,7 @@ fn admin_routes() -> Router<AppState> {
         )
         .route(
             "/api/v1/workflow-templates/validate",
-            post(template_versions::validate),
+            post(template_versions::validate_spec),
         )
         .route(
             "/api/v1/workflow-templates/{id}/versions/{version}",

@@ -201,7 +201,7 @@ pub async fn inbox(
     tag = "usage",
     responses((status = 200, body = Data<UsageView>), (status = 404, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
-pub async fn usage(
+pub async fn month_usage(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
     Path(id): Path<String>,
@@ -289,7 +289,7 @@ pub async fn set_budget(
         })
         .await
         .map_err(|e| ApiError::from_store(&e, "audit entry"))?;
-    usage(
+    month_usage(
         State(state),
         SignedIn(user),
         Path(id),

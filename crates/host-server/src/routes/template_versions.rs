@@ -1,14 +1,13 @@
 //! Reading and steering a template's versions: the list of templates, each version, which one
-//! runs start from, a structural diff between two, and checking a spec before saving it.
+//! runs start from, the spec crate's structural diff between two, and checking a spec before
+//! saving it.
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use auto_swe_spec::{Diagnostic, ValidateOptions, validate_value};
+use auto_swe_spec::{Diagnostic, ValidateOptions, WorkflowSpec, diff_specs, validate_value};
 use auto_swe_store::{NewAuditEntry, TemplateVersion};
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
@@ -77,20 +76,6 @@ pub struct DiffParams {
     /// The newer version.
     #[param(minimum = 1)]
     pub to: i64,
-}
-
-/// What changed between two versions, by node id and by top-level field.
-#[derive(Debug, Default, PartialEq, Eq, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SpecDiff {
-    /// Nodes only in `to`.
-    pub nodes_added: Vec<String>,
-    /// Nodes only in `from`.
-    pub nodes_removed: Vec<String>,
-    /// Nodes in both whose fields differ, with the fields that do.
-    pub nodes_changed: BTreeMap<String, Vec<String>>,
-    /// Top-level fields other than `nodes` that differ.
-    pub fields_changed: Vec<String>,
 }
 
 /// A spec to check.
@@ -263,23 +248,34 @@ pub async fn activate(
     }))
 }
 
-/// What changed from one version to another.
+/// What changed from one version to another: spec-level fields, nodes added and removed, and the
+/// fields of nodes in both (`auto_swe_spec::diff_specs`, with before and after values).
 #[utoipa::path(get, path = "/api/v1/workflow-templates/{id}/diff", params(("id" = String, Path), DiffParams),
     tag = "templates",
-    responses((status = 200, body = Data<SpecDiff>), (status = 404, body = crate::routes::ErrorBody)),
+    responses((status = 200, body = Data<Object>), (status = 404, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
 pub async fn diff(
     State(state): State<AppState>,
     AnyCaller(caller): AnyCaller,
     Path(id): Path<String>,
     ApiQuery(params): ApiQuery<DiffParams>,
-) -> ApiResult<Json<Data<SpecDiff>>> {
+) -> ApiResult<Json<Data<Value>>> {
     let versions = versions_of(&state, &caller, &id).await?;
-    let from = version_of(&versions, params.from)?;
-    let to = version_of(&versions, params.to)?;
-    Ok(Json(Data {
-        data: spec_diff(&from.spec, &to.spec),
-    }))
+    let parse = |number: i64| -> ApiResult<WorkflowSpec> {
+        let version = version_of(&versions, number)?;
+        WorkflowSpec::from_value_tolerant(version.spec.clone()).map_err(|e| {
+            ApiError::internal(
+                "TEMPLATE_VERSION_UNREADABLE",
+                format!("version {number} does not read as a spec: {e}"),
+            )
+        })
+    };
+    let (from, to) = (parse(params.from)?, parse(params.to)?);
+    let diff = diff_specs(&from, &to)
+        .map_err(|e| ApiError::internal("TEMPLATE_DIFF_FAILED", e.to_string()))?;
+    let data = serde_json::to_value(diff)
+        .map_err(|e| ApiError::internal("TEMPLATE_DIFF_FAILED", e.to_string()))?;
+    Ok(Json(Data { data }))
 }
 
 /// Checks a spec against the built-in steps as saving it would, and saves nothing.
@@ -287,7 +283,7 @@ pub async fn diff(
     tag = "templates",
     responses((status = 200, body = Data<ValidationView>)),
     security(("bearer" = [])))]
-pub async fn validate(
+pub async fn validate_spec(
     State(state): State<AppState>,
     AnyCaller(_caller): AnyCaller,
     ApiJson(body): ApiJson<ValidateBody>,
@@ -314,86 +310,4 @@ pub async fn step_catalog(
     let catalog = serde_json::to_value(state.registry().catalog())
         .map_err(|e| ApiError::internal("CATALOG_FAILED", e.to_string()))?;
     Ok(Json(Data { data: catalog }))
-}
-
-/// Nodes by id (a spec's `nodes` list; anything else reads as none).
-fn nodes(spec: &Value) -> BTreeMap<String, &Map<String, Value>> {
-    spec.get("nodes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|node| {
-            let fields = node.as_object()?;
-            Some((fields.get("id")?.as_str()?.to_owned(), fields))
-        })
-        .collect()
-}
-
-/// The structural difference between two specs.
-#[must_use]
-pub fn spec_diff(from: &Value, to: &Value) -> SpecDiff {
-    let (old, new) = (nodes(from), nodes(to));
-    let mut diff = SpecDiff {
-        nodes_added: new
-            .keys()
-            .filter(|id| !old.contains_key(*id))
-            .cloned()
-            .collect(),
-        nodes_removed: old
-            .keys()
-            .filter(|id| !new.contains_key(*id))
-            .cloned()
-            .collect(),
-        ..SpecDiff::default()
-    };
-    for (id, before) in &old {
-        let Some(after) = new.get(id) else { continue };
-        let keys: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
-        let changed: Vec<String> = keys
-            .into_iter()
-            .filter(|k| before.get(*k) != after.get(*k))
-            .cloned()
-            .collect();
-        if !changed.is_empty() {
-            diff.nodes_changed.insert(id.clone(), changed);
-        }
-    }
-    let empty = Map::new();
-    let (top_from, top_to) = (
-        from.as_object().unwrap_or(&empty),
-        to.as_object().unwrap_or(&empty),
-    );
-    let keys: BTreeSet<&String> = top_from.keys().chain(top_to.keys()).collect();
-    diff.fields_changed = keys
-        .into_iter()
-        .filter(|k| k.as_str() != "nodes" && top_from.get(*k) != top_to.get(*k))
-        .cloned()
-        .collect();
-    diff
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_diff_names_nodes_added_removed_and_changed_and_top_level_fields() {
-        let from = json!({ "name": "a", "entry": "x", "nodes": [
-            { "id": "x", "type": "step", "step": "implement" },
-            { "id": "gone", "type": "terminate" } ] });
-        let to = json!({ "name": "b", "entry": "x", "budget": {}, "nodes": [
-            { "id": "x", "type": "step", "step": "review", "next": "new" },
-            { "id": "new", "type": "terminate" } ] });
-        let diff = spec_diff(&from, &to);
-        assert_eq!(diff.nodes_added, ["new"]);
-        assert_eq!(diff.nodes_removed, ["gone"]);
-        assert_eq!(
-            diff.nodes_changed,
-            BTreeMap::from([("x".to_owned(), vec!["next".to_owned(), "step".to_owned()])])
-        );
-        assert_eq!(diff.fields_changed, ["budget", "name"]);
-        assert_eq!(spec_diff(&from, &from), SpecDiff::default());
-        // Not a spec at all: nothing to compare, no panic.
-        assert_eq!(spec_diff(&json!(3), &json!([1])), SpecDiff::default());
-    }
 }

@@ -139,10 +139,11 @@ async fn versions_are_read_compared_and_promoted_for_runs() {
         .await;
     assert_eq!(status, StatusCode::OK, "{diff}");
     assert_eq!(
-        diff["data"]["nodesChanged"],
-        json!({ "approve": ["title"] })
+        diff["data"]["changed"],
+        json!([{ "nodeId": "approve",
+                 "changes": [{ "path": "title", "before": "First?", "after": "Second?" }] }])
     );
-    assert_eq!(diff["data"]["nodesAdded"], json!([]));
+    assert_eq!(diff["data"]["added"], json!([]));
 
     // Promoting: leads only; a version that does not exist is refused; runs follow it.
     let activate = format!("{base}/activate");

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use auto_swe_server::standard_webhooks::sign;
+use auto_swe_server::standard_webhooks::sign_delivery;
 use auto_swe_store::{PlatformRole, SecretString, Store, TokenOwner};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -48,7 +48,7 @@ impl<'a> Delivery<'a> {
     fn signed(secret: &str, id: &'a str, body: &Value) -> Self {
         let body = serde_json::to_vec(body).unwrap();
         let timestamp = now();
-        let signature = sign(&SecretString::new(secret), id, timestamp, &body).unwrap();
+        let signature = sign_delivery(&SecretString::new(secret), id, timestamp, &body).unwrap();
         Self {
             id,
             timestamp,
@@ -222,7 +222,7 @@ async fn a_delivery_starts_one_run_per_webhook_id_under_the_signature_rules() {
 
     // Two signatures, one of them good (a sender mid-rotation): taken.
     let mut two = Delivery::signed(&secret, "msg_2", &event("issue.created", 2));
-    let stranger = sign(
+    let stranger = sign_delivery(
         &SecretString::new("whsec_c3RyYW5nZXItc2VjcmV0LWZvci10ZXN0cw=="),
         "msg_2",
         two.timestamp,
@@ -238,7 +238,7 @@ async fn a_delivery_starts_one_run_per_webhook_id_under_the_signature_rules() {
     let ledger_before = setup.store.trigger_deliveries(&trigger, 500).await.unwrap();
     let mut forged = Delivery::signed(&secret, "msg_3", &event("issue.created", 3));
     forged.signature = Some(
-        sign(
+        sign_delivery(
             &SecretString::new("whsec_Z3Vlc3NlZC1zZWNyZXQtZm9yLXRlc3Rz"),
             "msg_3",
             forged.timestamp,
@@ -271,7 +271,7 @@ async fn a_delivery_starts_one_run_per_webhook_id_under_the_signature_rules() {
         let mut late = Delivery::signed(&secret, "msg_3", &event("issue.created", 3));
         late.timestamp += skew;
         late.signature = Some(
-            sign(
+            sign_delivery(
                 &SecretString::new(&secret),
                 "msg_3",
                 late.timestamp,
@@ -305,7 +305,7 @@ async fn a_delivery_starts_one_run_per_webhook_id_under_the_signature_rules() {
     let mut not_json = Delivery::signed(&secret, "msg_3", &json!(null));
     not_json.body = b"{not json".to_vec();
     not_json.signature = Some(
-        sign(
+        sign_delivery(
             &SecretString::new(&secret),
             "msg_3",
             not_json.timestamp,
