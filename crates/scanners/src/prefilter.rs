@@ -12,7 +12,10 @@
 //! host's own patterns get them too. A rule whose matches can begin with too many, too short or
 //! unbounded prefixes (`[A-Za-z0-9]{40}`, `\s*key`) has none and is searched the ordinary way.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use std::ops::ControlFlow;
+
+use aho_corasick::automaton::Automaton as _;
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind, StartKind};
 use regex_automata::meta;
 use regex_automata::{Anchored, Input};
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
@@ -104,14 +107,28 @@ pub(crate) fn matcher(pattern: &Pattern) -> Result<meta::Regex, PatternError> {
 /// Every located rule's literals in one automaton.
 #[derive(Debug, Clone)]
 pub(crate) struct Literals {
-    automaton: AhoCorasick,
+    automaton: Automaton,
     /// For each literal of the automaton, the rules (by index) and their branches that need it.
     owners: Vec<Vec<(usize, usize)>>,
+}
+
+/// The literal automaton: a DFA stepped here byte by byte (one table lookup a byte, no
+/// prefilter: with thousands of literals none applies, and checking for one costs a branch a
+/// byte), or the library's own search when the DFA does not build.
+#[derive(Debug, Clone)]
+enum Automaton {
+    Dfa(Box<aho_corasick::dfa::DFA>),
+    Other(AhoCorasick),
 }
 
 impl Literals {
     /// Builds the automaton from `(rule index, branch, literals)`; `None` when there are none.
     pub(crate) fn build(rules: &[(usize, usize, Vec<Vec<u8>>)]) -> Option<Self> {
+        Self::build_as(rules, true)
+    }
+
+    /// As [`Literals::build`]; `dfa` false takes the library's own search (the fallback).
+    fn build_as(rules: &[(usize, usize, Vec<Vec<u8>>)], dfa: bool) -> Option<Self> {
         let mut literals: Vec<Vec<u8>> = Vec::new();
         let mut owners: Vec<Vec<(usize, usize)>> = Vec::new();
         let mut index = std::collections::HashMap::new();
@@ -130,19 +147,61 @@ impl Literals {
         if literals.is_empty() {
             return None;
         }
-        let automaton = AhoCorasickBuilder::new()
+        let built = aho_corasick::dfa::Builder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
-            .kind(Some(AhoCorasickKind::DFA))
-            .build(&literals)
-            .or_else(|_| {
+            .start_kind(StartKind::Unanchored)
+            .prefilter(false)
+            .build(&literals);
+        let automaton = match built {
+            Ok(built) if dfa => Automaton::Dfa(Box::new(built)),
+            _ => Automaton::Other(
                 AhoCorasickBuilder::new()
                     .ascii_case_insensitive(true)
                     .match_kind(MatchKind::Standard)
                     .build(&literals)
-            })
-            .ok()?;
+                    .ok()?,
+            ),
+        };
         Some(Self { automaton, owners })
+    }
+
+    /// Calls `found(literal, occurrence)` for every occurrence of every literal in `haystack`
+    /// (overlapping ones too), in order of end, until `found` breaks.
+    fn each_literal(
+        &self,
+        haystack: &[u8],
+        mut found: impl FnMut(usize, std::ops::Range<usize>) -> ControlFlow<()>,
+    ) {
+        match &self.automaton {
+            Automaton::Dfa(dfa) => {
+                let Ok(mut state) = dfa.start_state(aho_corasick::Anchored::No) else {
+                    return;
+                };
+                let mut at = 0;
+                while at < haystack.len() {
+                    (at, state) = next_special(dfa, haystack, at, state);
+                    // Without a prefilter and unanchored, the only special states are matches
+                    // (the dead state cannot be reached).
+                    if dfa.is_match(state) {
+                        for index in 0..dfa.match_len(state) {
+                            let literal = dfa.match_pattern(state, index);
+                            let start = at - dfa.pattern_len(literal);
+                            if found(literal.as_usize(), start..at).is_break() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+            Automaton::Other(automaton) => {
+                for occurrence in automaton.find_overlapping_iter(haystack) {
+                    if found(occurrence.pattern().as_usize(), occurrence.range()).is_break() {
+                        return;
+                    }
+                }
+            }
+        }
     }
 
     /// Calls `found(rule, branch, occurrence)` for every occurrence of every literal in
@@ -153,27 +212,49 @@ impl Literals {
         wanted: impl Fn(usize) -> bool,
         mut found: impl FnMut(usize, usize, std::ops::Range<usize>),
     ) {
-        for occurrence in self.automaton.find_overlapping_iter(haystack) {
-            for &(rule, branch) in &self.owners[occurrence.pattern().as_usize()] {
+        self.each_literal(haystack, |literal, occurrence| {
+            for &(rule, branch) in &self.owners[literal] {
                 if wanted(rule) {
-                    found(rule, branch, occurrence.range());
+                    found(rule, branch, occurrence.clone());
                 }
             }
-        }
+            ControlFlow::Continue(())
+        });
+    }
+
+    /// Whether any literal of a rule `wanted` accepts occurs in `haystack`; stops at the first.
+    pub(crate) fn any(&self, haystack: &[u8], wanted: impl Fn(usize) -> bool) -> bool {
+        let mut seen = false;
+        self.each_literal(haystack, |literal, _| {
+            if self.owners[literal].iter().any(|&(rule, _)| wanted(rule)) {
+                seen = true;
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        seen
     }
 }
 
-impl Literals {
-    /// Whether any literal of a rule `wanted` accepts occurs in `haystack`; stops at the first.
-    pub(crate) fn any(&self, haystack: &[u8], wanted: impl Fn(usize) -> bool) -> bool {
-        self.automaton
-            .find_overlapping_iter(haystack)
-            .any(|occurrence| {
-                self.owners[occurrence.pattern().as_usize()]
-                    .iter()
-                    .any(|&(rule, _)| wanted(rule))
-            })
+/// Steps `dfa` from `state` over `haystack[at..]` until it enters a special state or the input
+/// ends; returns where it stopped (just past the byte that led there) and the state. Kept apart
+/// from the caller so the loop holds everything in registers.
+#[inline(never)]
+fn next_special(
+    dfa: &aho_corasick::dfa::DFA,
+    haystack: &[u8],
+    at: usize,
+    mut state: aho_corasick::automaton::StateID,
+) -> (usize, aho_corasick::automaton::StateID) {
+    let rest = haystack.get(at..).unwrap_or_default();
+    for (read, &byte) in rest.iter().enumerate() {
+        state = dfa.next_state(aho_corasick::Anchored::No, state, byte);
+        if dfa.is_special(state) {
+            return (at + read + 1, state);
+        }
     }
+    (haystack.len(), state)
 }
 
 /// Reports `matcher`'s leftmost-first matches inside `windows` (any order, may overlap), in
@@ -361,6 +442,48 @@ pub(crate) mod tests {
             }
         }
         assert!(compared > 1000, "{compared}");
+    }
+
+    #[test]
+    fn the_stepped_dfa_finds_every_occurrence_the_library_search_finds() {
+        // Every built-in rule's literals, as a full set compiles them.
+        let rules: Vec<(usize, usize, Vec<Vec<u8>>)> = builtin_patterns()
+            .iter()
+            .enumerate()
+            .filter_map(|(rule, pattern)| Some((rule, 0, prefixes(pattern)?)))
+            .collect();
+        let stepped = Literals::build_as(&rules, true).unwrap();
+        let library = Literals::build_as(&rules, false).unwrap();
+        assert!(matches!(stepped.automaton, Automaton::Dfa(_)));
+        assert!(matches!(library.automaton, Automaton::Other(_)));
+        let all = |literals: &Literals, text: &[u8]| {
+            let mut out = Vec::new();
+            literals.occurrences(
+                text,
+                |_| true,
+                |rule, branch, found| {
+                    out.push((rule, branch, found));
+                },
+            );
+            out
+        };
+        let mut texts = texts();
+        // Overlapping literals, case mixes and a literal at each end of the input.
+        texts.push(b"IGNORE ignore-----BEGIN -----begin ghp_ghp_AKIAakia".to_vec());
+        let mut seen = 0;
+        for text in &texts {
+            let expected = all(&library, text);
+            seen += expected.len();
+            assert_eq!(all(&stepped, text), expected);
+            for wanted in [0, 7, rules.len() - 1] {
+                assert_eq!(
+                    stepped.any(text, |rule| rule == wanted),
+                    library.any(text, |rule| rule == wanted)
+                );
+            }
+        }
+        assert!(seen > 10_000, "{seen}");
+        assert_eq!(all(&stepped, b""), []);
     }
 
     #[test]
