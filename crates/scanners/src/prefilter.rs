@@ -65,14 +65,19 @@ pub(crate) fn prefixes(pattern: &Pattern) -> Option<Vec<Vec<u8>>> {
 /// The literals cut to the longest length at which there are at most [`MAX_LITERALS`] of them
 /// (a prefix of a prefix still begins every match), or `None` when one is shorter than
 /// [`MIN_LITERAL`] even uncut.
-pub(crate) fn few_and_long(mut literals: Vec<Vec<u8>>) -> Option<Vec<Vec<u8>>> {
-    if literals.is_empty() || literals.iter().any(|l| l.len() < MIN_LITERAL) {
+pub(crate) fn few_and_long(literals: Vec<Vec<u8>>) -> Option<Vec<Vec<u8>>> {
+    few_and_at_least(literals, MIN_LITERAL)
+}
+
+/// As [`few_and_long`], with `min` bytes as the shortest literal allowed.
+pub(crate) fn few_and_at_least(mut literals: Vec<Vec<u8>>, min: usize) -> Option<Vec<Vec<u8>>> {
+    if literals.is_empty() || literals.iter().any(|l| l.len() < min) {
         return None;
     }
     literals.sort();
     literals.dedup();
     let longest = literals.iter().map(Vec::len).max()?;
-    for length in (MIN_LITERAL..=longest).rev() {
+    for length in (min.max(1)..=longest).rev() {
         let mut cut: Vec<Vec<u8>> = literals
             .iter()
             .map(|l| l[..l.len().min(length)].to_vec())
