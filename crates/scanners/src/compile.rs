@@ -368,6 +368,9 @@ pub struct CompiledPatterns {
     offsets: BTreeMap<PatternType, usize>,
     /// The type of each rule in that numbering.
     rule_types: Vec<PatternType>,
+    /// Where each rule's branches begin in a numbering of every `(rule, branch)` that has
+    /// literals, with one more entry for the end (a rule without literals has none).
+    first_slot: Vec<usize>,
     /// Every rule's literals read through ROT13, to tell whether a ROT13 reading can match.
     rotated: Option<crate::prefilter::Literals>,
     problems: Vec<PatternError>,
@@ -433,10 +436,13 @@ impl CompiledPatterns {
         let mut offsets = BTreeMap::new();
         let mut rule_types = Vec::new();
         let mut prefixes = Vec::new();
+        let mut first_slot = vec![0];
         for (pattern_type, group) in &by_type {
             offsets.insert(*pattern_type, rule_types.len());
             for entry in &group.entries {
-                for (branch, literals) in entry.literals() {
+                let branches = entry.literals();
+                first_slot.push(first_slot[first_slot.len() - 1] + branches.len());
+                for (branch, literals) in branches {
                     prefixes.push((rule_types.len(), branch, literals.to_vec()));
                 }
                 rule_types.push(*pattern_type);
@@ -454,6 +460,7 @@ impl CompiledPatterns {
             rotated: crate::prefilter::Literals::build(&rotated),
             offsets,
             rule_types,
+            first_slot,
             by_type,
             problems,
             failed_types,
@@ -546,31 +553,33 @@ impl CompiledPatterns {
         // the copies of a vector grown occurrence by occurrence.
         let mut occurrences: Vec<Occurrence> = Vec::with_capacity(haystack.len() / 32);
         if let Some(literals) = &self.literals {
+            let wanted: Vec<bool> = self.rule_types.iter().map(|t| types.contains(t)).collect();
             literals.occurrences(
                 haystack,
-                |rule| types.contains(&self.rule_types[rule]),
+                |rule| wanted[rule],
                 |rule, branch, occurrence| occurrences.push((rule, branch, occurrence)),
             );
         }
-        // By rule with a counting pass (the automaton reports them in order of end), then each
-        // rule's few by branch and start.
-        let mut counts = vec![0usize; self.rule_types.len() + 1];
-        for (rule, _, _) in &occurrences {
-            counts[rule + 1] += 1;
+        // By rule and branch with a counting pass, then each branch's by start: the automaton
+        // reports them in order of end, so within one branch an occurrence is out of place only
+        // past others that end within one literal's length of it, and an insertion sort moves
+        // each by at most that many.
+        let mut counts = vec![0usize; self.first_slot.last().map_or(0, |last| last + 1)];
+        for (rule, branch, _) in &occurrences {
+            counts[self.first_slot[*rule] + branch + 1] += 1;
         }
-        for rule in 1..counts.len() {
-            counts[rule] += counts[rule - 1];
+        for slot in 1..counts.len() {
+            counts[slot] += counts[slot - 1];
         }
         let mut sorted: Vec<Occurrence> = vec![(0, 0, 0..0); occurrences.len()];
         let mut next = counts.clone();
         for occurrence in occurrences {
-            let slot = &mut next[occurrence.0];
+            let slot = &mut next[self.first_slot[occurrence.0] + occurrence.1];
             sorted[*slot] = occurrence;
             *slot += 1;
         }
-        for rule in 0..self.rule_types.len() {
-            sorted[counts[rule]..counts[rule + 1]]
-                .sort_unstable_by_key(|(_, branch, o)| (*branch, o.start, o.end));
+        for slot in counts.windows(2) {
+            sort_by_start(&mut sorted[slot[0]..slot[1]]);
         }
         let occurrences = sorted;
         for pattern_type in types {
@@ -580,6 +589,21 @@ impl CompiledPatterns {
             ) {
                 group.each_match(haystack, &occurrences, offset, &mut found);
             }
+        }
+    }
+}
+
+/// Sorts occurrences by start and end with an insertion sort: linear in their number when each
+/// is out of place only past a few neighbours.
+fn sort_by_start(occurrences: &mut [Occurrence]) {
+    for index in 1..occurrences.len() {
+        let mut at = index;
+        while at > 0 && {
+            let (before, here) = (&occurrences[at - 1].2, &occurrences[at].2);
+            (before.start, before.end) > (here.start, here.end)
+        } {
+            occurrences.swap(at - 1, at);
+            at -= 1;
         }
     }
 }
