@@ -253,10 +253,22 @@ fn next_special(
     mut state: aho_corasick::automaton::StateID,
 ) -> (usize, aho_corasick::automaton::StateID) {
     let rest = haystack.get(at..).unwrap_or_default();
-    for (read, &byte) in rest.iter().enumerate() {
+    // Four bytes a round: one loop check for four steps.
+    let mut rounds = rest.chunks_exact(4);
+    let mut read = at;
+    for round in &mut rounds {
+        for (offset, &byte) in round.iter().enumerate() {
+            state = dfa.next_state(aho_corasick::Anchored::No, state, byte);
+            if dfa.is_special(state) {
+                return (read + offset + 1, state);
+            }
+        }
+        read += 4;
+    }
+    for (offset, &byte) in rounds.remainder().iter().enumerate() {
         state = dfa.next_state(aho_corasick::Anchored::No, state, byte);
         if dfa.is_special(state) {
-            return (at + read + 1, state);
+            return (read + offset + 1, state);
         }
     }
     (haystack.len(), state)
