@@ -113,6 +113,8 @@ enum Locate {
     Prefix(Vec<Vec<u8>>),
     /// Inside runs around a literal every match contains (see `inner`).
     Inner(Vec<crate::inner::Branch>),
+    /// No literal: inside long runs of the bytes every match is made of (see `runs`).
+    Runs(crate::runs::Runs),
     /// Behind the type's `RegexSet` (the expression as compiled): no literal is known to be
     /// in every match.
     Residual(String),
@@ -135,6 +137,8 @@ impl Entry {
             Locate::Prefix(literals)
         } else if let Some(branches) = crate::inner::branches(pattern) {
             Locate::Inner(branches)
+        } else if let Some(runs) = crate::runs::runs(pattern) {
+            Locate::Runs(runs)
         } else {
             Locate::Residual(expression)
         };
@@ -156,7 +160,7 @@ impl Entry {
                 .enumerate()
                 .map(|(index, branch)| (index, branch.literals.as_slice()))
                 .collect(),
-            Locate::Residual(_) => Vec::new(),
+            Locate::Residual(_) | Locate::Runs(_) => Vec::new(),
         }
     }
 }
@@ -253,6 +257,12 @@ impl Group {
                             occurrence.clone(),
                         ));
                     }
+                    crate::prefilter::matches_in(&entry.matcher, haystack, &mut windows, |range| {
+                        found(entry, range);
+                    });
+                }
+                Locate::Runs(runs) => {
+                    let mut windows = runs.windows(haystack);
                     crate::prefilter::matches_in(&entry.matcher, haystack, &mut windows, |range| {
                         found(entry, range);
                     });
@@ -527,7 +537,7 @@ impl CompiledPatterns {
                 group
                     .entries
                     .iter()
-                    .any(|entry| matches!(entry.locate, Locate::Residual(_)))
+                    .any(|entry| matches!(entry.locate, Locate::Residual(_) | Locate::Runs(_)))
             })
         });
         if residual {

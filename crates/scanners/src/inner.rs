@@ -484,7 +484,7 @@ fn prefix_literals(hir: &Hir, reach: Reach) -> Option<Vec<Vec<u8>>> {
 
 /// Marks every byte a match of `hir` can consume. A Unicode class reaching past ASCII marks
 /// every non-ASCII byte (its UTF-8 encodings use only those).
-fn collect_alphabet(hir: &Hir, alphabet: &mut Alphabet) {
+pub(crate) fn collect_alphabet(hir: &Hir, alphabet: &mut Alphabet) {
     match hir.kind() {
         HirKind::Empty | HirKind::Look(_) => {}
         HirKind::Literal(literal) => {
