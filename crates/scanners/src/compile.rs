@@ -133,9 +133,15 @@ impl Entry {
                     .to_owned(),
             });
         }
-        let locate = if let Some(literals) = crate::prefilter::prefixes(pattern) {
+        let prefixes = crate::prefilter::prefixes(pattern);
+        let inner = crate::inner::branches(pattern);
+        let locate = if let (Some(literals), Some(branches)) = (&prefixes, &inner)
+            && crate::inner::rarer_inside(literals, branches)
+        {
+            Locate::Inner(inner.unwrap_or_default())
+        } else if let Some(literals) = prefixes {
             Locate::Prefix(literals)
-        } else if let Some(branches) = crate::inner::branches(pattern) {
+        } else if let Some(branches) = inner {
             Locate::Inner(branches)
         } else if let Some(runs) = crate::runs::runs(pattern) {
             Locate::Runs(runs)

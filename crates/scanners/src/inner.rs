@@ -454,6 +454,23 @@ fn better(candidate: &[Vec<u8>], incumbent: &[Vec<u8>]) -> bool {
     key(candidate) > key(incumbent)
 }
 
+/// The longest prefix literal that still counts as a common word (`the `, `in `, `git `).
+const COMMON_PREFIX: usize = 4;
+
+/// Whether a rule whose matches begin with `prefixes` is better found from its inner
+/// `branches`: when a prefix is as short as a common word and every branch has bounded windows
+/// around literals at least two bytes longer (`ai ` against `must `, `cat ` against `.netrc`).
+/// Measured on mixed code: an anchored check at each of 2,610 `the ` cost more than windows
+/// around the rarer inner words; with a smaller margin, more rules lost than gained.
+pub(crate) fn rarer_inside(prefixes: &[Vec<u8>], branches: &[Branch]) -> bool {
+    let shortest = |set: &[Vec<u8>]| set.iter().map(Vec::len).min().unwrap_or(0);
+    let prefix = shortest(prefixes);
+    prefix <= COMMON_PREFIX
+        && branches
+            .iter()
+            .all(|branch| branch.bounded() && shortest(&branch.literals) >= prefix + 2)
+}
+
 /// The literal set if `reach` allows it: few, and long or punctuation.
 fn allowed(literals: Vec<Vec<u8>>, reach: Reach) -> Option<Vec<Vec<u8>>> {
     match reach {

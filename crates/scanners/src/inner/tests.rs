@@ -298,3 +298,46 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn rules_beginning_with_common_words_are_found_from_a_rarer_inner_word() {
+    let located = |id: &str| {
+        let pattern = builtin_patterns().into_iter().find(|p| p.id == id).unwrap();
+        let prefixes = crate::prefilter::prefixes(&pattern).unwrap();
+        let branches = branches(&pattern).unwrap();
+        (rarer_inside(&prefixes, &branches), branches)
+    };
+    // `the `, `ai `, `cat `, `od ` begin these; `must `, `.netrc` are inside every match.
+    for id in [
+        "inj.model-must-now",
+        "sh.read-secret-file",
+        "inj.do-not-tell",
+    ] {
+        let (rarer, branches) = located(id);
+        assert!(rarer, "{id}");
+        assert!(
+            branches
+                .iter()
+                .all(|b| b.literals.iter().all(|l| l.len() >= 5))
+        );
+    }
+    // A long prefix (`ghp_`, `-----begin`, `ignore `) stays where it is.
+    for id in [
+        "secret.github-token",
+        "inj.ignore-previous",
+        "code.private-key",
+    ] {
+        let pattern = builtin_patterns().into_iter().find(|p| p.id == id).unwrap();
+        let prefixes = crate::prefilter::prefixes(&pattern).unwrap();
+        assert!(
+            branches(&pattern).is_none_or(|b| !rarer_inside(&prefixes, &b)),
+            "{id}"
+        );
+    }
+    // Short prefixes and inner literals only a byte longer: the prefix is kept.
+    let mut pattern = builtin_patterns().remove(0);
+    pattern.flags = String::new();
+    pattern.pattern = r"(?:use|run)\s+the\s+tool".into();
+    let prefixes = crate::prefilter::prefixes(&pattern).unwrap();
+    assert!(!rarer_inside(&prefixes, &branches(&pattern).unwrap()));
+}
