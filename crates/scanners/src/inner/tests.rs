@@ -337,7 +337,7 @@ fn rules_beginning_with_common_words_are_found_from_a_rarer_inner_word() {
     // Short prefixes and inner literals only a byte longer: the prefix is kept.
     let mut pattern = builtin_patterns().remove(0);
     pattern.flags = String::new();
-    pattern.pattern = r"(?:use|run)\s+the\s+tool".into();
+    pattern.pattern = r"\b(?:use|run)\s+the\s+tool\b".into();
     let prefixes = crate::prefilter::prefixes(&pattern).unwrap();
     assert!(!rarer_inside(&prefixes, &branches(&pattern).unwrap()));
 }
