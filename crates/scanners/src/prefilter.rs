@@ -14,7 +14,7 @@
 
 use std::ops::ControlFlow;
 
-use aho_corasick::automaton::Automaton as _;
+use aho_corasick::automaton::{Automaton as _, StateID};
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind, StartKind};
 use regex_automata::meta;
 use regex_automata::{Anchored, Input};
@@ -180,22 +180,61 @@ impl Literals {
     ) {
         match &self.automaton {
             Automaton::Dfa(dfa) => {
-                let Ok(mut state) = dfa.start_state(aho_corasick::Anchored::No) else {
+                let Ok(start) = dfa.start_state(aho_corasick::Anchored::No) else {
                     return;
                 };
-                let mut at = 0;
-                while at < haystack.len() {
-                    (at, state) = next_special(dfa, haystack, at, state);
-                    // Without a prefilter and unanchored, the only special states are matches
-                    // (the dead state cannot be reached).
-                    if dfa.is_match(state) {
-                        for index in 0..dfa.match_len(state) {
-                            let literal = dfa.match_pattern(state, index);
-                            let start = at - dfa.pattern_len(literal);
-                            if found(literal.as_usize(), start..at).is_break() {
-                                return;
-                            }
+                if haystack.len() < SPLIT {
+                    let _ = step_reporting(dfa, haystack, 0, 0, start, &mut found);
+                    return;
+                }
+                // The input in WALKS parts, stepped in turn: each step waits on the table read
+                // of the one before, and independent walks keep the processor busy meanwhile.
+                // A walk begins a literal's length before its part, so every occurrence ending
+                // in the part is seen from its first byte, and it reports only those.
+                let part = haystack.len() / WALKS;
+                let ends: [usize; WALKS] = std::array::from_fn(|walk| {
+                    if walk + 1 == WALKS {
+                        haystack.len()
+                    } else {
+                        (walk + 1) * part
+                    }
+                });
+                let mut walks: [(usize, StateID); WALKS] = std::array::from_fn(|walk| {
+                    (
+                        (walk * part).saturating_sub(dfa.max_pattern_len() - 1),
+                        start,
+                    )
+                });
+                let mut later: [Vec<(usize, std::ops::Range<usize>)>; WALKS] = Default::default();
+                while let Some(walk) = next_special_walks(dfa, haystack, &mut walks, &ends) {
+                    let (at, state) = walks[walk];
+                    if walk == 0 {
+                        if report(dfa, state, at, 0, &mut found).is_break() {
+                            return;
                         }
+                    } else {
+                        let _ = report(dfa, state, at, walk * part + 1, &mut |l, o| {
+                            later[walk].push((l, o));
+                            ControlFlow::Continue(())
+                        });
+                    }
+                }
+                let (at, state) = walks[0];
+                if step_reporting(dfa, &haystack[..ends[0]], at, 0, state, &mut found).is_break() {
+                    return;
+                }
+                for walk in 1..WALKS {
+                    for (literal, occurrence) in std::mem::take(&mut later[walk]) {
+                        if found(literal, occurrence).is_break() {
+                            return;
+                        }
+                    }
+                    let (at, state) = walks[walk];
+                    let part_of = &haystack[..ends[walk]];
+                    if step_reporting(dfa, part_of, at, walk * part + 1, state, &mut found)
+                        .is_break()
+                    {
+                        return;
                     }
                 }
             }
@@ -242,6 +281,81 @@ impl Literals {
     }
 }
 
+/// Inputs shorter than this are stepped in one walk (several pay off only on long inputs).
+const SPLIT: usize = 4 << 10;
+/// How many walks step a long input.
+const WALKS: usize = 4;
+
+/// Reports every literal that ends at `at` in `state` (a match state, or none) and ends at
+/// `from` or later.
+fn report(
+    dfa: &aho_corasick::dfa::DFA,
+    state: StateID,
+    at: usize,
+    from: usize,
+    found: &mut impl FnMut(usize, std::ops::Range<usize>) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    if at < from || !dfa.is_match(state) {
+        return ControlFlow::Continue(());
+    }
+    for index in 0..dfa.match_len(state) {
+        let literal = dfa.match_pattern(state, index);
+        found(literal.as_usize(), at - dfa.pattern_len(literal)..at)?;
+    }
+    ControlFlow::Continue(())
+}
+
+/// Steps `dfa` from `state` at `at` to the end of `haystack`, reporting every literal that ends
+/// at `from` or later. Without a prefilter and unanchored, the only special states are matches
+/// (the dead state cannot be reached).
+fn step_reporting(
+    dfa: &aho_corasick::dfa::DFA,
+    haystack: &[u8],
+    mut at: usize,
+    from: usize,
+    mut state: StateID,
+    found: &mut impl FnMut(usize, std::ops::Range<usize>) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    while at < haystack.len() {
+        (at, state) = next_special(dfa, haystack, at, state);
+        report(dfa, state, at, from, found)?;
+    }
+    ControlFlow::Continue(())
+}
+
+/// Steps the walks of `dfa` over `haystack` in turn, each `(position, state)` up to its end in
+/// `ends`, until one enters a special state (its index) or one reaches its end (`None`).
+#[inline(never)]
+fn next_special_walks(
+    dfa: &aho_corasick::dfa::DFA,
+    haystack: &[u8],
+    walks: &mut [(usize, StateID); WALKS],
+    ends: &[usize; WALKS],
+) -> Option<usize> {
+    let mut at: [usize; WALKS] = std::array::from_fn(|walk| walks[walk].0);
+    let mut state: [StateID; WALKS] = std::array::from_fn(|walk| walks[walk].1);
+    let ends: [usize; WALKS] = std::array::from_fn(|walk| ends[walk].min(haystack.len()));
+    let outcome = 'steps: loop {
+        for walk in 0..WALKS {
+            if at[walk] >= ends[walk] {
+                break 'steps None;
+            }
+        }
+        for walk in 0..WALKS {
+            state[walk] =
+                dfa.next_state(aho_corasick::Anchored::No, state[walk], haystack[at[walk]]);
+            at[walk] += 1;
+            if dfa.is_special(state[walk]) {
+                break 'steps Some(walk);
+            }
+        }
+    };
+    for walk in 0..WALKS {
+        walks[walk] = (at[walk], state[walk]);
+    }
+    outcome
+}
+
 /// Steps `dfa` from `state` over `haystack[at..]` until it enters a special state or the input
 /// ends; returns where it stopped (just past the byte that led there) and the state. Kept apart
 /// from the caller so the loop holds everything in registers.
@@ -250,8 +364,8 @@ fn next_special(
     dfa: &aho_corasick::dfa::DFA,
     haystack: &[u8],
     at: usize,
-    mut state: aho_corasick::automaton::StateID,
-) -> (usize, aho_corasick::automaton::StateID) {
+    mut state: StateID,
+) -> (usize, StateID) {
     let rest = haystack.get(at..).unwrap_or_default();
     // Four bytes a round: one loop check for four steps.
     let mut rounds = rest.chunks_exact(4);
@@ -487,6 +601,21 @@ pub(crate) mod tests {
         let mut texts = texts();
         // Overlapping literals, case mixes and a literal at each end of the input.
         texts.push(b"IGNORE ignore-----BEGIN -----begin ghp_ghp_AKIAakia".to_vec());
+        // Long inputs are stepped in two halves: lengths around the split, and middles that
+        // fall at every offset inside and around the literals.
+        let joined = texts.concat();
+        for length in [SPLIT - 1, SPLIT, SPLIT + 1, joined.len() / 3, joined.len()] {
+            texts.push(joined[..length].to_vec());
+        }
+        let around = SPLIT
+            + joined[SPLIT..]
+                .windows(7)
+                .position(|w| w.eq_ignore_ascii_case(b"ignore "))
+                .unwrap();
+        for shift in 0..40 {
+            let middle = around + shift;
+            texts.push(joined[middle - SPLIT..middle + SPLIT + shift % 2].to_vec());
+        }
         let mut seen = 0;
         for text in &texts {
             let expected = all(&library, text);
