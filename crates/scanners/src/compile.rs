@@ -563,10 +563,9 @@ impl CompiledPatterns {
         haystack: &[u8],
         mut found: impl FnMut(&Entry, Range<usize>),
     ) {
-        // Only the occurrences are collected (no slot per rule: most inputs are short commands
-        // and paths, where a table over every rule would cost more than the search).
-        // Real code holds about one occurrence every 32 bytes: room for that up front spares
-        // the copies of a vector grown occurrence by occurrence.
+        // Only the occurrences are collected, not a list per rule (most inputs are short
+        // commands and paths). Real code holds about one occurrence every 32 bytes: room for
+        // that up front spares the copies of a vector grown occurrence by occurrence.
         let mut occurrences: Vec<Occurrence> = Vec::with_capacity(haystack.len() / 32);
         if let Some(literals) = &self.literals {
             let wanted: Vec<bool> = self.rule_types.iter().map(|t| types.contains(t)).collect();
