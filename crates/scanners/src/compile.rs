@@ -384,6 +384,8 @@ pub struct CompiledPatterns {
     offsets: BTreeMap<PatternType, usize>,
     /// The type of each rule in that numbering.
     rule_types: Vec<PatternType>,
+    /// The index in [`PatternType::ALL`] of each rule's type.
+    rule_kinds: Vec<usize>,
     /// Where each rule's branches begin in a numbering of every `(rule, branch)` that has
     /// literals, with one more entry for the end (a rule without literals has none).
     first_slot: Vec<usize>,
@@ -475,6 +477,15 @@ impl CompiledPatterns {
             literals: crate::prefilter::Literals::build(&prefixes),
             rotated: crate::prefilter::Literals::build(&rotated),
             offsets,
+            rule_kinds: rule_types
+                .iter()
+                .map(|t| {
+                    PatternType::ALL
+                        .iter()
+                        .position(|all| all == t)
+                        .unwrap_or(0)
+                })
+                .collect(),
             rule_types,
             first_slot,
             by_type,
@@ -568,10 +579,11 @@ impl CompiledPatterns {
         // that up front spares the copies of a vector grown occurrence by occurrence.
         let mut occurrences: Vec<Occurrence> = Vec::with_capacity(haystack.len() / 32);
         if let Some(literals) = &self.literals {
-            let wanted: Vec<bool> = self.rule_types.iter().map(|t| types.contains(t)).collect();
+            let wanted: [bool; PatternType::ALL.len()] =
+                std::array::from_fn(|kind| types.contains(&PatternType::ALL[kind]));
             literals.occurrences(
                 haystack,
-                |rule| wanted[rule],
+                |rule| wanted[self.rule_kinds[rule]],
                 |rule, branch, occurrence| occurrences.push((rule, branch, occurrence)),
             );
         }
@@ -579,24 +591,31 @@ impl CompiledPatterns {
         // reports them in order of end, so within one branch an occurrence is out of place only
         // past others that end within one literal's length of it, and an insertion sort moves
         // each by at most that many.
-        let mut counts = vec![0usize; self.first_slot.last().map_or(0, |last| last + 1)];
-        for (rule, branch, _) in &occurrences {
-            counts[self.first_slot[*rule] + branch + 1] += 1;
-        }
-        for slot in 1..counts.len() {
-            counts[slot] += counts[slot - 1];
-        }
-        let mut sorted: Vec<Occurrence> = vec![(0, 0, 0..0); occurrences.len()];
-        let mut next = counts.clone();
-        for occurrence in occurrences {
-            let slot = &mut next[self.first_slot[occurrence.0] + occurrence.1];
-            sorted[*slot] = occurrence;
-            *slot += 1;
-        }
-        for slot in counts.windows(2) {
-            sort_by_start(&mut sorted[slot[0]..slot[1]]);
-        }
-        let occurrences = sorted;
+        let occurrences = if occurrences.is_empty() {
+            occurrences
+        } else {
+            // `place[slot]` is where the slot's occurrences begin, then (once filled) where the
+            // next slot's do.
+            let mut place = vec![0usize; self.first_slot.last().map_or(0, |last| last + 1)];
+            for (rule, branch, _) in &occurrences {
+                place[self.first_slot[*rule] + branch + 1] += 1;
+            }
+            for slot in 1..place.len() {
+                place[slot] += place[slot - 1];
+            }
+            let mut sorted: Vec<Occurrence> = vec![(0, 0, 0..0); occurrences.len()];
+            for occurrence in occurrences {
+                let slot = &mut place[self.first_slot[occurrence.0] + occurrence.1];
+                sorted[*slot] = occurrence;
+                *slot += 1;
+            }
+            let mut from = 0;
+            for &to in &place {
+                sort_by_start(&mut sorted[from..to]);
+                from = to;
+            }
+            sorted
+        };
         for pattern_type in types {
             if let (Some(group), Some(&offset)) = (
                 self.by_type.get(pattern_type),
