@@ -113,6 +113,8 @@ enum Locate {
     Prefix(Vec<Vec<u8>>),
     /// Inside runs around a literal every match contains (see `inner`).
     Inner(Vec<crate::inner::Branch>),
+    /// No literal: inside long runs of the bytes every match is made of (see `runs`).
+    Runs(crate::runs::Runs),
     /// Behind the type's `RegexSet` (the expression as compiled): no literal is known to be
     /// in every match.
     Residual(String),
@@ -131,10 +133,18 @@ impl Entry {
                     .to_owned(),
             });
         }
-        let locate = if let Some(literals) = crate::prefilter::prefixes(pattern) {
+        let prefixes = crate::prefilter::prefixes(pattern);
+        let inner = crate::inner::branches(pattern);
+        let locate = if let (Some(literals), Some(branches)) = (&prefixes, &inner)
+            && crate::inner::rarer_inside(literals, branches)
+        {
+            Locate::Inner(inner.unwrap_or_default())
+        } else if let Some(literals) = prefixes {
             Locate::Prefix(literals)
-        } else if let Some(branches) = crate::inner::branches(pattern) {
+        } else if let Some(branches) = inner {
             Locate::Inner(branches)
+        } else if let Some(runs) = crate::runs::runs(pattern) {
+            Locate::Runs(runs)
         } else {
             Locate::Residual(expression)
         };
@@ -156,7 +166,7 @@ impl Entry {
                 .enumerate()
                 .map(|(index, branch)| (index, branch.literals.as_slice()))
                 .collect(),
-            Locate::Residual(_) => Vec::new(),
+            Locate::Residual(_) | Locate::Runs(_) => Vec::new(),
         }
     }
 }
@@ -253,6 +263,12 @@ impl Group {
                             occurrence.clone(),
                         ));
                     }
+                    crate::prefilter::matches_in(&entry.matcher, haystack, &mut windows, |range| {
+                        found(entry, range);
+                    });
+                }
+                Locate::Runs(runs) => {
+                    let mut windows = runs.windows(haystack);
                     crate::prefilter::matches_in(&entry.matcher, haystack, &mut windows, |range| {
                         found(entry, range);
                     });
@@ -368,6 +384,11 @@ pub struct CompiledPatterns {
     offsets: BTreeMap<PatternType, usize>,
     /// The type of each rule in that numbering.
     rule_types: Vec<PatternType>,
+    /// The index in [`PatternType::ALL`] of each rule's type.
+    rule_kinds: Vec<usize>,
+    /// Where each rule's branches begin in a numbering of every `(rule, branch)` that has
+    /// literals, with one more entry for the end (a rule without literals has none).
+    first_slot: Vec<usize>,
     /// Every rule's literals read through ROT13, to tell whether a ROT13 reading can match.
     rotated: Option<crate::prefilter::Literals>,
     problems: Vec<PatternError>,
@@ -433,10 +454,13 @@ impl CompiledPatterns {
         let mut offsets = BTreeMap::new();
         let mut rule_types = Vec::new();
         let mut prefixes = Vec::new();
+        let mut first_slot = vec![0];
         for (pattern_type, group) in &by_type {
             offsets.insert(*pattern_type, rule_types.len());
             for entry in &group.entries {
-                for (branch, literals) in entry.literals() {
+                let branches = entry.literals();
+                first_slot.push(first_slot[first_slot.len() - 1] + branches.len());
+                for (branch, literals) in branches {
                     prefixes.push((rule_types.len(), branch, literals.to_vec()));
                 }
                 rule_types.push(*pattern_type);
@@ -453,13 +477,33 @@ impl CompiledPatterns {
             literals: crate::prefilter::Literals::build(&prefixes),
             rotated: crate::prefilter::Literals::build(&rotated),
             offsets,
+            rule_kinds: rule_types
+                .iter()
+                .map(|t| {
+                    PatternType::ALL
+                        .iter()
+                        .position(|all| all == t)
+                        .unwrap_or(0)
+                })
+                .collect(),
             rule_types,
+            first_slot,
             by_type,
             problems,
             failed_types,
             load_failed: false,
             pattern_count,
         }
+    }
+
+    /// How many rules sit behind a `RegexSet` (searched the ordinary way), over every type.
+    #[cfg(test)]
+    pub(crate) fn residual_members(&self) -> usize {
+        self.by_type
+            .values()
+            .filter_map(|group| group.residual.as_ref())
+            .map(|residual| residual.members.len())
+            .sum()
     }
 
     /// Marks this set as built without the host's patterns (its source failed to load), so every
@@ -510,7 +554,7 @@ impl CompiledPatterns {
                 group
                     .entries
                     .iter()
-                    .any(|entry| matches!(entry.locate, Locate::Residual(_)))
+                    .any(|entry| matches!(entry.locate, Locate::Residual(_) | Locate::Runs(_)))
             })
         });
         if residual {
@@ -530,37 +574,48 @@ impl CompiledPatterns {
         haystack: &[u8],
         mut found: impl FnMut(&Entry, Range<usize>),
     ) {
-        // Only the occurrences are collected (no slot per rule: most inputs are short commands
-        // and paths, where a table over every rule would cost more than the search).
-        let mut occurrences: Vec<Occurrence> = Vec::new();
+        // Only the occurrences are collected, not a list per rule (most inputs are short
+        // commands and paths). Real code holds about one occurrence every 32 bytes: room for
+        // that up front spares the copies of a vector grown occurrence by occurrence.
+        let mut occurrences: Vec<Occurrence> = Vec::with_capacity(haystack.len() / 32);
         if let Some(literals) = &self.literals {
+            let wanted: [bool; PatternType::ALL.len()] =
+                std::array::from_fn(|kind| types.contains(&PatternType::ALL[kind]));
             literals.occurrences(
                 haystack,
-                |rule| types.contains(&self.rule_types[rule]),
+                |rule| wanted[self.rule_kinds[rule]],
                 |rule, branch, occurrence| occurrences.push((rule, branch, occurrence)),
             );
         }
-        // By rule with a counting pass (the automaton reports them in order of end), then each
-        // rule's few by branch and start.
-        let mut counts = vec![0usize; self.rule_types.len() + 1];
-        for (rule, _, _) in &occurrences {
-            counts[rule + 1] += 1;
-        }
-        for rule in 1..counts.len() {
-            counts[rule] += counts[rule - 1];
-        }
-        let mut sorted: Vec<Occurrence> = vec![(0, 0, 0..0); occurrences.len()];
-        let mut next = counts.clone();
-        for occurrence in occurrences {
-            let slot = &mut next[occurrence.0];
-            sorted[*slot] = occurrence;
-            *slot += 1;
-        }
-        for rule in 0..self.rule_types.len() {
-            sorted[counts[rule]..counts[rule + 1]]
-                .sort_unstable_by_key(|(_, branch, o)| (*branch, o.start, o.end));
-        }
-        let occurrences = sorted;
+        // By rule and branch with a counting pass, then each branch's by start: the automaton
+        // reports them in order of end, so within one branch an occurrence is out of place only
+        // past others that end within one literal's length of it, and an insertion sort moves
+        // each by at most that many.
+        let occurrences = if occurrences.is_empty() {
+            occurrences
+        } else {
+            // `place[slot]` is where the slot's occurrences begin, then (once filled) where the
+            // next slot's do.
+            let mut place = vec![0usize; self.first_slot.last().map_or(0, |last| last + 1)];
+            for (rule, branch, _) in &occurrences {
+                place[self.first_slot[*rule] + branch + 1] += 1;
+            }
+            for slot in 1..place.len() {
+                place[slot] += place[slot - 1];
+            }
+            let mut sorted: Vec<Occurrence> = vec![(0, 0, 0..0); occurrences.len()];
+            for occurrence in occurrences {
+                let slot = &mut place[self.first_slot[occurrence.0] + occurrence.1];
+                sorted[*slot] = occurrence;
+                *slot += 1;
+            }
+            let mut from = 0;
+            for &to in &place {
+                sort_by_start(&mut sorted[from..to]);
+                from = to;
+            }
+            sorted
+        };
         for pattern_type in types {
             if let (Some(group), Some(&offset)) = (
                 self.by_type.get(pattern_type),
@@ -568,6 +623,21 @@ impl CompiledPatterns {
             ) {
                 group.each_match(haystack, &occurrences, offset, &mut found);
             }
+        }
+    }
+}
+
+/// Sorts occurrences by start and end with an insertion sort: linear in their number when each
+/// is out of place only past a few neighbours.
+fn sort_by_start(occurrences: &mut [Occurrence]) {
+    for index in 1..occurrences.len() {
+        let mut at = index;
+        while at > 0 && {
+            let (before, here) = (&occurrences[at - 1].2, &occurrences[at].2);
+            (before.start, before.end) > (here.start, here.end)
+        } {
+            occurrences.swap(at - 1, at);
+            at -= 1;
         }
     }
 }

@@ -26,6 +26,7 @@ mod pattern;
 mod prefilter;
 mod redact;
 mod result;
+mod runs;
 mod safe_path;
 mod scanners;
 mod secrets;

@@ -12,7 +12,10 @@
 //! host's own patterns get them too. A rule whose matches can begin with too many, too short or
 //! unbounded prefixes (`[A-Za-z0-9]{40}`, `\s*key`) has none and is searched the ordinary way.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use std::ops::ControlFlow;
+
+use aho_corasick::automaton::{Automaton as _, StateID};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind, StartKind};
 use regex_automata::meta;
 use regex_automata::{Anchored, Input};
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
@@ -62,14 +65,19 @@ pub(crate) fn prefixes(pattern: &Pattern) -> Option<Vec<Vec<u8>>> {
 /// The literals cut to the longest length at which there are at most [`MAX_LITERALS`] of them
 /// (a prefix of a prefix still begins every match), or `None` when one is shorter than
 /// [`MIN_LITERAL`] even uncut.
-pub(crate) fn few_and_long(mut literals: Vec<Vec<u8>>) -> Option<Vec<Vec<u8>>> {
-    if literals.is_empty() || literals.iter().any(|l| l.len() < MIN_LITERAL) {
+pub(crate) fn few_and_long(literals: Vec<Vec<u8>>) -> Option<Vec<Vec<u8>>> {
+    few_and_at_least(literals, MIN_LITERAL)
+}
+
+/// As [`few_and_long`], with `min` bytes as the shortest literal allowed.
+pub(crate) fn few_and_at_least(mut literals: Vec<Vec<u8>>, min: usize) -> Option<Vec<Vec<u8>>> {
+    if literals.is_empty() || literals.iter().any(|l| l.len() < min) {
         return None;
     }
     literals.sort();
     literals.dedup();
     let longest = literals.iter().map(Vec::len).max()?;
-    for length in (MIN_LITERAL..=longest).rev() {
+    for length in (min.max(1)..=longest).rev() {
         let mut cut: Vec<Vec<u8>> = literals
             .iter()
             .map(|l| l[..l.len().min(length)].to_vec())
@@ -104,14 +112,28 @@ pub(crate) fn matcher(pattern: &Pattern) -> Result<meta::Regex, PatternError> {
 /// Every located rule's literals in one automaton.
 #[derive(Debug, Clone)]
 pub(crate) struct Literals {
-    automaton: AhoCorasick,
+    automaton: Automaton,
     /// For each literal of the automaton, the rules (by index) and their branches that need it.
     owners: Vec<Vec<(usize, usize)>>,
+}
+
+/// The literal automaton: a DFA stepped here byte by byte (one table lookup a byte, no
+/// prefilter: with thousands of literals none applies, and checking for one costs a branch a
+/// byte), or the library's own search when the DFA does not build.
+#[derive(Debug, Clone)]
+enum Automaton {
+    Dfa(Box<aho_corasick::dfa::DFA>),
+    Other(AhoCorasick),
 }
 
 impl Literals {
     /// Builds the automaton from `(rule index, branch, literals)`; `None` when there are none.
     pub(crate) fn build(rules: &[(usize, usize, Vec<Vec<u8>>)]) -> Option<Self> {
+        Self::build_as(rules, true)
+    }
+
+    /// As [`Literals::build`]; `dfa` false takes the library's own search (the fallback).
+    fn build_as(rules: &[(usize, usize, Vec<Vec<u8>>)], dfa: bool) -> Option<Self> {
         let mut literals: Vec<Vec<u8>> = Vec::new();
         let mut owners: Vec<Vec<(usize, usize)>> = Vec::new();
         let mut index = std::collections::HashMap::new();
@@ -130,19 +152,100 @@ impl Literals {
         if literals.is_empty() {
             return None;
         }
-        let automaton = AhoCorasickBuilder::new()
+        let built = aho_corasick::dfa::Builder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
-            .kind(Some(AhoCorasickKind::DFA))
-            .build(&literals)
-            .or_else(|_| {
+            .start_kind(StartKind::Unanchored)
+            .prefilter(false)
+            .build(&literals);
+        let automaton = match built {
+            Ok(built) if dfa => Automaton::Dfa(Box::new(built)),
+            _ => Automaton::Other(
                 AhoCorasickBuilder::new()
                     .ascii_case_insensitive(true)
                     .match_kind(MatchKind::Standard)
                     .build(&literals)
-            })
-            .ok()?;
+                    .ok()?,
+            ),
+        };
         Some(Self { automaton, owners })
+    }
+
+    /// Calls `found(literal, occurrence)` for every occurrence of every literal in `haystack`
+    /// (overlapping ones too), in order of end, until `found` breaks.
+    fn each_literal(
+        &self,
+        haystack: &[u8],
+        mut found: impl FnMut(usize, std::ops::Range<usize>) -> ControlFlow<()>,
+    ) {
+        match &self.automaton {
+            Automaton::Dfa(dfa) => {
+                let Ok(start) = dfa.start_state(aho_corasick::Anchored::No) else {
+                    return;
+                };
+                if haystack.len() < SPLIT {
+                    let _ = step_reporting(dfa, haystack, 0, 0, start, &mut found);
+                    return;
+                }
+                // The input in WALKS parts, stepped in turn: each step waits on the table read
+                // of the one before, and independent walks keep the processor busy meanwhile.
+                // A walk begins a literal's length before its part, so every occurrence ending
+                // in the part is seen from its first byte, and it reports only those.
+                let part = haystack.len() / WALKS;
+                let ends: [usize; WALKS] = std::array::from_fn(|walk| {
+                    if walk + 1 == WALKS {
+                        haystack.len()
+                    } else {
+                        (walk + 1) * part
+                    }
+                });
+                let mut walks: [(usize, StateID); WALKS] = std::array::from_fn(|walk| {
+                    (
+                        (walk * part).saturating_sub(dfa.max_pattern_len() - 1),
+                        start,
+                    )
+                });
+                let mut later: [Vec<(usize, std::ops::Range<usize>)>; WALKS] = Default::default();
+                while let Some(walk) = next_special_walks(dfa, haystack, &mut walks, &ends) {
+                    let (at, state) = walks[walk];
+                    if walk == 0 {
+                        if report(dfa, state, at, 0, &mut found).is_break() {
+                            return;
+                        }
+                    } else {
+                        let _ = report(dfa, state, at, walk * part + 1, &mut |l, o| {
+                            later[walk].push((l, o));
+                            ControlFlow::Continue(())
+                        });
+                    }
+                }
+                let (at, state) = walks[0];
+                if step_reporting(dfa, &haystack[..ends[0]], at, 0, state, &mut found).is_break() {
+                    return;
+                }
+                for walk in 1..WALKS {
+                    for (literal, occurrence) in std::mem::take(&mut later[walk]) {
+                        if found(literal, occurrence).is_break() {
+                            return;
+                        }
+                    }
+                    let (at, state) = walks[walk];
+                    let part_of = &haystack[..ends[walk]];
+                    if step_reporting(dfa, part_of, at, walk * part + 1, state, &mut found)
+                        .is_break()
+                    {
+                        return;
+                    }
+                }
+            }
+            Automaton::Other(automaton) => {
+                for occurrence in automaton.find_overlapping_iter(haystack) {
+                    if found(occurrence.pattern().as_usize(), occurrence.range()).is_break() {
+                        return;
+                    }
+                }
+            }
+        }
     }
 
     /// Calls `found(rule, branch, occurrence)` for every occurrence of every literal in
@@ -153,27 +256,136 @@ impl Literals {
         wanted: impl Fn(usize) -> bool,
         mut found: impl FnMut(usize, usize, std::ops::Range<usize>),
     ) {
-        for occurrence in self.automaton.find_overlapping_iter(haystack) {
-            for &(rule, branch) in &self.owners[occurrence.pattern().as_usize()] {
+        self.each_literal(haystack, |literal, occurrence| {
+            for &(rule, branch) in &self.owners[literal] {
                 if wanted(rule) {
-                    found(rule, branch, occurrence.range());
+                    found(rule, branch, occurrence.clone());
                 }
             }
-        }
+            ControlFlow::Continue(())
+        });
+    }
+
+    /// Whether any literal of a rule `wanted` accepts occurs in `haystack`; stops at the first.
+    pub(crate) fn any(&self, haystack: &[u8], wanted: impl Fn(usize) -> bool) -> bool {
+        let mut seen = false;
+        self.each_literal(haystack, |literal, _| {
+            if self.owners[literal].iter().any(|&(rule, _)| wanted(rule)) {
+                seen = true;
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        seen
     }
 }
 
-impl Literals {
-    /// Whether any literal of a rule `wanted` accepts occurs in `haystack`; stops at the first.
-    pub(crate) fn any(&self, haystack: &[u8], wanted: impl Fn(usize) -> bool) -> bool {
-        self.automaton
-            .find_overlapping_iter(haystack)
-            .any(|occurrence| {
-                self.owners[occurrence.pattern().as_usize()]
-                    .iter()
-                    .any(|&(rule, _)| wanted(rule))
-            })
+/// Inputs shorter than this are stepped in one walk (several pay off only on long inputs).
+const SPLIT: usize = 4 << 10;
+/// How many walks step a long input.
+const WALKS: usize = 4;
+
+/// Reports every literal that ends at `at` in `state` (a match state, or none) and ends at
+/// `from` or later.
+fn report(
+    dfa: &aho_corasick::dfa::DFA,
+    state: StateID,
+    at: usize,
+    from: usize,
+    found: &mut impl FnMut(usize, std::ops::Range<usize>) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    if at < from || !dfa.is_match(state) {
+        return ControlFlow::Continue(());
     }
+    for index in 0..dfa.match_len(state) {
+        let literal = dfa.match_pattern(state, index);
+        found(literal.as_usize(), at - dfa.pattern_len(literal)..at)?;
+    }
+    ControlFlow::Continue(())
+}
+
+/// Steps `dfa` from `state` at `at` to the end of `haystack`, reporting every literal that ends
+/// at `from` or later. Without a prefilter and unanchored, the only special states are matches
+/// (the dead state cannot be reached).
+fn step_reporting(
+    dfa: &aho_corasick::dfa::DFA,
+    haystack: &[u8],
+    mut at: usize,
+    from: usize,
+    mut state: StateID,
+    found: &mut impl FnMut(usize, std::ops::Range<usize>) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    while at < haystack.len() {
+        (at, state) = next_special(dfa, haystack, at, state);
+        report(dfa, state, at, from, found)?;
+    }
+    ControlFlow::Continue(())
+}
+
+/// Steps the walks of `dfa` over `haystack` in turn, each `(position, state)` up to its end in
+/// `ends`, until one enters a special state (its index) or one reaches its end (`None`).
+#[inline(never)]
+fn next_special_walks(
+    dfa: &aho_corasick::dfa::DFA,
+    haystack: &[u8],
+    walks: &mut [(usize, StateID); WALKS],
+    ends: &[usize; WALKS],
+) -> Option<usize> {
+    let mut at: [usize; WALKS] = std::array::from_fn(|walk| walks[walk].0);
+    let mut state: [StateID; WALKS] = std::array::from_fn(|walk| walks[walk].1);
+    let ends: [usize; WALKS] = std::array::from_fn(|walk| ends[walk].min(haystack.len()));
+    let outcome = 'steps: loop {
+        for walk in 0..WALKS {
+            if at[walk] >= ends[walk] {
+                break 'steps None;
+            }
+        }
+        for walk in 0..WALKS {
+            state[walk] =
+                dfa.next_state(aho_corasick::Anchored::No, state[walk], haystack[at[walk]]);
+            at[walk] += 1;
+            if dfa.is_special(state[walk]) {
+                break 'steps Some(walk);
+            }
+        }
+    };
+    for walk in 0..WALKS {
+        walks[walk] = (at[walk], state[walk]);
+    }
+    outcome
+}
+
+/// Steps `dfa` from `state` over `haystack[at..]` until it enters a special state or the input
+/// ends; returns where it stopped (just past the byte that led there) and the state. Kept apart
+/// from the caller so the loop holds everything in registers.
+#[inline(never)]
+fn next_special(
+    dfa: &aho_corasick::dfa::DFA,
+    haystack: &[u8],
+    at: usize,
+    mut state: StateID,
+) -> (usize, StateID) {
+    let rest = haystack.get(at..).unwrap_or_default();
+    // Four bytes a round: one loop check for four steps.
+    let mut rounds = rest.chunks_exact(4);
+    let mut read = at;
+    for round in &mut rounds {
+        for (offset, &byte) in round.iter().enumerate() {
+            state = dfa.next_state(aho_corasick::Anchored::No, state, byte);
+            if dfa.is_special(state) {
+                return (read + offset + 1, state);
+            }
+        }
+        read += 4;
+    }
+    for (offset, &byte) in rounds.remainder().iter().enumerate() {
+        state = dfa.next_state(aho_corasick::Anchored::No, state, byte);
+        if dfa.is_special(state) {
+            return (read + offset + 1, state);
+        }
+    }
+    (haystack.len(), state)
 }
 
 /// Reports `matcher`'s leftmost-first matches inside `windows` (any order, may overlap), in
@@ -361,6 +573,63 @@ pub(crate) mod tests {
             }
         }
         assert!(compared > 1000, "{compared}");
+    }
+
+    #[test]
+    fn the_stepped_dfa_finds_every_occurrence_the_library_search_finds() {
+        // Every built-in rule's literals, as a full set compiles them.
+        let rules: Vec<(usize, usize, Vec<Vec<u8>>)> = builtin_patterns()
+            .iter()
+            .enumerate()
+            .filter_map(|(rule, pattern)| Some((rule, 0, prefixes(pattern)?)))
+            .collect();
+        let stepped = Literals::build_as(&rules, true).unwrap();
+        let library = Literals::build_as(&rules, false).unwrap();
+        assert!(matches!(stepped.automaton, Automaton::Dfa(_)));
+        assert!(matches!(library.automaton, Automaton::Other(_)));
+        let all = |literals: &Literals, text: &[u8]| {
+            let mut out = Vec::new();
+            literals.occurrences(
+                text,
+                |_| true,
+                |rule, branch, found| {
+                    out.push((rule, branch, found));
+                },
+            );
+            out
+        };
+        let mut texts = texts();
+        // Overlapping literals, case mixes and a literal at each end of the input.
+        texts.push(b"IGNORE ignore-----BEGIN -----begin ghp_ghp_AKIAakia".to_vec());
+        // Long inputs are stepped in two halves: lengths around the split, and middles that
+        // fall at every offset inside and around the literals.
+        let joined = texts.concat();
+        for length in [SPLIT - 1, SPLIT, SPLIT + 1, joined.len() / 3, joined.len()] {
+            texts.push(joined[..length].to_vec());
+        }
+        let around = SPLIT
+            + joined[SPLIT..]
+                .windows(7)
+                .position(|w| w.eq_ignore_ascii_case(b"ignore "))
+                .unwrap();
+        for shift in 0..40 {
+            let middle = around + shift;
+            texts.push(joined[middle - SPLIT..middle + SPLIT + shift % 2].to_vec());
+        }
+        let mut seen = 0;
+        for text in &texts {
+            let expected = all(&library, text);
+            seen += expected.len();
+            assert_eq!(all(&stepped, text), expected);
+            for wanted in [0, 7, rules.len() - 1] {
+                assert_eq!(
+                    stepped.any(text, |rule| rule == wanted),
+                    library.any(text, |rule| rule == wanted)
+                );
+            }
+        }
+        assert!(seen > 10_000, "{seen}");
+        assert_eq!(all(&stepped, b""), []);
     }
 
     #[test]
