@@ -3,23 +3,11 @@
 
 use auto_swe_store::PlatformRole;
 use reqwest::{Method, StatusCode};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::support::{Server, fresh_database, open_store, user_with_token, wait_for_run};
-
-fn approval_spec() -> Value {
-    json!({
-        "specVersion": 1,
-        "name": "approve-then-end",
-        "entry": "approve",
-        "nodes": [
-            { "id": "approve", "type": "humanApproval", "title": "Ship it?",
-              "contextFrom": [], "onApprove": "shipped", "onReject": "stopped" },
-            { "id": "shipped", "type": "terminate", "status": "SUCCESS", "result": {} },
-            { "id": "stopped", "type": "terminate", "status": "FAILED", "result": {} }
-        ]
-    })
-}
+use crate::support::{
+    Server, approval_spec, fresh_database, open_store, user_with_token, wait_for_run,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_is_answered_once_by_someone_who_may_see_the_run() {
@@ -42,7 +30,7 @@ async fn an_approval_is_answered_once_by_someone_who_may_see_the_run() {
     let (_, outsider) = user_with_token(&store, "out@example.test", Some(&other.id), None).await;
 
     // An engineer cannot create templates; a lead can, for their own team only.
-    let body = json!({ "name": "gate", "teamId": team.id, "spec": approval_spec() });
+    let body = json!({ "name": "gate", "teamId": team.id, "spec": approval_spec("Ship it?") });
     let (status, _) = server
         .call(
             Method::POST,
@@ -52,7 +40,7 @@ async fn an_approval_is_answered_once_by_someone_who_may_see_the_run() {
         )
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    let foreign = json!({ "name": "gate", "teamId": other.id, "spec": approval_spec() });
+    let foreign = json!({ "name": "gate", "teamId": other.id, "spec": approval_spec("Ship it?") });
     let (status, _) = server
         .call(
             Method::POST,

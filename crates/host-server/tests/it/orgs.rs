@@ -7,21 +7,9 @@ use auto_swe_store::{
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::{Server, code, fresh_database, open_store, user_with_token, wait_for_run};
-
-fn approval_spec() -> Value {
-    json!({
-        "specVersion": 1,
-        "name": "approve-then-end",
-        "entry": "approve",
-        "nodes": [
-            { "id": "approve", "type": "humanApproval", "title": "Ship it?",
-              "contextFrom": [], "onApprove": "shipped", "onReject": "stopped" },
-            { "id": "shipped", "type": "terminate", "status": "SUCCESS", "result": {} },
-            { "id": "stopped", "type": "terminate", "status": "FAILED", "result": {} }
-        ]
-    })
-}
+use crate::support::{
+    Server, approval_spec, code, fresh_database, open_store, user_with_token, wait_for_run,
+};
 
 async fn repository(store: &Store, team: &str, name: &str) -> String {
     store
@@ -105,7 +93,7 @@ async fn the_inbox_shows_what_each_caller_may_see_and_usage_is_for_org_admins() 
             Method::POST,
             "/api/v1/workflow-templates",
             Some(&admin),
-            Some(&json!({ "name": "gate", "spec": approval_spec() })),
+            Some(&json!({ "name": "gate", "spec": approval_spec("Ship it?") })),
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{created}");

@@ -4,11 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use auto_swe_store::{AuditQuery, NewApiToken, PlatformRole, TokenOwner};
+use auto_swe_store::{AuditQuery, PlatformRole};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::{Server, code, fresh_database, open_store, user_with_token};
+use crate::support::{Server, code, fresh_database, open_store, service_token, user_with_token};
 
 fn reloads(server: &Server) -> usize {
     server
@@ -49,18 +49,7 @@ async fn only_admins_write_rules_and_a_bad_one_writes_nothing() {
         Some(PlatformRole::Lead),
     )
     .await;
-    let bot = store
-        .create_service_principal(&team.id, "ci", vec![], vec![])
-        .await
-        .unwrap();
-    let (_, bot_token) = store
-        .create_token(NewApiToken {
-            owner: TokenOwner::ServicePrincipal(bot.id.clone()),
-            name: "ci".to_owned(),
-            expires_at: None,
-        })
-        .await
-        .unwrap();
+    let bot_token = service_token(&store, &team.id, vec![]).await;
     let ours = rule(r"\bfrobnicate\s+--all\b");
     let path = "/api/v1/scanner-patterns/host.frobnicate";
 
@@ -76,7 +65,7 @@ async fn only_admins_write_rules_and_a_bad_one_writes_nothing() {
         }
     }
     let (status, body) = server
-        .call(Method::PUT, path, Some(bot_token.expose()), Some(&ours))
+        .call(Method::PUT, path, Some(&bot_token), Some(&ours))
         .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(code(&body), "SERVICE_TOKEN_NOT_ALLOWED");

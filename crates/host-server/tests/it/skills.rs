@@ -2,11 +2,11 @@
 //! guarded by the revision read (`SKILL_CHANGED`, checked in the store), restores, the scan's
 //! warnings, and the audit trail.
 
-use auto_swe_store::{AuditQuery, NewApiToken, PlatformRole, Store, TokenOwner};
+use auto_swe_store::{AuditQuery, PlatformRole, Store};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::{Server, code, fresh_database, open_store, user_with_token};
+use crate::support::{Server, code, fresh_database, open_store, service_token, user_with_token};
 
 async fn stored(store: &Store, id: &str) -> (u32, bool, usize) {
     let skill = store.skill_store().get(id).await.unwrap().unwrap();
@@ -27,18 +27,7 @@ async fn skills_are_curated_by_admins_under_the_revision_guard() {
     let (_, engineer) = user_with_token(&store, "eng@example.test", Some(&team.id), None).await;
     let (_, lead) =
         user_with_token(&store, "lead@example.test", None, Some(PlatformRole::Lead)).await;
-    let bot = store
-        .create_service_principal(&team.id, "ci", vec![], vec![])
-        .await
-        .unwrap();
-    let (_, bot_token) = store
-        .create_token(NewApiToken {
-            owner: TokenOwner::ServicePrincipal(bot.id.clone()),
-            name: "ci".to_owned(),
-            expires_at: None,
-        })
-        .await
-        .unwrap();
+    let bot_token = service_token(&store, &team.id, vec![]).await;
     let skills = "/api/v1/platform/skills";
     let new = json!({
         "name": "test-first",
@@ -63,7 +52,7 @@ async fn skills_are_curated_by_admins_under_the_revision_guard() {
         (Method::DELETE, format!("{skills}/test-first"), None),
     ] {
         let (status, body) = server
-            .call(method.clone(), &path, Some(bot_token.expose()), with)
+            .call(method.clone(), &path, Some(&bot_token), with)
             .await;
         assert_eq!(
             (status, code(&body)),

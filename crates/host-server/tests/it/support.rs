@@ -245,6 +245,39 @@ pub(crate) async fn user_with_token(
     (user, token.expose().to_owned())
 }
 
+/// A service principal of `team` allowed to launch `templates` on no connection, and its token.
+pub(crate) async fn service_token(store: &Store, team: &str, templates: Vec<String>) -> String {
+    let bot = store
+        .create_service_principal(team, "ci", vec![], templates)
+        .await
+        .unwrap();
+    let (_, token) = store
+        .create_token(NewApiToken {
+            owner: TokenOwner::ServicePrincipal(bot.id.clone()),
+            name: "ci".to_owned(),
+            expires_at: None,
+        })
+        .await
+        .unwrap();
+    token.expose().to_owned()
+}
+
+/// A spec that asks `title` of a person and ends `SUCCESS` on an approval, `FAILED` on a
+/// rejection.
+pub(crate) fn approval_spec(title: &str) -> Value {
+    serde_json::json!({
+        "specVersion": 1,
+        "name": "approve-then-end",
+        "entry": "approve",
+        "nodes": [
+            { "id": "approve", "type": "humanApproval", "title": title,
+              "contextFrom": [], "onApprove": "shipped", "onReject": "stopped" },
+            { "id": "shipped", "type": "terminate", "status": "SUCCESS", "result": {} },
+            { "id": "stopped", "type": "terminate", "status": "FAILED", "result": {} }
+        ]
+    })
+}
+
 /// Registers the demo repository with the server's local SCM; returns its connection and team.
 pub(crate) async fn demo_repository(store: &Store, state: &Path) -> (String, String) {
     let source = state.join("demo-source");

@@ -3,14 +3,12 @@
 //! connection or another team's routes (404), and audited.
 
 use auto_swe_agents::ScopeRef;
-use auto_swe_store::{
-    AuditQuery, ConnectionType, NewApiToken, NewConnection, SecretString, TeamRole, TokenOwner,
-};
+use auto_swe_store::{AuditQuery, ConnectionType, NewConnection, SecretString, TeamRole};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::agents::versions_in_store;
-use crate::support::{Server, code, fresh_database, open_store, user_with_token};
+use crate::support::{Server, code, fresh_database, open_store, service_token, user_with_token};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_team_overrides_platform_agents_and_no_other_team_reaches_them() {
@@ -60,18 +58,7 @@ async fn a_team_overrides_platform_agents_and_no_other_team_reaches_them() {
         )
         .await
         .unwrap();
-    let bot = store
-        .create_service_principal(&core.id, "ci", vec![], vec![])
-        .await
-        .unwrap();
-    let (_, bot_token) = store
-        .create_token(NewApiToken {
-            owner: TokenOwner::ServicePrincipal(bot.id.clone()),
-            name: "ci".to_owned(),
-            expires_at: None,
-        })
-        .await
-        .unwrap();
+    let bot_token = service_token(&store, &core.id, vec![]).await;
     let core_mcp = store
         .create_connection(NewConnection {
             team_id: core.id.clone(),
@@ -244,12 +231,7 @@ async fn a_team_overrides_platform_agents_and_no_other_team_reaches_them() {
     ];
     for (method, path, with) in &routes {
         let (status, body) = server
-            .call(
-                method.clone(),
-                path,
-                Some(bot_token.expose()),
-                with.as_ref(),
-            )
+            .call(method.clone(), path, Some(&bot_token), with.as_ref())
             .await;
         assert_eq!(
             (status, code(&body)),

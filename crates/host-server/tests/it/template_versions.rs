@@ -4,23 +4,11 @@
 
 use auto_swe_store::PlatformRole;
 use reqwest::{Method, StatusCode};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::support::{Server, code, fresh_database, open_store, user_with_token, wait_for_run};
-
-fn spec(title: &str) -> Value {
-    json!({
-        "specVersion": 1,
-        "name": "approve-then-end",
-        "entry": "approve",
-        "nodes": [
-            { "id": "approve", "type": "humanApproval", "title": title,
-              "contextFrom": [], "onApprove": "shipped", "onReject": "stopped" },
-            { "id": "shipped", "type": "terminate", "status": "SUCCESS", "result": {} },
-            { "id": "stopped", "type": "terminate", "status": "FAILED", "result": {} }
-        ]
-    })
-}
+use crate::support::{
+    Server, approval_spec, code, fresh_database, open_store, user_with_token, wait_for_run,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn versions_are_read_compared_and_promoted_for_runs() {
@@ -42,7 +30,7 @@ async fn versions_are_read_compared_and_promoted_for_runs() {
     let (_, member) = user_with_token(&store, "member@example.test", Some(&team.id), None).await;
     let (_, outsider) = user_with_token(&store, "out@example.test", Some(&other.id), None).await;
 
-    let body = json!({ "name": "gate", "teamId": team.id, "spec": spec("First?") });
+    let body = json!({ "name": "gate", "teamId": team.id, "spec": approval_spec("First?") });
     let (status, created) = server
         .call(
             Method::POST,
@@ -59,7 +47,7 @@ async fn versions_are_read_compared_and_promoted_for_runs() {
             Method::POST,
             &format!("{base}/versions"),
             Some(&lead),
-            Some(&json!({ "spec": spec("Second?") })),
+            Some(&json!({ "spec": approval_spec("Second?") })),
         )
         .await;
     assert_eq!(status, StatusCode::CREATED);
@@ -222,12 +210,12 @@ async fn versions_are_read_compared_and_promoted_for_runs() {
             Method::POST,
             validate,
             Some(&member),
-            Some(&json!({ "spec": spec("x") })),
+            Some(&json!({ "spec": approval_spec("x") })),
         )
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(report["data"]["valid"], true, "{report}");
-    let mut broken = spec("x");
+    let mut broken = approval_spec("x");
     broken["entry"] = json!("nowhere");
     let (status, report) = server
         .call(
