@@ -19,14 +19,14 @@ use utoipa::ToSchema;
 use crate::access::is_run_id;
 use crate::auth::UserIdentity;
 use crate::error::{ApiError, ApiResult};
-use crate::routes::Data;
 use crate::routes::agent_bodies::patched_fields;
 pub use crate::routes::agent_bodies::{
     AgentEditBody, AgentListParams, NewAgentBody, RestoreAgentBody, TeamAgentListParams,
 };
 use crate::routes::library::{
-    agent_error, audit, library_store_error, patterns, platform_admin, text_digest,
+    agent_error, library_store_error, patterns, platform_admin, text_digest,
 };
+use crate::routes::{Data, audit};
 use crate::state::{ApiJson, ApiQuery, AppState, SignedIn};
 
 /// One version of an agent, with its lineage's activation.

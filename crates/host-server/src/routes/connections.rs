@@ -3,7 +3,7 @@
 
 use auto_swe_agents::ScopeRef;
 use auto_swe_store::{
-    Connection, ConnectionType, ConnectionUpdate, NewAuditEntry, NewConnection, ProviderCredential,
+    Connection, ConnectionType, ConnectionUpdate, NewConnection, ProviderCredential,
     RepoCoordinates, SecretString, TokenChange,
 };
 use axum::Json;
@@ -16,7 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::access::is_run_id;
 use crate::auth::{AccessLevel, UserIdentity};
 use crate::error::{ApiError, ApiResult};
-use crate::routes::Data;
+use crate::routes::{Data, audit};
 use crate::state::{ApiJson, ApiQuery, AppState, SignedIn};
 
 /// A connection as the API shows it: never its token, only whether it has one.
@@ -207,28 +207,6 @@ async fn may_manage(state: &AppState, user: &UserIdentity, team: &str) -> ApiRes
     }
 }
 
-async fn audit(
-    state: &AppState,
-    user: &UserIdentity,
-    action: &str,
-    kind: &str,
-    id: &str,
-    detail: Value,
-) -> ApiResult<()> {
-    state
-        .store()
-        .append_audit(NewAuditEntry {
-            actor: user.id.clone(),
-            action: action.to_owned(),
-            target_kind: kind.to_owned(),
-            target_id: id.to_owned(),
-            detail,
-        })
-        .await
-        .map(|_| ())
-        .map_err(|e| ApiError::from_store(&e, "audit entry"))
-}
-
 fn secret(field: &str, text: Option<String>) -> ApiResult<Option<SecretString>> {
     match text {
         Some(t) if t.is_empty() || t.len() > 8192 || t.contains('\0') => Err(
@@ -236,6 +214,24 @@ fn secret(field: &str, text: Option<String>) -> ApiResult<Option<SecretString>> 
         ),
         Some(t) => Ok(Some(SecretString::new(t))),
         None => Ok(None),
+    }
+}
+
+/// The team a list is narrowed to: one the caller is in, or every team (`None`) for platform
+/// admins who name none.
+async fn listed_team(
+    state: &AppState,
+    user: &UserIdentity,
+    team: Option<String>,
+) -> ApiResult<Option<String>> {
+    match team {
+        Some(team) if member_of(state, user, &team).await? => Ok(Some(team)),
+        Some(team) => Err(ApiError::not_found(
+            "TEAM_NOT_FOUND",
+            format!("no team {team}"),
+        )),
+        None if user.role >= AccessLevel::Admin => Ok(None),
+        None => Err(ApiError::bad_request("INVALID_QUERY", "teamId is required")),
     }
 }
 
@@ -270,17 +266,7 @@ pub async fn list(
     SignedIn(user): SignedIn,
     ApiQuery(params): ApiQuery<TeamParams>,
 ) -> ApiResult<Json<Data<Vec<ConnectionView>>>> {
-    let team = match params.team_id {
-        Some(team) if member_of(&state, &user, &team).await? => Some(team),
-        Some(team) => {
-            return Err(ApiError::not_found(
-                "TEAM_NOT_FOUND",
-                format!("no team {team}"),
-            ));
-        }
-        None if user.role >= AccessLevel::Admin => None,
-        None => return Err(ApiError::bad_request("INVALID_QUERY", "teamId is required")),
-    };
+    let team = listed_team(&state, &user, params.team_id).await?;
     let connections = state
         .store()
         .list_connections(team.as_deref())
@@ -468,17 +454,7 @@ pub async fn list_credentials(
     SignedIn(user): SignedIn,
     ApiQuery(params): ApiQuery<TeamParams>,
 ) -> ApiResult<Json<Data<Vec<CredentialView>>>> {
-    let team = match params.team_id {
-        Some(team) if member_of(&state, &user, &team).await? => Some(team),
-        Some(team) => {
-            return Err(ApiError::not_found(
-                "TEAM_NOT_FOUND",
-                format!("no team {team}"),
-            ));
-        }
-        None if user.role >= AccessLevel::Admin => None,
-        None => return Err(ApiError::bad_request("INVALID_QUERY", "teamId is required")),
-    };
+    let team = listed_team(&state, &user, params.team_id).await?;
     let all = state
         .store()
         .list_provider_credentials()

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use auto_swe_agents::{
     Actor, LibraryError, LibraryStoreError, PatternsProvider, SkillError, StaticPatterns,
 };
-use auto_swe_store::{NewAuditEntry, TeamRole};
+use auto_swe_store::TeamRole;
 use axum::http::StatusCode;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
@@ -54,29 +54,6 @@ pub(crate) fn text_digest(text: Option<&str>) -> Value {
             "bytes": text.len(),
         }),
     }
-}
-
-/// Appends an audit row for a change `user` made.
-pub(crate) async fn audit(
-    state: &AppState,
-    user: &UserIdentity,
-    action: &str,
-    target_kind: &str,
-    target_id: &str,
-    detail: Value,
-) -> ApiResult<()> {
-    state
-        .store()
-        .append_audit(NewAuditEntry {
-            actor: user.id.clone(),
-            action: action.to_owned(),
-            target_kind: target_kind.to_owned(),
-            target_id: target_id.to_owned(),
-            detail,
-        })
-        .await
-        .map(|_| ())
-        .map_err(|e| ApiError::from_store(&e, "audit entry"))
 }
 
 /// The platform admin, or `403` for anyone else.

@@ -28,8 +28,34 @@ use tower_http::timeout::TimeoutLayer;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
+use crate::auth::UserIdentity;
 use crate::error::{ApiError, ApiResult};
 use crate::state::{AppState, SignedIn};
+use auto_swe_store::NewAuditEntry;
+use serde_json::Value;
+
+/// Appends an audit row for a change `user` made.
+pub(crate) async fn audit(
+    state: &AppState,
+    user: &UserIdentity,
+    action: &str,
+    target_kind: &str,
+    target_id: &str,
+    detail: Value,
+) -> ApiResult<()> {
+    state
+        .store()
+        .append_audit(NewAuditEntry {
+            actor: user.id.clone(),
+            action: action.to_owned(),
+            target_kind: target_kind.to_owned(),
+            target_id: target_id.to_owned(),
+            detail,
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| ApiError::from_store(&e, "audit entry"))
+}
 
 /// A single item, wrapped as every route wraps it.
 #[derive(Debug, Serialize, ToSchema)]

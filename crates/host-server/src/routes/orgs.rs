@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use auto_swe_store::{InboxQuery, NewAuditEntry, OrgRole, Organization, Spend, Timestamp};
+use auto_swe_store::{InboxQuery, OrgRole, Organization, Spend, Timestamp};
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
@@ -13,8 +13,8 @@ use utoipa::{IntoParams, ToSchema};
 use crate::access::{is_run_id, visible_run};
 use crate::auth::{AccessLevel, Caller, UserIdentity};
 use crate::error::{ApiError, ApiResult};
-use crate::routes::Data;
 use crate::routes::runs::HumanStepView;
+use crate::routes::{Data, audit};
 use crate::state::{ApiJson, ApiQuery, AppState, SignedIn};
 
 /// Largest org monthly cap the API takes, in cents (ten million dollars).
@@ -275,20 +275,15 @@ pub async fn set_budget(
         .set_org_budget(&org.id, body.monthly_budget_cents)
         .await
         .map_err(|e| ApiError::from_store(&e, "organization"))?;
-    state
-        .store()
-        .append_audit(NewAuditEntry {
-            actor: user.id.clone(),
-            action: "org.budget".to_owned(),
-            target_kind: "organization".to_owned(),
-            target_id: org.id.clone(),
-            detail: json!({
-                "from": org.monthly_budget_cents,
-                "to": body.monthly_budget_cents,
-            }),
-        })
-        .await
-        .map_err(|e| ApiError::from_store(&e, "audit entry"))?;
+    audit(
+        &state,
+        &user,
+        "org.budget",
+        "organization",
+        &org.id,
+        json!({ "from": org.monthly_budget_cents, "to": body.monthly_budget_cents }),
+    )
+    .await?;
     month_usage(
         State(state),
         SignedIn(user),

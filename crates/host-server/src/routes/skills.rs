@@ -17,10 +17,10 @@ use utoipa::{IntoParams, ToSchema};
 use crate::access::is_run_id;
 use crate::auth::UserIdentity;
 use crate::error::{ApiError, ApiResult};
-use crate::routes::Data;
 use crate::routes::library::{
-    audit, library_store_error, patterns, platform_admin, skill_error, text_digest,
+    library_store_error, patterns, platform_admin, skill_error, text_digest,
 };
+use crate::routes::{Data, audit};
 use crate::state::{ApiJson, ApiQuery, AppState, SignedIn};
 
 /// Where imported text came from.

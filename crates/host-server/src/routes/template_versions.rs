@@ -3,7 +3,7 @@
 //! saving it.
 
 use auto_swe_spec::{Diagnostic, ValidateOptions, WorkflowSpec, diff_specs, validate_value};
-use auto_swe_store::{NewAuditEntry, TemplateVersion};
+use auto_swe_store::TemplateVersion;
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
@@ -12,8 +12,8 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::routes::Data;
 use crate::routes::templates::{TemplateView, may_edit, view, visible_template};
+use crate::routes::{Data, audit};
 use crate::state::{AnyCaller, ApiJson, ApiQuery, AppState, SignedIn};
 
 /// A version without its spec.
@@ -232,17 +232,15 @@ pub async fn activate(
             ),
             _ => ApiError::from_store(&e, "template"),
         })?;
-    state
-        .store()
-        .append_audit(NewAuditEntry {
-            actor: user.id.clone(),
-            action: "template.activate".to_owned(),
-            target_kind: "workflow_template".to_owned(),
-            target_id: template.id.clone(),
-            detail: json!({ "from": template.active_version, "to": body.version }),
-        })
-        .await
-        .map_err(|e| ApiError::from_store(&e, "audit entry"))?;
+    audit(
+        &state,
+        &user,
+        "template.activate",
+        "workflow_template",
+        &template.id,
+        json!({ "from": template.active_version, "to": body.version }),
+    )
+    .await?;
     Ok(Json(Data {
         data: view(&state, promoted).await?,
     }))

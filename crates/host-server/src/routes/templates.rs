@@ -2,7 +2,7 @@
 //! version promoted for runs (the newest until one is).
 
 use auto_swe_spec::{ValidateOptions, validate_value};
-use auto_swe_store::{NewAuditEntry, NewTemplate, NewTemplateVersion, WorkflowTemplate};
+use auto_swe_store::{NewTemplate, NewTemplateVersion, WorkflowTemplate};
 use auto_swe_worker::{Launch, LaunchOptions, Launched, launch_with};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -14,8 +14,8 @@ use utoipa::ToSchema;
 use crate::access::is_run_id;
 use crate::auth::{AccessLevel, Caller, UserIdentity};
 use crate::error::{ApiError, ApiResult};
-use crate::routes::Data;
 use crate::routes::launch::{WorkRequestAccepted, idempotency_key, launch_error};
+use crate::routes::{Data, audit};
 use crate::state::{AnyCaller, ApiJson, AppState, SignedIn};
 
 /// A template to create.
@@ -175,27 +175,6 @@ pub(crate) async fn view(state: &AppState, template: WorkflowTemplate) -> ApiRes
     })
 }
 
-async fn audit(
-    state: &AppState,
-    actor: &str,
-    action: &str,
-    id: &str,
-    detail: Value,
-) -> ApiResult<()> {
-    state
-        .store()
-        .append_audit(NewAuditEntry {
-            actor: actor.to_owned(),
-            action: action.to_owned(),
-            target_kind: "workflow_template".to_owned(),
-            target_id: id.to_owned(),
-            detail,
-        })
-        .await
-        .map(|_| ())
-        .map_err(|e| ApiError::from_store(&e, "audit entry"))
-}
-
 /// Appends `spec` as `template`'s next immutable version, audits it as `action`, and answers
 /// `201` with the template as it now stands.
 async fn append_version(
@@ -217,8 +196,9 @@ async fn append_version(
         .map_err(|e| ApiError::from_store(&e, "template"))?;
     audit(
         state,
-        &user.id,
+        user,
         action,
+        "workflow_template",
         &template.id,
         json!({ "version": version.version, "specHash": version.spec_hash }),
     )

@@ -9,8 +9,7 @@
 //! `401 WEBHOOK_SIGNATURE_INVALID`, so the route says nothing about which ids exist.
 
 use auto_swe_store::{
-    Admission, NewAuditEntry, NewTrigger, SecretString, Trigger, TriggerLimit, TriggerUpdate,
-    WorkflowTemplate,
+    Admission, NewTrigger, SecretString, Trigger, TriggerLimit, TriggerUpdate, WorkflowTemplate,
 };
 use auto_swe_worker::{Launch, LaunchOptions, launch_with};
 use axum::Json;
@@ -24,9 +23,9 @@ use utoipa::ToSchema;
 use crate::access::is_run_id;
 use crate::auth::{Caller, UserIdentity};
 use crate::error::{ApiError, ApiResult};
-use crate::routes::Data;
 use crate::routes::launch::launch_error;
 use crate::routes::templates::{may_edit, visible_template};
+use crate::routes::{Data, audit};
 use crate::standard_webhooks::{self, SignatureError, SignedHeaders};
 use crate::state::{ApiJson, AppState, SignedIn};
 
@@ -195,27 +194,6 @@ async fn managed_template(
     Ok(template)
 }
 
-async fn audit(
-    state: &AppState,
-    actor: &str,
-    action: &str,
-    id: &str,
-    detail: Value,
-) -> ApiResult<()> {
-    state
-        .store()
-        .append_audit(NewAuditEntry {
-            actor: actor.to_owned(),
-            action: action.to_owned(),
-            target_kind: "trigger".to_owned(),
-            target_id: id.to_owned(),
-            detail,
-        })
-        .await
-        .map(|_| ())
-        .map_err(|e| ApiError::from_store(&e, "audit entry"))
-}
-
 /// What an audit entry keeps of a trigger: its settings, never its secret.
 fn settings(trigger: &Trigger) -> Value {
     json!({
@@ -263,8 +241,9 @@ pub async fn create(
         .map_err(|e| store_error(&e))?;
     audit(
         &state,
-        &user.id,
+        &user,
         "trigger.create",
+        "trigger",
         &trigger.id,
         settings(&trigger),
     )
@@ -347,8 +326,9 @@ pub async fn update(
         .map_err(|e| store_error(&e))?;
     audit(
         &state,
-        &user.id,
+        &user,
         "trigger.update",
+        "trigger",
         &trigger.id,
         json!({ "before": settings(&before), "after": settings(&trigger) }),
     )
@@ -377,8 +357,9 @@ pub async fn delete(
         .map_err(|e| store_error(&e))?;
     audit(
         &state,
-        &user.id,
+        &user,
         "trigger.delete",
+        "trigger",
         &trigger.id,
         settings(&trigger),
     )
@@ -407,8 +388,9 @@ pub async fn rotate_secret(
         .map_err(|e| store_error(&e))?;
     audit(
         &state,
-        &user.id,
+        &user,
         "trigger.rotate_secret",
+        "trigger",
         &trigger.id,
         json!({}),
     )
