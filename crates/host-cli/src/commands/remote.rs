@@ -143,10 +143,7 @@ impl Remote {
                 "{}  {:<10} {}",
                 run["id"].as_str().unwrap_or("-"),
                 run["status"].as_str().unwrap_or("-"),
-                run["templateName"]
-                    .as_str()
-                    .or(run["name"].as_str())
-                    .unwrap_or("-"),
+                run["template"].as_str().unwrap_or("-"),
             );
         }
         if text.is_empty() {

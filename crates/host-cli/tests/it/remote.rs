@@ -137,6 +137,23 @@ impl Served {
     }
 }
 
+/// Launches a run of `template` through the API and waits until it parks on its approval.
+async fn parked_run(client: &reqwest::Client, base: &str, token: &str, template: &str) -> String {
+    let launched: Value = client
+        .post(format!("{base}/api/v1/workflow-templates/{template}/runs"))
+        .bearer_auth(token)
+        .json(&json!({ "input": {} }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run = launched["data"]["runId"].as_str().unwrap().to_owned();
+    wait_for(client, base, token, &run, "WAITING").await;
+    run
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_reads_launches_and_steers_runs_through_a_server() {
     let server = Served::start().await;
@@ -159,19 +176,7 @@ async fn the_cli_reads_launches_and_steers_runs_through_a_server() {
     let template = created["data"]["id"].as_str().unwrap().to_owned();
     let mut runs = Vec::new();
     for _ in 0..2 {
-        let launched: Value = client
-            .post(format!("{base}/api/v1/workflow-templates/{template}/runs"))
-            .bearer_auth(&token)
-            .json(&json!({ "input": {} }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let run = launched["data"]["runId"].as_str().unwrap().to_owned();
-        wait_for(&client, &base, &token, &run, "WAITING").await;
-        runs.push(run);
+        runs.push(parked_run(&client, &base, &token, &template).await);
     }
 
     // Reads.
@@ -197,6 +202,18 @@ async fn the_cli_reads_launches_and_steers_runs_through_a_server() {
         .filter_map(|r| r["id"].as_str())
         .collect();
     assert!(runs.iter().all(|r| ids.contains(&r.as_str())), "{ids:?}");
+    let text = cli(
+        home.path(),
+        &["runs", "list", "--server", &base],
+        &with_token,
+    )
+    .await;
+    assert!(
+        text.stdout
+            .contains(&format!("{}  WAITING    gate", runs[0])),
+        "{}",
+        text.stdout
+    );
     let shown = cli(
         home.path(),
         &["runs", "show", &runs[0], "--server", &base],
