@@ -189,15 +189,19 @@ pub async fn versions(
 
 /// One version with its spec.
 #[utoipa::path(get, path = "/api/v1/workflow-templates/{id}/versions/{version}",
-    params(("id" = String, Path), ("version" = i64, Path)), tag = "templates",
+    params(("id" = String, Path), ("version" = String, Path, description = "the version number")), tag = "templates",
     responses((status = 200, body = Data<VersionView>), (status = 404, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
 pub async fn version(
     State(state): State<AppState>,
     AnyCaller(caller): AnyCaller,
-    Path((id, number)): Path<(String, i64)>,
+    Path((id, number)): Path<(String, String)>,
 ) -> ApiResult<Json<Data<VersionView>>> {
     let versions = versions_of(&state, &caller, &id).await?;
+    // A number that does not parse names no version, like one that does not exist.
+    let number = number.parse::<i64>().map_err(|_| {
+        ApiError::not_found("TEMPLATE_VERSION_NOT_FOUND", format!("no version {number}"))
+    })?;
     let found = version_of(&versions, number)?;
     Ok(Json(Data {
         data: VersionView {
@@ -286,6 +290,12 @@ pub async fn validate_spec(
     AnyCaller(_caller): AnyCaller,
     ApiJson(body): ApiJson<ValidateBody>,
 ) -> ApiResult<Json<Data<ValidationView>>> {
+    if !body.spec.is_object() {
+        return Err(ApiError::bad_request(
+            "INVALID_BODY",
+            "spec must be a JSON object",
+        ));
+    }
     let catalog = state.registry().catalog();
     let report = validate_value(&body.spec, &ValidateOptions::with_step_catalog(&catalog));
     Ok(Json(Data {

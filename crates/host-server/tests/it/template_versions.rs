@@ -117,6 +117,18 @@ async fn versions_are_read_compared_and_promoted_for_runs() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(code(&missing), "TEMPLATE_VERSION_NOT_FOUND");
+    for odd in ["9223372036854775808", "x", "-1"] {
+        let (status, body) = server
+            .call(
+                Method::GET,
+                &format!("{base}/versions/{odd}"),
+                Some(&member),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{odd}");
+        assert_eq!(code(&body), "TEMPLATE_VERSION_NOT_FOUND", "{odd}: {body}");
+    }
     let (status, diff) = server
         .call(
             Method::GET,
@@ -228,15 +240,15 @@ async fn versions_are_read_compared_and_promoted_for_runs() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(report["data"]["valid"], false);
     assert!(!report["data"]["errors"].as_array().unwrap().is_empty());
-    let (status, _) = server
-        .call(
-            Method::POST,
-            validate,
-            Some(&member),
-            Some(&json!({ "spec": {}, "x": 1 })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    for bad in [
+        json!({ "spec": {}, "x": 1 }),
+        json!({ "spec": [null, null] }),
+    ] {
+        let (status, _) = server
+            .call(Method::POST, validate, Some(&member), Some(&bad))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    }
     let (status, catalog) = server
         .call(Method::GET, "/api/v1/step-catalog", Some(&member), None)
         .await;
