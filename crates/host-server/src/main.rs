@@ -135,10 +135,7 @@ async fn serve(args: Args, metrics: Metrics) -> Result<(), String> {
     let gauge = WorkerGauge::new(config.pool.workers);
     // The host's scanner rules, read now and every half minute; a write through the API
     // refreshes them at once.
-    let patterns = LivePatterns::new(store.clone());
-    if let Err(error) = patterns.refresh().await {
-        tracing::warn!(%error, "scanner rules could not be read; built-in rules only for now");
-    }
+    let patterns = LivePatterns::load(store.clone()).await;
     let refresher = patterns.spawn_refresh(PATTERN_REFRESH_INTERVAL);
     let pool = WorkerPool::start(
         &store,

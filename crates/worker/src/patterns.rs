@@ -39,15 +39,31 @@ impl std::fmt::Debug for LivePatterns {
 }
 
 impl LivePatterns {
-    /// Rules over `store`, the built-in pack alone until [`LivePatterns::refresh`] first reads
-    /// the store.
-    #[must_use]
-    pub fn new(store: Store) -> Arc<Self> {
+    /// Rules over `store`, read and compiled once now, off the async threads. When the store
+    /// cannot be read, the built-in pack runs alone, marked `load-failed` so each scan reports
+    /// itself incomplete, until a [`LivePatterns::refresh`] reads it.
+    pub async fn load(store: Store) -> Arc<Self> {
+        let read = store.list_patterns().await;
+        let (rows, set) = match read {
+            Ok(rows) => {
+                let source = source_of(&rows);
+                (
+                    Some(rows),
+                    compiled(move || compile_with_source(source)).await,
+                )
+            }
+            Err(error) => {
+                tracing::warn!(%error, "scanner rules could not be read; built-in rules only for now");
+                let fallback =
+                    compiled(|| CompiledPatterns::compile(builtin_patterns()).with_load_failure());
+                (None, fallback.await)
+            }
+        };
         Arc::new(Self {
             store,
             state: RwLock::new(Loaded {
-                rows: None,
-                set: Arc::new(CompiledPatterns::compile(builtin_patterns()).with_load_failure()),
+                rows,
+                set: Arc::new(set),
             }),
             refreshing: tokio::sync::Mutex::new(()),
         })
@@ -65,17 +81,8 @@ impl LivePatterns {
         if self.read_state(|loaded| loaded.rows.as_ref() == Some(&rows)) {
             return Ok(false);
         }
-        let source = SourcePatterns::new(
-            rows.iter().map(|row| row.pattern.clone()).collect(),
-            Vec::new(),
-        );
-        let set = match tokio::task::spawn_blocking(move || compile_with_source(source)).await {
-            Ok(set) => set,
-            Err(error) => {
-                tracing::error!(%error, "compiling the scanner rules failed; the last set stays");
-                return Ok(false);
-            }
-        };
+        let source = source_of(&rows);
+        let set = compiled(move || compile_with_source(source)).await;
         let problems = set.problems().len();
         let mut state = self
             .state
@@ -116,6 +123,22 @@ impl LivePatterns {
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         )
+    }
+}
+
+/// The host's rows as the scanners' source (a disabled row with a built-in's id switches it off).
+fn source_of(rows: &[StoredPattern]) -> SourcePatterns {
+    SourcePatterns::new(
+        rows.iter().map(|row| row.pattern.clone()).collect(),
+        Vec::new(),
+    )
+}
+
+/// Compiles off the async threads; a compile that panicked panics here too.
+async fn compiled(compile: impl FnOnce() -> CompiledPatterns + Send + 'static) -> CompiledPatterns {
+    match tokio::task::spawn_blocking(compile).await {
+        Ok(set) => set,
+        Err(error) => std::panic::resume_unwind(error.into_panic()),
     }
 }
 

@@ -29,16 +29,10 @@ fn host_rule(id: &str, pattern: &str, enabled: bool) -> Pattern {
 #[tokio::test]
 async fn host_rules_join_replace_and_switch_off_built_in_ones() {
     let db = TestStore::new(Kind::Sqlite).await.unwrap();
-    let live = LivePatterns::new(db.store.clone());
-    // Before the first read the built-in rules run alone, and every scan says so.
-    assert!(scan_all(&live.patterns(), "ls").incomplete);
-    assert!(fires(&live, "sh.rm-rf-root", "rm -rf / "));
-
-    assert!(
-        live.refresh().await.unwrap(),
-        "the first read swaps a set in"
-    );
+    let live = LivePatterns::load(db.store.clone()).await;
+    // Read at load: complete, the built-in rules in force.
     assert!(!scan_all(&live.patterns(), "ls").incomplete);
+    assert!(fires(&live, "sh.rm-rf-root", "rm -rf / "));
     assert!(
         !live.refresh().await.unwrap(),
         "nothing changed, nothing compiled"
@@ -79,9 +73,24 @@ async fn host_rules_join_replace_and_switch_off_built_in_ones() {
 }
 
 #[tokio::test]
+async fn a_store_that_cannot_be_read_at_load_leaves_the_built_in_rules_marked_incomplete() {
+    let db = TestStore::new(Kind::Sqlite).await.unwrap();
+    let ours = host_rule("host.early", r"\bearly-bird\b", true);
+    db.store.put_pattern(&ours, None).await.unwrap();
+    db.store.close().await;
+    let live = LivePatterns::load(db.store.clone()).await;
+    assert!(
+        scan_all(&live.patterns(), "ls").incomplete,
+        "every scan says so"
+    );
+    assert!(fires(&live, "sh.rm-rf-root", "rm -rf / "));
+    assert!(!fires(&live, "host.early", "early-bird"));
+}
+
+#[tokio::test]
 async fn the_background_refresh_picks_up_a_write() {
     let db = TestStore::new(Kind::Sqlite).await.unwrap();
-    let live = LivePatterns::new(db.store.clone());
+    let live = LivePatterns::load(db.store.clone()).await;
     let task = live.spawn_refresh(std::time::Duration::from_millis(50));
     let ours = host_rule("host.late", r"\blaunch-the-missiles\b", true);
     db.store.put_pattern(&ours, None).await.unwrap();

@@ -241,12 +241,7 @@ impl LocalHost {
         let local_scm = scm(home, &store);
         // The store's own scanner rules (an admin's, through the server) join the built-in
         // ones, read again every half minute while this process runs.
-        let patterns = LivePatterns::new(store.clone());
-        if let Err(error) = patterns.refresh().await {
-            eprintln!(
-                "warning: scanner rules could not be read ({error}); built-in rules only for now"
-            );
-        }
+        let patterns = LivePatterns::load(store.clone()).await;
         drop(patterns.spawn_refresh(PATTERN_REFRESH_INTERVAL));
         let services = Arc::new(WorkerServices {
             store: store.clone(),
