@@ -302,7 +302,7 @@ pub async fn create(
         ));
     }
     let token = secret("token", body.token)?;
-    let created = state
+    let mut created = state
         .store()
         .create_connection(NewConnection {
             team_id: body.team_id,
@@ -318,18 +318,14 @@ pub async fn create(
         })
         .await
         .map_err(|e| ApiError::from_store(&e, "connection"))?;
-    let created = match token {
-        Some(token) => {
-            let mut update = ConnectionUpdate::keep_token();
-            update.token = TokenChange::Set(token);
-            state
-                .store()
-                .update_connection(&created.id, &update)
-                .await
-                .map_err(|e| ApiError::from_store(&e, "connection"))?
-        }
-        None => created,
-    };
+    if let Some(token) = token {
+        state
+            .store()
+            .set_connection_token(&created.id, &token)
+            .await
+            .map_err(|e| ApiError::from_store(&e, "connection"))?;
+        created.has_token = true;
+    }
     audit(
         &state,
         &user,
