@@ -12,7 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::routes::templates::{TemplateView, may_edit, view, visible_template};
+use crate::routes::templates::{TemplateView, may_edit, may_use, view, visible_template};
 use crate::routes::{Data, audit};
 use crate::state::{AnyCaller, ApiJson, ApiQuery, AppState, SignedIn};
 
@@ -138,11 +138,8 @@ pub async fn list(
         .map_err(|e| ApiError::from_store(&e, "template"))?;
     let mut data = Vec::new();
     for template in templates {
-        // The one visibility rule templates have, applied per row.
-        if visible_template(&state, &caller, &template.id)
-            .await
-            .is_ok()
-        {
+        // The one visibility rule templates have, applied to each row as listed.
+        if may_use(&state, &caller, &template).await? {
             data.push(view(&state, template).await?);
         }
     }

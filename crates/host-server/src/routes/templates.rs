@@ -139,7 +139,21 @@ pub(crate) async fn visible_template(
         Err(e) if e.code() == "STORE_NOT_FOUND" => return Err(not_found()),
         Err(e) => return Err(ApiError::from_store(&e, "template")),
     };
-    let allowed = match (caller, &template.team_id) {
+    if may_use(state, caller, &template).await? {
+        Ok(template)
+    } else {
+        Err(not_found())
+    }
+}
+
+/// Whether `caller` may use `template`: everyone signed in for a platform-wide one, its team's
+/// members (and those who see everything) for a team's, a service principal when it lists it.
+pub(crate) async fn may_use(
+    state: &AppState,
+    caller: &Caller,
+    template: &WorkflowTemplate,
+) -> ApiResult<bool> {
+    Ok(match (caller, &template.team_id) {
         (Caller::User(user), _) if user.sees_everything => true,
         (Caller::User(_), None) => true,
         (Caller::User(user), Some(team)) => state
@@ -148,13 +162,8 @@ pub(crate) async fn visible_template(
             .await
             .map_err(|e| ApiError::from_store(&e, "team"))?
             .is_some(),
-        (Caller::Service(service), _) => service.allowed_template_ids.iter().any(|t| t == id),
-    };
-    if allowed {
-        Ok(template)
-    } else {
-        Err(not_found())
-    }
+        (Caller::Service(service), _) => service.allowed_template_ids.contains(&template.id),
+    })
 }
 
 pub(crate) async fn view(state: &AppState, template: WorkflowTemplate) -> ApiResult<TemplateView> {
