@@ -20,23 +20,33 @@
 //! # Ok::<(), auto_swe_egress::RuleError>(())
 //! ```
 
+mod ca;
 mod forward;
+mod git_access;
+pub mod git_push;
+mod intercept;
 mod io;
 mod policy;
 mod proxy;
 mod refusal;
 mod relay;
 mod resolve;
+mod settings;
 mod sni;
 mod target;
 mod tunnel;
 
+pub use ca::{CaError, WorkspaceCa};
+pub use git_access::{DEFAULT_MAX_PUSH_BYTES, GitAccess, GitToken, PushWindow, UpstreamTrust};
 pub use policy::{
     Access, Allowed, EgressPolicy, MethodLimit, Preset, REGISTRY_RULES, Rule, RuleError,
 };
 pub use proxy::{EgressProxy, ProxyConfig};
-pub use refusal::{EgressDecision, EgressRefusal, EgressSink, EgressVerdict, MemorySink};
+pub use refusal::{
+    EgressDecision, EgressRefusal, EgressSink, EgressVerdict, MemorySink, RefusalChannel,
+};
 pub use resolve::{LookupError, Resolve, StaticResolver, SystemResolver};
+pub use settings::{EgressSettings, SettingsError, WorkspaceNetwork};
 #[doc(hidden)]
 pub use sni::client_hello_for_tests;
 

@@ -22,6 +22,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::git_access::GitAccess;
+use crate::intercept::{GitRoute, intercept};
 use crate::io::{Head, Rewind, read_head};
 use crate::policy::{Access, EgressPolicy};
 use crate::refusal::{EgressDecision, EgressRefusal, EgressSink, EgressVerdict};
@@ -90,7 +92,7 @@ impl Stop {
         }
     }
 
-    fn response(&self) -> Response<ProxyBody> {
+    pub(crate) fn response(&self) -> Response<ProxyBody> {
         let (status, body) = match self {
             Self::Refused(refusal) => (StatusCode::FORBIDDEN, refusal.body()),
             Self::Failed {
@@ -124,6 +126,7 @@ pub(crate) struct Ask {
 /// The allowlisting forward proxy of one workspace.
 pub struct EgressProxy {
     policy: EgressPolicy,
+    git: Option<Arc<GitRoute>>,
     resolver: Arc<dyn Resolve>,
     sink: Arc<dyn EgressSink>,
     config: ProxyConfig,
@@ -159,12 +162,21 @@ impl EgressProxy {
         let permits = Arc::new(Semaphore::new(config.max_connections.max(1)));
         Self {
             policy,
+            git: None,
             resolver,
             sink,
             config,
             next_connection: AtomicU64::new(1),
             permits,
         }
+    }
+
+    /// Intercepts the `CONNECT`s to `git`'s host (see [`GitAccess`]); the policy must still
+    /// allow that host.
+    #[must_use]
+    pub fn with_git(mut self, git: GitAccess) -> Self {
+        self.git = Some(Arc::new(GitRoute::new(git)));
+        self
     }
 
     pub(crate) fn config(&self) -> &ProxyConfig {
@@ -329,14 +341,23 @@ impl EgressProxy {
         let addresses = self.checked_addresses(&target).await?;
         let proxy = Arc::clone(self);
         let tunnel_ask = ask.clone();
+        let git = self
+            .git
+            .as_ref()
+            .filter(|git| git.access.intercepts(&target.host, target.port))
+            .cloned();
         tokio::spawn(
             async move {
-                match hyper::upgrade::on(request).await {
-                    Ok(upgraded) => {
+                match (hyper::upgrade::on(request).await, git) {
+                    (Ok(upgraded), Some(git)) => {
+                        let rule = allowed.rule;
+                        intercept(proxy, git, tunnel_ask, rule, addresses, upgraded).await;
+                    }
+                    (Ok(upgraded), None) => {
                         let client = Client::of(upgraded);
                         tunnel(proxy, tunnel_ask, allowed.rule, addresses, client).await;
                     }
-                    Err(error) => tracing::debug!(%error, "CONNECT upgrade failed"),
+                    (Err(error), _) => tracing::debug!(%error, "CONNECT upgrade failed"),
                 }
             }
             .in_current_span(),

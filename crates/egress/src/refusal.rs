@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use auto_swe_scanners::UrlRefusal;
 use serde::Serialize;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::policy::Access;
 
@@ -72,6 +72,24 @@ pub enum EgressRefusal {
         /// What was wrong, in fixed words.
         detail: &'static str,
     },
+    /// A request to the run's git host that is not one of git's smart-HTTP requests for the
+    /// run's repository.
+    #[error("{detail}")]
+    NotGit {
+        /// What was wrong, in fixed words.
+        detail: &'static str,
+    },
+    /// A push while the worker has not opened the push window.
+    #[error("pushes pass only while the run pushes its branch")]
+    NoPushWindow,
+    /// A push the push guard refused (another branch, a delete, not a fast-forward, …).
+    #[error("push refused ({code}): {message}")]
+    Push {
+        /// The guard's code (`OTHER_REF`, `DELETE`, `NOT_FAST_FORWARD`, …).
+        code: &'static str,
+        /// What was wrong, naming the ref.
+        message: String,
+    },
 }
 
 impl EgressRefusal {
@@ -90,13 +108,17 @@ impl EgressRefusal {
             | Self::HeadersTooLarge
             | Self::Address { .. }
             | Self::SniMismatch { .. }
-            | Self::NotTls { .. } => "EGRESS_REFUSED",
+            | Self::NotTls { .. }
+            | Self::NotGit { .. }
+            | Self::NoPushWindow
+            | Self::Push { .. } => "EGRESS_REFUSED",
         }
     }
 
     /// The rule that refused: `DEFAULT_DENY`, `DENY_RULE`, `METHOD`, `IP_LITERAL`, `BAD_TARGET`,
     /// `USERINFO`, `HOST_MISMATCH`, `NOT_PROXY_FORM`, `HEADERS_TOO_LARGE`, `SNI_MISMATCH`,
-    /// `NOT_TLS`, or the address policy's reason (`LOOPBACK`, `PRIVATE`, `METADATA`, …).
+    /// `NOT_TLS`, `NOT_GIT`, `NO_PUSH_WINDOW`, the push guard's code, or the address policy's
+    /// reason (`LOOPBACK`, `PRIVATE`, `METADATA`, …).
     #[must_use]
     pub fn reason(&self) -> &'static str {
         match self {
@@ -112,6 +134,9 @@ impl EgressRefusal {
             Self::Address { refusal } => refusal.reason(),
             Self::SniMismatch { .. } => "SNI_MISMATCH",
             Self::NotTls { .. } => "NOT_TLS",
+            Self::NotGit { .. } => "NOT_GIT",
+            Self::NoPushWindow => "NO_PUSH_WINDOW",
+            Self::Push { code, .. } => code,
         }
     }
 
@@ -129,7 +154,10 @@ impl EgressRefusal {
             | Self::HeadersTooLarge
             | Self::Address { .. }
             | Self::SniMismatch { .. }
-            | Self::NotTls { .. } => None,
+            | Self::NotTls { .. }
+            | Self::NotGit { .. }
+            | Self::NoPushWindow
+            | Self::Push { .. } => None,
         }
     }
 
@@ -148,7 +176,11 @@ impl EgressRefusal {
             | Self::HeadersTooLarge
             | Self::Address { .. }
             | Self::SniMismatch { .. }
-            | Self::NotTls { .. } => false,
+            | Self::NotTls { .. }
+            | Self::NotGit { .. }
+            | Self::Push { .. } => false,
+            // The worker may open the window.
+            Self::NoPushWindow => true,
         }
     }
 
@@ -232,6 +264,29 @@ pub struct EgressDecision {
 pub trait EgressSink: Send + Sync {
     /// Takes one decision.
     fn record(&self, decision: &EgressDecision);
+}
+
+/// A sink that hands each decision that did not go through (refused, or failed upstream) to a
+/// channel, for a host that writes them somewhere slow — a run's trace, a terminal — from a task
+/// of its own. Recording never waits; the receiver ends once the proxy holding the sink is gone.
+#[derive(Debug)]
+pub struct RefusalChannel(mpsc::UnboundedSender<EgressDecision>);
+
+impl RefusalChannel {
+    /// The sink and the receiving end of its channel.
+    #[must_use]
+    pub fn new() -> (Self, mpsc::UnboundedReceiver<EgressDecision>) {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        (Self(sender), receiver)
+    }
+}
+
+impl EgressSink for RefusalChannel {
+    fn record(&self, decision: &EgressDecision) {
+        if !matches!(decision.verdict, EgressVerdict::Allowed { .. }) {
+            let _ = self.0.send(decision.clone());
+        }
+    }
 }
 
 /// A sink that keeps every decision in memory, for tests and for callers that collect a run's

@@ -148,6 +148,40 @@ pub(crate) async fn tunnel(
     }
 }
 
+/// Reads the tunnel's `ClientHello` (within the handshake timeout) and holds it to `host`: the
+/// bytes read when it names `host`; else the refusal is recorded, the client gets an alert (a
+/// foreign server name) and is shut, and `None`.
+pub(crate) async fn checked_hello<IO>(
+    proxy: &EgressProxy,
+    ask: &Ask,
+    client: &mut IO,
+    host: &str,
+) -> Option<Vec<u8>>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    let start = tokio::time::timeout(
+        proxy.config().handshake_timeout,
+        read_client_hello(client, host),
+    )
+    .await
+    .unwrap_or(Start::Refused(EgressRefusal::NotTls {
+        detail: "no ClientHello arrived in time",
+    }));
+    match start {
+        Start::Hello { held } => Some(held),
+        Start::Refused(refusal) => {
+            if matches!(refusal, EgressRefusal::SniMismatch { .. }) {
+                let _ = client.write_all(&UNRECOGNIZED_NAME_ALERT).await;
+            }
+            let _ = client.shutdown().await;
+            proxy.record(ask, EgressVerdict::refused(&refusal));
+            None
+        }
+        Start::Gone => None,
+    }
+}
+
 /// [`open`] for a socket with bytes already read from it: the bytes the `ClientHello` check did
 /// not use go upstream too, before the relay takes over the socket.
 async fn open_held<IO>(
@@ -183,26 +217,7 @@ where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
     let target = ask.target.clone()?;
-    let start = tokio::time::timeout(
-        proxy.config().handshake_timeout,
-        read_client_hello(client, &target.host),
-    )
-    .await
-    .unwrap_or(Start::Refused(EgressRefusal::NotTls {
-        detail: "no ClientHello arrived in time",
-    }));
-    let held = match start {
-        Start::Hello { held } => held,
-        Start::Refused(refusal) => {
-            if matches!(refusal, EgressRefusal::SniMismatch { .. }) {
-                let _ = client.write_all(&UNRECOGNIZED_NAME_ALERT).await;
-            }
-            let _ = client.shutdown().await;
-            proxy.record(ask, EgressVerdict::refused(&refusal));
-            return None;
-        }
-        Start::Gone => return None,
-    };
+    let held = checked_hello(proxy, ask, client, &target.host).await?;
     let (mut upstream, address) = match proxy.connect(&target, addresses).await {
         Ok(connected) => connected,
         Err(stop) => {

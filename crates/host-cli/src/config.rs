@@ -21,6 +21,8 @@ pub(crate) struct Config {
     pub(crate) models: ModelsConfig,
     /// Spending caps.
     pub(crate) budgets: BudgetsConfig,
+    /// The network of the workspaces runs' steps get (`[workspaces]`).
+    pub(crate) workspaces: auto_swe_egress::EgressSettings,
 }
 
 /// The `[budgets]` table.
@@ -203,6 +205,26 @@ fn parse(text: &str) -> Result<Config, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_workspaces_network() {
+        let config = parse(
+            "[workspaces]\nnetwork = \"proxy\"\npreset = \"registries\"\nallow = [\"git.example.com:443\"]\nallowPrivate = [\"mirror.internal:8080\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.workspaces.network,
+            auto_swe_egress::WorkspaceNetwork::Proxy
+        );
+        assert_eq!(config.workspaces.preset.as_deref(), Some("registries"));
+        assert_eq!(config.workspaces.allow, ["git.example.com:443"]);
+        assert_eq!(config.workspaces.allow_private, ["mirror.internal:8080"]);
+        assert_eq!(
+            parse("").unwrap().workspaces.network,
+            auto_swe_egress::WorkspaceNetwork::None
+        );
+        assert!(parse("[workspaces]\nnetwork = \"host\"\n").is_err());
+    }
 
     #[test]
     fn reads_private_network_hosts() {

@@ -94,6 +94,10 @@ fn init_logging() {
 }
 
 fn main() -> ExitCode {
+    // Bound into a proxied sandbox, this binary is that sandbox's bridge to its egress proxy.
+    if auto_swe_sandbox::bridge::is_bridge_invocation() {
+        return auto_swe_sandbox::bridge::bridge_main(std::env::args_os());
+    }
     let cli = Cli::parse();
     // The worker installs its own subscriber, with metrics and export, inside its runtime.
     if !matches!(cli.command, Command::Worker(_)) {

@@ -1,7 +1,7 @@
 //! Who may see and launch what: the run-visibility predicate (defined once, in the store's run
 //! query) and launch authorization.
 
-use auto_swe_store::{Run, RunListQuery, RunViewer, TeamRole};
+use auto_swe_store::{Run, RunViewer, TeamRole};
 
 use crate::auth::{AccessLevel, Caller};
 use crate::error::{ApiError, ApiResult};
@@ -27,17 +27,11 @@ pub async fn visible_run(state: &AppState, caller: &Caller, run_id: &str) -> Api
     if !is_run_id(run_id) {
         return Err(not_found());
     }
-    let mut query = RunListQuery::first(1);
-    query.id_prefix = Some(run_id.to_owned());
-    query.visible_to = viewer(caller);
-    let page = state
+    state
         .store()
-        .list_runs(&query)
+        .visible_run(run_id, viewer(caller).as_ref())
         .await
-        .map_err(|e| ApiError::from_store(&e, "run"))?;
-    page.runs
-        .into_iter()
-        .find(|run| run.id == run_id)
+        .map_err(|e| ApiError::from_store(&e, "run"))?
         .ok_or_else(not_found)
 }
 

@@ -101,6 +101,9 @@ struct Claims {
     aud: String,
     iat: u64,
     exp: u64,
+    /// The token's own id: what a browser session's CSRF token is bound to.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    jti: String,
 }
 
 struct Keys {
@@ -113,6 +116,9 @@ struct Keys {
 pub struct Authenticator {
     store: Store,
     keys: Keys,
+    /// Keys the browser session's CSRF tokens; derived from the signing key, so every server
+    /// that accepts a session also accepts its forms.
+    csrf_key: hmac::Hmac<sha2::Sha256>,
     ttl: Duration,
     cache: IdentityCache,
     /// What token holders' roles were read as: kept apart from the JWT cache, so a token's use
@@ -145,6 +151,7 @@ impl Authenticator {
         let read = |path: &std::path::Path| {
             std::fs::read(path).map_err(|e| KeyError(format!("{}: {e}", path.display())))
         };
+        let mut material = Vec::new();
         let keys = match config.algorithm {
             JwtAlgorithm::HS256 => {
                 let secret = match (&config.secret_file, env_secret) {
@@ -166,6 +173,7 @@ impl Authenticator {
                         "an HS256 secret needs at least 32 bytes".to_owned(),
                     ));
                 }
+                material.clone_from(&secret);
                 Keys {
                     algorithm: Algorithm::HS256,
                     encoding: EncodingKey::from_secret(&secret),
@@ -178,18 +186,30 @@ impl Authenticator {
                 else {
                     return Err(KeyError("RS256 needs both key files".to_owned()));
                 };
+                let private = read(private)?;
+                material.clone_from(&private);
                 Keys {
                     algorithm: Algorithm::RS256,
-                    encoding: EncodingKey::from_rsa_pem(&read(private)?)
+                    encoding: EncodingKey::from_rsa_pem(&private)
                         .map_err(|e| KeyError(format!("private key: {e}")))?,
                     decoding: DecodingKey::from_rsa_pem(&read(public)?)
                         .map_err(|e| KeyError(format!("public key: {e}")))?,
                 }
             }
         };
+        let csrf_key = {
+            use hmac::Mac as _;
+            use sha2::Digest as _;
+            let mut hash = sha2::Sha256::new();
+            hash.update(b"auto-swe viewer csrf\0");
+            hash.update(&material);
+            hmac::Hmac::<sha2::Sha256>::new_from_slice(&hash.finalize())
+                .map_err(|e| KeyError(format!("CSRF key: {e}")))?
+        };
         Ok(Self {
             store,
             keys,
+            csrf_key,
             ttl: Duration::from_secs(config.ttl_seconds),
             cache: Mutex::new(HashMap::new()),
             token_roles: Mutex::new(HashMap::new()),
@@ -258,6 +278,12 @@ impl Authenticator {
     }
 
     async fn jwt_caller(&self, credential: &str) -> ApiResult<UserIdentity> {
+        self.jwt_session(credential).await.map(|(user, _)| user)
+    }
+
+    /// The user a browser session's JWT names, as they are now (role and active flag read at
+    /// most `IDENTITY_CACHE_TTL` ago, as for a bearer JWT), and the JWT's id.
+    pub(crate) async fn jwt_session(&self, credential: &str) -> ApiResult<(UserIdentity, String)> {
         let mut validation = Validation::new(self.keys.algorithm);
         validation.set_issuer(&[ISSUER]);
         validation.set_audience(&[AUDIENCE]);
@@ -265,9 +291,35 @@ impl Authenticator {
         let claims = jsonwebtoken::decode::<Claims>(credential, &self.keys.decoding, &validation)
             .map_err(|e| ApiError::unauthenticated(format!("the JWT is not valid: {e}")))?
             .claims;
-        self.identity(&self.cache, &claims.sub)
+        let user = self
+            .identity(&self.cache, &claims.sub)
             .await?
-            .ok_or_else(|| ApiError::unauthenticated("the user is not active"))
+            .ok_or_else(|| ApiError::unauthenticated("the user is not active"))?;
+        Ok((user, claims.jti))
+    }
+
+    /// The CSRF token of the browser session whose JWT id is `session_id`: an HMAC of the id,
+    /// so only this server (and those sharing its signing key) can make one.
+    pub(crate) fn csrf_token(&self, session_id: &str) -> String {
+        use hmac::Mac as _;
+        hex::encode(self.csrf_mac(session_id).finalize().into_bytes())
+    }
+
+    /// Whether `presented` is the CSRF token of `session_id` (compared in constant time).
+    pub(crate) fn csrf_valid(&self, session_id: &str, presented: &str) -> bool {
+        use hmac::Mac as _;
+        if session_id.is_empty() {
+            return false;
+        }
+        hex::decode(presented)
+            .is_ok_and(|bytes| self.csrf_mac(session_id).verify_slice(&bytes).is_ok())
+    }
+
+    fn csrf_mac(&self, session_id: &str) -> hmac::Hmac<sha2::Sha256> {
+        use hmac::Mac as _;
+        let mut mac = self.csrf_key.clone();
+        mac.update(session_id.as_bytes());
+        mac
     }
 
     /// A user as `cache` read them at most `IDENTITY_CACHE_TTL` ago, else as the store says now
@@ -344,6 +396,7 @@ impl Authenticator {
             aud: AUDIENCE.to_owned(),
             iat: now,
             exp,
+            jti: random_id(),
         };
         let token = jsonwebtoken::encode(
             &Header::new(self.keys.algorithm),
@@ -352,6 +405,16 @@ impl Authenticator {
         )
         .map_err(|e| ApiError::internal("JWT_SIGNING_FAILED", e.to_string()))?;
         Ok((token, exp))
+    }
+}
+
+/// 16 random bytes in hex (empty only if the system has no randomness, which then fails the
+/// session check rather than sharing an id).
+fn random_id() -> String {
+    let mut bytes = [0_u8; 16];
+    match getrandom::getrandom(&mut bytes) {
+        Ok(()) => hex::encode(bytes),
+        Err(_) => String::new(),
     }
 }
 

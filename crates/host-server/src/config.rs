@@ -103,6 +103,9 @@ pub struct PoolConfig {
     pub lease_seconds: u64,
     /// Where workspaces and local repositories live.
     pub state_dir: PathBuf,
+    /// The network of the workspaces runs' steps get: none (the default), or an egress proxy
+    /// of each workspace's own (`network = "proxy"`, `preset`, `allow`, `allowPrivate`).
+    pub workspaces: auto_swe_egress::EgressSettings,
 }
 
 impl Default for PoolConfig {
@@ -113,6 +116,7 @@ impl Default for PoolConfig {
             model: "replay/demo".to_owned(),
             lease_seconds: 60,
             state_dir: std::env::temp_dir().join("auto-swe-server"),
+            workspaces: auto_swe_egress::EgressSettings::default(),
         }
     }
 }
@@ -141,6 +145,10 @@ pub struct ServerConfig {
     pub bootstrap: BootstrapConfig,
     /// The worker pool.
     pub pool: PoolConfig,
+    /// The address people reach this server at (`https://auto-swe.example`), when it sits
+    /// behind a proxy: the run viewer's session cookie is `Secure` when it is https, and its
+    /// forms may be posted from it.
+    pub public_url: Option<String>,
     /// GitHub: the provider pull requests go to, and the webhook route. Absent: local
     /// repositories only, and `/api/v1/webhooks/github` answers 404.
     pub github: Option<crate::github::GitHubSection>,
@@ -157,6 +165,7 @@ impl Default for ServerConfig {
             jwt: JwtConfig::default(),
             bootstrap: BootstrapConfig::default(),
             pool: PoolConfig::default(),
+            public_url: None,
             github: None,
         }
     }
@@ -226,6 +235,11 @@ impl ServerConfig {
                 "pool.sandbox {:?}: use auto, local or docker",
                 self.pool.sandbox
             ));
+        }
+        if let Some(url) = &self.public_url
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            return bad(format!("publicUrl {url:?}: an http:// or https:// origin"));
         }
         if self.jwt.algorithm == JwtAlgorithm::RS256
             && (self.jwt.private_key_file.is_none() || self.jwt.public_key_file.is_none())

@@ -35,6 +35,7 @@ pub mod pool;
 pub mod routes;
 pub mod standard_webhooks;
 pub mod state;
+pub mod viewer;
 
 pub use auth::{AccessLevel, Authenticator, Caller};
 pub use bootstrap::{BootstrapError, bootstrap_admin};

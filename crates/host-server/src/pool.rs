@@ -16,7 +16,7 @@ use auto_swe_store::Store;
 use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::{
     DurableEngine, EmbeddedEngine, LocalCi, LocalScm, Reaper, ReaperConfig, Scm, SingleModel,
-    StepEffects, Worker, WorkerConfig, WorkerServices, WorkspaceTemplate,
+    StepEffects, Worker, WorkerConfig, WorkerServices, WorkspaceEgress, WorkspaceTemplate,
 };
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -103,14 +103,26 @@ async fn services(
 ) -> Result<Arc<WorkerServices>, PoolError> {
     let client = model_client(&config.model)?;
     let (backend, settings) = backend(&config.sandbox, &config.state_dir).await?;
+    let mut workspaces = WorkspaceTemplate::new(
+        backend,
+        settings.image.clone(),
+        settings.local_root.clone(),
+        settings.limits,
+    );
+    if let Some(policy) = config
+        .workspaces
+        .policy()
+        .map_err(|e| PoolError(format!("pool.workspaces: {e} ({})", e.code())))?
+    {
+        // This binary is the bridge bound into each workspace (see `main`).
+        let bridge =
+            std::env::current_exe().map_err(|e| PoolError(format!("finding this binary: {e}")))?;
+        let sockets = config.state_dir.join("egress");
+        workspaces = workspaces.with_egress(WorkspaceEgress::new(policy, bridge, sockets));
+    }
     Ok(Arc::new(WorkerServices {
         store: store.clone(),
-        workspaces: WorkspaceTemplate::new(
-            backend,
-            settings.image.clone(),
-            settings.local_root.clone(),
-            settings.limits,
-        ),
+        workspaces,
         models: Arc::new(SingleModel::new(client)),
         prices: PriceCatalog::builtin(),
         scm: scm.unwrap_or_else(|| {

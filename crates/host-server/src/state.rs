@@ -32,6 +32,8 @@ struct Inner {
     workers: WorkerGauge,
     github: Option<crate::github::GitHub>,
     patterns: std::sync::OnceLock<Arc<LivePatterns>>,
+    public_url: std::sync::OnceLock<String>,
+    login_codes: crate::viewer::LoginCodes,
 }
 
 impl std::fmt::Debug for AppState {
@@ -104,6 +106,8 @@ impl AppState {
                 workers,
                 github,
                 patterns: std::sync::OnceLock::new(),
+                public_url: std::sync::OnceLock::new(),
+                login_codes: crate::viewer::LoginCodes::default(),
             }),
         }
     }
@@ -114,6 +118,26 @@ impl AppState {
     pub fn with_patterns(self, patterns: Arc<LivePatterns>) -> Self {
         let _ = self.inner.patterns.set(patterns);
         self
+    }
+
+    /// The address people reach this server at (`https://…`), when configured: the run
+    /// viewer's cookie is `Secure` when it is https, and forms posted from it are same-origin
+    /// (set once; later calls keep the first).
+    #[must_use]
+    pub fn with_public_url(self, url: impl Into<String>) -> Self {
+        let _ = self.inner.public_url.set(url.into());
+        self
+    }
+
+    /// The configured public URL.
+    #[must_use]
+    pub fn public_url(&self) -> Option<&str> {
+        self.inner.public_url.get().map(String::as_str)
+    }
+
+    /// The run viewer's one-time sign-in codes.
+    pub(crate) fn login_codes(&self) -> &crate::viewer::LoginCodes {
+        &self.inner.login_codes
     }
 
     /// The live scanner rules, when this process has workers scanning with them.

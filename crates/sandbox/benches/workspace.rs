@@ -180,6 +180,7 @@ fn same_sandbox_args(state: &std::path::Path, root: &LocalRoot) -> Vec<String> {
         resolv_file: &dir.join("resolv.conf"),
         mounts: &[],
         network: auto_swe_sandbox::NetworkMode::None,
+        egress: None,
         lockdown: auto_swe_sandbox::local::plan::Lockdown::Workspace,
         workdir: "/workspace",
         argv: &["/bin/true".to_owned()],

@@ -230,6 +230,16 @@ pub struct EphemeralSpec {
     pub limits: ResourceLimits,
     /// Network.
     pub network: NetworkMode,
+    /// The egress proxy of a [`NetworkMode::Proxy`] run (required there, refused elsewhere).
+    pub egress: Option<crate::bridge::EgressAttachment>,
+}
+
+impl EphemeralSpec {
+    /// The egress attachment, checked against the network mode (see
+    /// [`crate::bridge::check_egress`]).
+    pub fn checked_egress(&self) -> Result<Option<&crate::bridge::EgressAttachment>> {
+        crate::bridge::check_egress(self.network, self.egress.as_ref())
+    }
 }
 
 /// A platform-authored script (clone, finalize). Only this crate can make one, so an author

@@ -20,6 +20,7 @@
 
 mod archive;
 mod backend;
+pub mod bridge;
 mod cleanup;
 pub mod docker;
 mod error;
@@ -42,6 +43,7 @@ pub use backend::{
     BackendKind, EphemeralRunner, EphemeralSpec, Exit, HelperScript, OutputChunk, Protection,
     SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
 };
+pub use bridge::EgressAttachment;
 pub use cleanup::{STATE_DIR_PREFIX, TerminationSignals};
 pub use docker::{DEFAULT_SIDECAR_IMAGE, DockerBackend, DockerConfig};
 pub use error::{FailureClass, Result, SandboxError, UnsafeArchiveReason};

@@ -145,6 +145,7 @@ async fn probe_local(config: &ProbeConfig) -> BackendProbe {
         secret_env: crate::spec::SecretEnv::new(),
         limits: ResourceLimits::default(),
         network: NetworkMode::None,
+        egress: None,
     };
     let request = ExecRequest::new(["/bin/sh", "-c", "true"]).timeout(Duration::from_secs(30));
     match backend.run_ephemeral(&spec, &request).await {

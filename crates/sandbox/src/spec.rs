@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::bridge::EgressAttachment;
 use crate::error::{Result, SandboxError};
 
 /// A validated environment variable name: `[A-Za-z_][A-Za-z0-9_]*`, at most 128 bytes.
@@ -160,6 +161,9 @@ pub enum NetworkMode {
     Host,
     /// The engine's default bridge (Docker only).
     Bridge,
+    /// Only the workspace's egress proxy, reached through [`WorkspaceSpec::egress`]: loopback
+    /// inside, and the proxy at [`crate::bridge::PROXY_ADDRESS`] (local and Docker).
+    Proxy,
 }
 
 /// Whether cloud-metadata names and addresses are blackholed.
@@ -291,9 +295,18 @@ pub struct WorkspaceSpec {
     pub dns: Vec<IpAddr>,
     /// Extra mounts.
     pub mounts: Vec<Mount>,
+    /// The egress proxy of a [`NetworkMode::Proxy`] workspace (required there, refused
+    /// elsewhere).
+    pub egress: Option<EgressAttachment>,
 }
 
 impl WorkspaceSpec {
+    /// The egress attachment, checked against the network mode (see
+    /// [`crate::bridge::check_egress`]).
+    pub fn checked_egress(&self) -> Result<Option<&EgressAttachment>> {
+        crate::bridge::check_egress(self.network, self.egress.as_ref())
+    }
+
     /// A spec with the defaults: no network, metadata blocked, default caps, resolvers
     /// 1.1.1.1 and 8.8.8.8.
     #[must_use]
@@ -309,6 +322,7 @@ impl WorkspaceSpec {
             block_metadata: MetadataBlock::On,
             dns: vec![IpAddr::from([1, 1, 1, 1]), IpAddr::from([8, 8, 8, 8])],
             mounts: Vec::new(),
+            egress: None,
         }
     }
 }

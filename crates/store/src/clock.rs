@@ -60,6 +60,22 @@ impl Timestamp {
     }
 }
 
+impl Timestamp {
+    /// `YYYY-MM-DD HH:MM:SS` (UTC), to the second, for people to read.
+    #[must_use]
+    pub fn utc_datetime(self) -> String {
+        let secs = self.0.div_euclid(1000);
+        let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+        let (year, month, day) = civil_from_days(days);
+        format!(
+            "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+            day_secs / 3600,
+            (day_secs % 3600) / 60,
+            day_secs % 60
+        )
+    }
+}
+
 /// Converts days since 1970-01-01 to a proleptic Gregorian (year, month, day).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
@@ -92,5 +108,21 @@ mod tests {
             "2024-03"
         );
         assert_eq!(Timestamp::from_millis(-1).year_month(), "1969-12");
+    }
+
+    #[test]
+    fn utc_datetime_reads_to_the_second() {
+        assert_eq!(
+            Timestamp::from_millis(0).utc_datetime(),
+            "1970-01-01 00:00:00"
+        );
+        assert_eq!(
+            Timestamp::from_millis(1_709_251_199_999).utc_datetime(),
+            "2024-02-29 23:59:59"
+        );
+        assert_eq!(
+            Timestamp::from_millis(-1).utc_datetime(),
+            "1969-12-31 23:59:59"
+        );
     }
 }

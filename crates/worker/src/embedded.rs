@@ -133,9 +133,18 @@ impl DurableEngine for EmbeddedEngine {
 
     #[tracing::instrument(level = "debug", skip_all, fields(run_id = %lease.run_id))]
     async fn complete(&self, lease: &RunLease, end: RunEnd) -> Result<(), WorkerError> {
+        let result = match end.result {
+            Some(document) => Some(
+                crate::spill::spill_document(&*self.store, &token_of(lease), document)
+                    .await
+                    .map_err(|e| WorkerError::from_store(&lease.run_id, e))?,
+            ),
+            None => None,
+        };
         let finalize = FinalizeRun {
             status: RunStatus::Ended(end.status),
             usage: Spend::default(),
+            result,
         };
         match self
             .store
@@ -189,6 +198,7 @@ impl DurableEngine for EmbeddedEngine {
         let finalize = FinalizeRun {
             status: RunStatus::Ended(status),
             usage: Spend::default(),
+            result: None,
         };
         match self.store.finalize_run(&claim.token(), finalize).await {
             Ok(FinalizeOutcome::AlreadyFinalized) => Ok(false),

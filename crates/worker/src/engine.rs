@@ -138,10 +138,13 @@ pub trait EffectHistory: Send + Sync {
 }
 
 /// How the worker ends a run it drove to its end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunEnd {
     /// How the run ended.
     pub status: auto_swe_spec::TerminalStatus,
+    /// What it came to ([`result_document`](crate::result_document)), full size: the engine
+    /// spills what its row cannot keep ([`spill_document`](crate::spill_document)).
+    pub result: Option<serde_json::Value>,
 }
 
 /// What a parked run waits for.

@@ -35,6 +35,7 @@ mod parking;
 mod patterns;
 mod reaper;
 mod scm;
+mod spill;
 mod steps;
 pub mod templates;
 mod worker;
@@ -58,12 +59,16 @@ pub use scm::{
     CI_SIGNAL, CommitIdentity, LOCAL_HOST, LOCAL_ORG_SLUG, LocalRepository, LocalScm, MERGE_SIGNAL,
     PullRequestOpened, PullRequestRequest, PullRequestText, Scm, ScmError,
 };
+pub use spill::{
+    MAX_SPILL_BYTES, MAX_SPILLS, SPILL_ARTIFACT, result_document, spill_document,
+    spill_placeholder, spilled_artifact_id,
+};
 pub use steps::{
-    ANSWERED_BY, CONTAINER_OUTPUT_BYTES, CONTAINER_TIMEOUT_CAP, DEFAULT_STEP_TIME_LIMIT, GATE_FILE,
-    GateConfig, GateOutcome, GateResult, GateScope, IMPLEMENTER_TIME_LIMIT, MCP_OUTPUT_CHARS,
-    McpNodeStep, ModelRouter, OUTCOME_AMBIGUOUS, RunDispatcher, RunScope, STEP_TIMED_OUT,
-    SingleModel, StepContext, StepEffects, StepExecutor, StepRegistry, WorkerServices,
-    WorkspaceTemplate, hashed_embedding, is_budget_question, run_branch, run_gates, step_deadline,
-    with_step_deadline,
+    ANSWERED_BY, CONTAINER_OUTPUT_BYTES, CONTAINER_TIMEOUT_CAP, DEFAULT_STEP_TIME_LIMIT,
+    EGRESS_TRACE_KIND, EgressTrace, GATE_FILE, GateConfig, GateOutcome, GateResult, GateScope,
+    IMPLEMENTER_TIME_LIMIT, MCP_OUTPUT_CHARS, McpNodeStep, ModelRouter, OUTCOME_AMBIGUOUS,
+    RunDispatcher, RunScope, STEP_TIMED_OUT, SingleModel, StepContext, StepEffects, StepExecutor,
+    StepRegistry, WorkerServices, WorkspaceEgress, WorkspaceTemplate, hashed_embedding,
+    is_budget_question, run_branch, run_gates, step_deadline, with_step_deadline,
 };
 pub use worker::{DriveEnd, DriveReport, EffectsFactory, Worker, WorkerConfig};

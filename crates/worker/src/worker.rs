@@ -292,12 +292,15 @@ impl Worker {
                 }
             }
         };
-        // A heartbeat in flight finishes; none starts after the walk.
-        beats_stop.cancel();
-        let _ = beats.await;
-        let held = lock(&held).clone();
+        // A heartbeat in flight finishes; none starts after the walk, except while the run's
+        // end is written (storing a large result can take longer than a lease).
+        let stop_beats = || async {
+            beats_stop.cancel();
+            let _ = beats.await;
+        };
         let stopped = stopped.load(Ordering::SeqCst);
         if dispatcher.lease_lost().is_cancelled() {
+            stop_beats().await;
             return Err(WorkerError::LeaseLost { run_id });
         }
         // Finalize is not part of the walk: a cancelled run still ends, and ends CANCELLED,
@@ -308,6 +311,8 @@ impl Worker {
             outcome.status
         };
         if let Some(wake) = parking.requested().filter(|_| !stopped) {
+            stop_beats().await;
+            let held = lock(&held).clone();
             self.engine.park(&held, wake.clone()).await?;
             return Ok(DriveReport {
                 run_id,
@@ -316,27 +321,27 @@ impl Worker {
                 effects: dispatcher.stats(),
             });
         }
-        self.engine
-            .complete(
-                &held,
-                RunEnd {
-                    status: outcome_status,
-                },
-            )
-            .await?;
+        let stop_code = stopped.then_some("CANCELLED");
+        let end = RunEnd {
+            status: outcome_status,
+            result: Some(crate::spill::result_document(&outcome, stop_code)),
+        };
+        let current = lock(&held).clone();
+        let completed = self.engine.complete(&current, end).await;
+        stop_beats().await;
+        completed?;
         finalized(&run_id, outcome_status);
         tracing::info!(status = %outcome_status, "run ended");
         Ok(DriveReport {
             run_id,
             end: DriveEnd::Ended {
                 status: outcome_status,
-                error_code: if stopped {
-                    Some("CANCELLED".to_owned())
-                } else {
-                    outcome.error.as_ref().map(|e| e.code().to_owned())
-                },
+                error_code: stop_code
+                    .map(str::to_owned)
+                    .or_else(|| outcome.error.as_ref().map(|e| e.code().to_owned())),
             },
-            fencing_token: held.fencing_token,
+            // Renewals keep the fencing token.
+            fencing_token: current.fencing_token,
             effects: dispatcher.stats(),
         })
     }

@@ -7,6 +7,8 @@
 )]
 
 mod clients;
+mod git_server;
+mod intercept;
 mod proxy;
 mod support;
 mod unix;

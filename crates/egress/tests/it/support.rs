@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use auto_swe_egress::{
-    EgressPolicy, EgressProxy, MemorySink, ProxyConfig, Resolve, Rule, StaticResolver,
+    EgressPolicy, EgressProxy, GitAccess, MemorySink, ProxyConfig, Resolve, Rule, StaticResolver,
 };
 use auto_swe_scanners::UrlPolicy;
 use bytes::Bytes;
@@ -212,11 +212,33 @@ impl Proxy {
         resolver: Arc<dyn Resolve>,
         config: ProxyConfig,
     ) -> Self {
+        Self::start_proxy(policy, resolver, config, None).await
+    }
+
+    /// A proxy that intercepts the `CONNECT`s of `git`'s host.
+    pub(crate) async fn start_git(
+        policy: EgressPolicy,
+        resolver: Arc<dyn Resolve>,
+        git: GitAccess,
+    ) -> Self {
+        Self::start_proxy(policy, resolver, ProxyConfig::default(), Some(git)).await
+    }
+
+    async fn start_proxy(
+        policy: EgressPolicy,
+        resolver: Arc<dyn Resolve>,
+        config: ProxyConfig,
+        git: Option<GitAccess>,
+    ) -> Self {
         let listener = TcpListener::bind((LOOPBACK, 0)).await.unwrap();
         let address = listener.local_addr().unwrap();
         let sink = Arc::new(MemorySink::new());
         let shutdown = CancellationToken::new();
-        let proxy = Arc::new(EgressProxy::new(policy, resolver, sink.clone(), config));
+        let mut proxy = EgressProxy::new(policy, resolver, sink.clone(), config);
+        if let Some(git) = git {
+            proxy = proxy.with_git(git);
+        }
+        let proxy = Arc::new(proxy);
         tokio::spawn(proxy.serve(listener, shutdown.clone()));
         Self {
             address,

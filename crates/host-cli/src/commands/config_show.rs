@@ -117,6 +117,25 @@ fn effective() -> anyhow::Result<Vec<Setting>> {
             "default"
         },
     ));
+    let workspaces = &loaded.workspaces;
+    let network_set = workspaces != &auto_swe_egress::EgressSettings::default();
+    rows.push(setting(
+        "workspaces.network",
+        match workspaces.network {
+            auto_swe_egress::WorkspaceNetwork::Proxy => format!(
+                "proxy (preset {}; allow {:?}; allowPrivate {:?})",
+                workspaces.preset.as_deref().unwrap_or("none"),
+                workspaces.allow,
+                workspaces.allow_private
+            ),
+            _ => "none".to_owned(),
+        },
+        if network_set {
+            "config file"
+        } else {
+            "default"
+        },
+    ));
     rows.push(setting(
         "worker.leaseSeconds",
         DEFAULT_LEASE.as_secs().to_string(),

@@ -8,6 +8,7 @@ pub(crate) mod local;
 pub(crate) mod models;
 pub(crate) mod remote;
 pub(crate) mod sandbox;
+mod sandbox_egress;
 pub(crate) mod scan;
 pub(crate) mod simulate;
 pub(crate) mod spec;

@@ -29,6 +29,40 @@ pub(crate) struct ServerArgs {
     pub(crate) token_file: Option<PathBuf>,
 }
 
+/// The server `args` name (or `AUTO_SWE_SERVER`), checked: `https://`, or `http://` on
+/// loopback only, with no credentials in it; `None` when none is named.
+pub(crate) fn server_url(args: &ServerArgs) -> anyhow::Result<Option<url::Url>> {
+    let server = args
+        .server
+        .clone()
+        .or_else(|| std::env::var(SERVER_ENV).ok())
+        .filter(|s| !s.is_empty());
+    let Some(server) = server.as_deref() else {
+        return Ok(None);
+    };
+    let base = url::Url::parse(server).with_context(|| format!("--server {server}"))?;
+    let loopback = match base.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    match base.scheme() {
+        "https" => {}
+        "http" if loopback => {}
+        "http" => anyhow::bail!(
+            "--server {server}: the token would cross the network in clear text; use https://"
+        ),
+        other => anyhow::bail!("--server {server}: {other}:// is not http(s)"),
+    }
+    if !base.username().is_empty() || base.password().is_some() {
+        anyhow::bail!(
+            "--server: put no credentials in the URL; use AUTO_SWE_TOKEN or --token-file"
+        );
+    }
+    Ok(Some(base))
+}
+
 /// A signed-in client of one server.
 pub(crate) struct Remote {
     base: url::Url,
@@ -39,38 +73,13 @@ pub(crate) struct Remote {
 impl Remote {
     /// The client `args` ask for, or `None` when they name no server.
     pub(crate) fn from_args(args: &ServerArgs) -> anyhow::Result<Option<Self>> {
-        let server = args
-            .server
-            .clone()
-            .or_else(|| std::env::var(SERVER_ENV).ok())
-            .filter(|s| !s.is_empty());
-        let Some(server) = server.as_deref() else {
+        let Some(base) = server_url(args)? else {
             anyhow::ensure!(
                 args.token_file.is_none(),
                 "--token-file needs --server (or {SERVER_ENV})"
             );
             return Ok(None);
         };
-        let base = url::Url::parse(server).with_context(|| format!("--server {server}"))?;
-        let loopback = match base.host() {
-            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-            Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-            None => false,
-        };
-        match base.scheme() {
-            "https" => {}
-            "http" if loopback => {}
-            "http" => anyhow::bail!(
-                "--server {server}: the token would cross the network in clear text; use https://"
-            ),
-            other => anyhow::bail!("--server {server}: {other}:// is not http(s)"),
-        }
-        if !base.username().is_empty() || base.password().is_some() {
-            anyhow::bail!(
-                "--server: put no credentials in the URL; use AUTO_SWE_TOKEN or --token-file"
-            );
-        }
         let token = match &args.token_file {
             Some(path) => std::fs::read_to_string(path)
                 .with_context(|| format!("reading the token file {}", path.display()))?,

@@ -14,6 +14,7 @@ use auto_swe_sandbox::{
 };
 use clap::{Args, Subcommand, ValueEnum};
 
+use super::sandbox_egress::{self, PresetArg, RunProxy};
 use crate::output::{self, Format, Status};
 
 /// Exit status when the command overran `--timeout`.
@@ -41,7 +42,7 @@ enum SandboxCommand {
         create_account: bool,
     },
     /// Run one command in a fresh hardened workspace and exit with its status.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -52,8 +53,12 @@ enum BackendArg {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum NetworkArg {
+    /// Loopback only.
     None,
+    /// The host's network stack.
     Host,
+    /// Only an egress proxy of this run's, allowing `--allow` and `--preset` and nothing else.
+    Proxy,
 }
 
 #[derive(Debug, Args)]
@@ -67,6 +72,18 @@ struct RunArgs {
     /// Network of the workspace.
     #[arg(long, value_enum, default_value = "none")]
     network: NetworkArg,
+    /// With `--network proxy`: allow `[METHODS ]HOST:PORT` (`*.example.com:443` for its
+    /// subdomains; `GET,HEAD deb.debian.org:80`). Repeatable.
+    #[arg(long = "allow", value_name = "RULE")]
+    allow: Vec<String>,
+    /// With `--network proxy`: allow `HOST:PORT` even where it resolves to a private or
+    /// loopback address (an internal mirror). Link-local and metadata addresses never pass.
+    /// Repeatable.
+    #[arg(long = "allow-private", value_name = "HOST:PORT")]
+    allow_private: Vec<String>,
+    /// With `--network proxy`: the rules the proxy starts from, before `--allow`.
+    #[arg(long, value_enum, default_value = "none")]
+    preset: PresetArg,
     /// Seconds before the command's whole process tree is killed (exit 124).
     #[arg(long, default_value_t = 600)]
     timeout: u64,
@@ -201,6 +218,7 @@ fn ephemeral_spec(
     args: &RunArgs,
     image: String,
     settings: &SandboxSettings,
+    egress: Option<&RunProxy>,
 ) -> auto_swe_sandbox::Result<EphemeralSpec> {
     let mut secret_env = SecretEnv::new();
     for name in &args.secret_env {
@@ -244,7 +262,9 @@ fn ephemeral_spec(
         network: match args.network {
             NetworkArg::None => NetworkMode::None,
             NetworkArg::Host => NetworkMode::Host,
+            NetworkArg::Proxy => NetworkMode::Proxy,
         },
+        egress: egress.map(|proxy| proxy.attachment.clone()),
     })
 }
 
@@ -261,10 +281,34 @@ async fn run_command(args: &RunArgs) -> anyhow::Result<Status> {
              metadata addresses (only their names are pinned)",
         )?;
     }
+    if !matches!(args.network, NetworkArg::Proxy)
+        && (!args.allow.is_empty()
+            || !args.allow_private.is_empty()
+            || !matches!(args.preset, PresetArg::None))
+    {
+        output::print_diagnostic(
+            "auto-swe: --allow, --allow-private and --preset need --network proxy",
+        )?;
+        return Ok(Status::Exit(EXIT_SANDBOX_FAILED));
+    }
     // Caught from here on: on SIGINT/SIGTERM the run is ended and its container, cgroup and
     // directories removed before this process exits.
     let mut signals = TerminationSignals::listen().context("catching SIGINT and SIGTERM")?;
     let state = state_dir();
+    let proxy = match args.network {
+        NetworkArg::Proxy => {
+            let started = sandbox_egress::policy(args.preset, &args.allow, &args.allow_private)
+                .and_then(|policy| RunProxy::start(policy, state.with_extension("egress")));
+            match started {
+                Ok(proxy) => Some(proxy),
+                Err(e) => {
+                    output::print_diagnostic(&format!("auto-swe: {e:#}"))?;
+                    return Ok(Status::Exit(EXIT_SANDBOX_FAILED));
+                }
+            }
+        }
+        _ => None,
+    };
     let result = async {
         let mut settings = settings()?;
         match args.backend {
@@ -273,14 +317,14 @@ async fn run_command(args: &RunArgs) -> anyhow::Result<Status> {
                     settings.local_root = LocalRoot::Rootfs(PathBuf::from(dir));
                 }
                 let config = settings.local_config(state.clone())?;
-                let spec = ephemeral_spec(args, String::new(), &settings)?;
+                let spec = ephemeral_spec(args, String::new(), &settings, proxy.as_ref())?;
                 let backend = LocalBackend::new(config)?;
                 stream(&backend, &spec, &request, &mut signals).await
             }
             BackendArg::Docker => {
                 let image = args.image.clone().unwrap_or_else(|| settings.image.clone());
                 let config = settings.docker_config(image.clone())?;
-                let spec = ephemeral_spec(args, image, &settings)?;
+                let spec = ephemeral_spec(args, image, &settings, proxy.as_ref())?;
                 let backend = DockerBackend::connect(config).await?;
                 stream(&backend, &spec, &request, &mut signals).await
             }
@@ -288,6 +332,9 @@ async fn run_command(args: &RunArgs) -> anyhow::Result<Status> {
     }
     .await;
     let _ = std::fs::remove_dir_all(&state);
+    if let Some(proxy) = proxy {
+        proxy.stop().await;
+    }
     match result {
         Ok(Ended::Signalled(signal)) => {
             output::print_diagnostic(&format!(

@@ -14,6 +14,7 @@ mod sandbox;
 mod scan;
 mod simulate;
 mod spec;
+mod web;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -344,3 +344,120 @@ fn workdir_on_docker() {
         workdir_suite("docker");
     }
 }
+
+/// An HTTP server on loopback answering `body` to each of at most `connections` connections,
+/// then ending by itself.
+fn one_shot_server(body: &'static str, connections: usize) -> u16 {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(connections) {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = [0_u8; 4096];
+            let _ = stream.read(&mut head);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// `--network proxy`: the command reaches an allowed origin only through the run's proxy, a
+/// refusal is a 403 inside and a reason on standard error outside, and nothing is reached
+/// directly. (Loopback upstreams are what `--allow-private` exists for; `--allow` alone
+/// refuses them.)
+fn proxy_suite(backend_name: &str) {
+    let port = one_shot_server("served through the proxy", 8);
+    let origin = format!("localhost:{port}");
+    let request = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/3128; \
+         printf 'GET http://{origin}/ HTTP/1.1\\r\\nHost: {origin}\\r\\nConnection: close\\r\\n\\r\\n' >&3; \
+         cat <&3"
+    );
+    let run = |policy: &[&str], script: &str| {
+        let mut args = vec![
+            "sandbox",
+            "run",
+            "--backend",
+            backend_name,
+            "--network",
+            "proxy",
+        ];
+        args.extend_from_slice(policy);
+        args.extend_from_slice(&["--", "bash", "-c", script]);
+        auto_swe(&args, &[])
+    };
+    let out = run(&["--allow-private", &origin], &request);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("HTTP/1.1 200"), "{stdout}");
+    assert!(stdout.ends_with("served through the proxy"), "{stdout}");
+
+    for (policy, reason) in [
+        (["--allow", origin.as_str()], "(LOOPBACK)"),
+        (["--allow", "example.org:443"], "(DEFAULT_DENY)"),
+    ] {
+        let out = run(&policy, &request);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stdout.starts_with("HTTP/1.1 403"), "{stdout}");
+        assert!(
+            stderr.contains(&format!("auto-swe: egress refused {origin} {reason}")),
+            "{stderr}"
+        );
+    }
+
+    let out = run(
+        &["--allow-private", &origin],
+        &format!(
+            "echo \"$https_proxy\"; (echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo reached; true"
+        ),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "http://127.0.0.1:3128\n"
+    );
+
+    // The policy flags need the proxy, and a rule that does not parse is refused.
+    let out = auto_swe(
+        &[
+            "sandbox",
+            "run",
+            "--backend",
+            backend_name,
+            "--allow",
+            &origin,
+            "--",
+            "true",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("need --network proxy"));
+    let out = run(&["--allow", "no port"], "true");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("allow rule `no port`"));
+}
+
+#[test]
+fn proxy_on_local() {
+    if works("local", "AUTO_SWE_REQUIRE_BWRAP") {
+        proxy_suite("local");
+    }
+}
+
+#[test]
+fn proxy_on_docker() {
+    if works("docker", "AUTO_SWE_REQUIRE_DOCKER") {
+        proxy_suite("docker");
+    }
+}

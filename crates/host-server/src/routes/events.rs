@@ -90,6 +90,16 @@ impl Cursor {
     }
 }
 
+/// The `Last-Event-ID` a reconnecting client sends (0 when absent or not a position).
+pub(crate) fn last_event_id(headers: &HeaderMap) -> i64 {
+    headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .filter(|seq| *seq >= 0)
+        .unwrap_or(0)
+}
+
 /// A run's live events.
 #[utoipa::path(get, path = "/api/v1/workflow-runs/{id}/events",
     params(("id" = String, Path), ("Last-Event-ID" = Option<String>, Header, description = "resume after this trace position")),
@@ -104,20 +114,25 @@ pub async fn stream(
     headers: HeaderMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let run = visible_run(&state, &caller, &id).await?;
-    let since = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<i64>().ok())
-        .filter(|seq| *seq >= 0)
-        .unwrap_or(0);
+    let since = last_event_id(&headers);
+    Ok(run_events(state, run.id, since))
+}
+
+/// The live events of `run_id` after trace position `since`, for a caller already shown to
+/// see the run: the stream the API route and the run viewer's page both serve.
+pub(crate) fn run_events(
+    state: AppState,
+    run_id: String,
+    since: i64,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let cursor = Cursor {
         state,
-        run_id: run.id,
+        run_id,
         since,
         status: None,
         pending: std::collections::VecDeque::new(),
         ended: false,
     };
     let events = futures_util::stream::unfold(cursor, Cursor::next);
-    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+    Sse::new(events).keep_alive(KeepAlive::default())
 }

@@ -1,6 +1,6 @@
 //! Answering human steps (approvals, decisions, questions).
 
-use auto_swe_store::HumanStepStatus;
+use auto_swe_store::{HumanStep, HumanStepStatus};
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::Deserialize;
@@ -8,7 +8,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::access::{is_run_id, visible_run};
-use crate::auth::{AccessLevel, Caller};
+use crate::auth::{AccessLevel, Caller, UserIdentity};
 use crate::error::{ApiError, ApiResult};
 use crate::routes::Data;
 use crate::routes::runs::HumanStepView;
@@ -36,28 +36,44 @@ pub async fn respond(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<RespondBody>,
 ) -> ApiResult<Json<Data<HumanStepView>>> {
+    let answered = answer_step(&state, user, &id, body.answer).await?;
+    Ok(Json(Data {
+        data: HumanStepView::from(&answered),
+    }))
+}
+
+/// Answers the pending human step `id` as `user`: the one path every way of answering takes
+/// (the API and the run viewer's forms), with the same rules. A step of a run the user may not
+/// see answers `404 HUMAN_STEP_NOT_FOUND`, like one that does not exist; raising a budget needs
+/// the LEAD role; a step no longer pending answers `409 HUMAN_STEP_NOT_PENDING`.
+pub(crate) async fn answer_step(
+    state: &AppState,
+    user: UserIdentity,
+    id: &str,
+    answer: Value,
+) -> ApiResult<HumanStep> {
     let not_found = || ApiError::not_found("HUMAN_STEP_NOT_FOUND", format!("no human step {id}"));
-    if !is_run_id(&id) {
+    if !is_run_id(id) {
         return Err(not_found());
     }
-    if !body.answer.is_object() {
+    if !answer.is_object() {
         return Err(ApiError::bad_request(
             "INVALID_BODY",
             "answer must be an object",
         ));
     }
-    let step = match state.store().get_human_step(&id).await {
+    let step = match state.store().get_human_step(id).await {
         Ok(step) => step,
         Err(e) if e.code() == "STORE_NOT_FOUND" => return Err(not_found()),
         Err(e) => return Err(ApiError::from_store(&e, "human step")),
     };
     let caller = Caller::User(user);
     // The run-visibility predicate gates answers too; an invisible run's step does not exist.
-    visible_run(&state, &caller, &step.run_id)
+    visible_run(state, &caller, &step.run_id)
         .await
         .map_err(|_| not_found())?;
     if let Caller::User(user) = &caller
-        && raises_a_budget(&step.prompt, &body.answer)
+        && raises_a_budget(&step.prompt, &answer)
         && user.role < AccessLevel::Lead
     {
         return Err(ApiError::forbidden(
@@ -77,7 +93,7 @@ pub async fn respond(
         .map_or_else(|| format!("hitl_{}", step.node_id), str::to_owned);
     let answered = state
         .store()
-        .answer_human_step(&step.id, caller.id(), &body.answer)
+        .answer_human_step(&step.id, caller.id(), &answer)
         .await
         .map_err(|e| match e.code() {
             "STORE_CONFLICT" | "STORE_INVALID_INPUT" => ApiError::conflict(
@@ -88,18 +104,16 @@ pub async fn respond(
         })?;
     state
         .store()
-        .send_signal(&step.run_id, &signal, &body.answer)
+        .send_signal(&step.run_id, &signal, &answer)
         .await
         .map_err(|e| ApiError::from_store(&e, "run"))?;
     tracing::info!(run_id = %step.run_id, node = %step.node_id, by = %caller.id(), "human step answered");
-    Ok(Json(Data {
-        data: HumanStepView::from(&answered),
-    }))
+    Ok(answered)
 }
 
 /// Whether `answer` raises a spent budget (anything but a raise stops the step, which anyone
 /// who may see the run may do).
-fn raises_a_budget(prompt: &Value, answer: &Value) -> bool {
+pub(crate) fn raises_a_budget(prompt: &Value, answer: &Value) -> bool {
     auto_swe_worker::is_budget_question(prompt)
         && answer.get("decision").and_then(Value::as_str) == Some("raise")
 }

@@ -2,6 +2,7 @@
 
 pub mod agent_bodies;
 pub mod agents;
+pub mod artifacts;
 pub mod connections;
 pub mod events;
 pub mod human;
@@ -259,7 +260,7 @@ impl Modify for CommonErrors {
 #[openapi(
     info(title = "auto-swe", description = "Launch, follow and steer agent runs."),
     paths(health, me, issue_token, launch::create, runs::list, runs::detail, runs::traces,
-          runs::cancel, runs::signal, events::stream, human::respond, templates::create, templates::add_version,
+          runs::cancel, runs::signal, artifacts::read, events::stream, human::respond, templates::create, templates::add_version,
           templates::detail, templates::start_run, crate::github::webhook,
           patterns::list, patterns::put, patterns::delete, patterns::try_pattern,
           orgs::inbox, orgs::month_usage, orgs::set_budget, connections::list, connections::create,
@@ -330,6 +331,10 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
         .route("/api/v1/workflow-runs/{id}", get(runs::detail))
         .route("/api/v1/workflow-runs/{id}/traces", get(runs::traces))
         .route("/api/v1/workflow-runs/{id}/cancel", post(runs::cancel))
+        .route(
+            "/api/v1/workflow-runs/{id}/artifacts/{artifact_id}",
+            get(artifacts::read),
+        )
         .route("/api/v1/workflow-runs/{id}/events", get(events::stream))
         .route(
             "/api/v1/workflow-runs/{id}/signals/{name}",
@@ -339,6 +344,7 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
         .route("/api/v1/webhooks/github", post(crate::github::webhook))
         .merge(admin_routes())
         .merge(library_routes())
+        .merge(crate::viewer::routes())
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(body_limit))

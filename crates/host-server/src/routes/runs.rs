@@ -9,6 +9,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::access::{viewer, visible_run};
+use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::routes::Data;
 use crate::state::{AnyCaller, ApiJson, ApiQuery, AppState, SignedIn};
@@ -104,6 +105,16 @@ pub async fn list(
     AnyCaller(caller): AnyCaller,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<RunList>> {
+    list_page(&state, &caller, params).await.map(Json)
+}
+
+/// The page of runs `params` asks for, among those `caller` may see: the one query behind the
+/// API's list and the run viewer's.
+pub(crate) async fn list_page(
+    state: &AppState,
+    caller: &Caller,
+    params: ListParams,
+) -> ApiResult<RunList> {
     let limit = params.limit.unwrap_or(25);
     if !(1..=100).contains(&limit) {
         return Err(ApiError::bad_request(
@@ -128,7 +139,7 @@ pub async fn list(
         query.id_prefix = Some(q.to_ascii_lowercase());
     }
     query.cursor = params.cursor;
-    query.visible_to = viewer(&caller);
+    query.visible_to = viewer(caller);
     let page = state.store().list_runs(&query).await.map_err(|e| {
         if e.code() == "STORE_INVALID_INPUT" {
             ApiError::bad_request("INVALID_QUERY", "the cursor is not valid")
@@ -136,10 +147,10 @@ pub async fn list(
             ApiError::from_store(&e, "run")
         }
     })?;
-    Ok(Json(RunList {
+    Ok(RunList {
         data: page.runs.iter().map(RunSummary::from).collect(),
         next: page.next,
-    }))
+    })
 }
 
 /// A step of a run.
@@ -213,6 +224,12 @@ pub struct RunDetail {
     pub steps: Vec<StepView>,
     /// Human steps, oldest first.
     pub human_steps: Vec<HumanStepView>,
+    /// What the run came to, once it ended: `{ "result", "context", "error" }`, with each
+    /// string too long to keep inline replaced by `[stored as artifact <id> — <n> bytes]`
+    /// (read it at `/api/v1/workflow-runs/{id}/artifacts/{artifactId}`).
+    #[schema(value_type = Option<Object>)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
     /// The frozen spec, when `includeSpec=true`.
     #[schema(value_type = Option<Object>)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -240,16 +257,7 @@ pub async fn detail(
     ApiQuery(params): ApiQuery<DetailParams>,
 ) -> ApiResult<Json<Data<RunDetail>>> {
     let run = visible_run(&state, &caller, &id).await?;
-    let steps = state
-        .store()
-        .list_steps(&run.id)
-        .await
-        .map_err(|e| ApiError::from_store(&e, "run"))?;
-    let humans = state
-        .store()
-        .list_human_steps(&run.id)
-        .await
-        .map_err(|e| ApiError::from_store(&e, "run"))?;
+    let (steps, humans, result) = run_parts(&state, &run).await?;
     Ok(Json(Data {
         data: RunDetail {
             run: RunSummary::from(&run),
@@ -265,12 +273,38 @@ pub async fn detail(
                 })
                 .collect(),
             human_steps: humans.iter().map(HumanStepView::from).collect(),
+            result,
             spec: params
                 .include_spec
                 .unwrap_or(false)
                 .then(|| run.spec_snapshot.clone()),
         },
     }))
+}
+
+/// A visible run's steps, human steps and (once it ended) result, read at once.
+pub(crate) async fn run_parts(
+    state: &AppState,
+    run: &Run,
+) -> ApiResult<(
+    Vec<auto_swe_store::WorkflowStep>,
+    Vec<auto_swe_store::HumanStep>,
+    Option<Value>,
+)> {
+    let store = state.store();
+    let result = async {
+        if run.status.is_terminal() {
+            store.run_result(&run.id).await
+        } else {
+            Ok(None)
+        }
+    };
+    tokio::try_join!(
+        store.list_steps(&run.id),
+        store.list_human_steps(&run.id),
+        result
+    )
+    .map_err(|e| ApiError::from_store(&e, "run"))
 }
 
 /// Trace paging.
@@ -433,7 +467,7 @@ pub async fn signal(
     Path((id, name)): Path<(String, String)>,
     ApiJson(body): ApiJson<SignalBody>,
 ) -> ApiResult<(StatusCode, Json<Data<SignalAccepted>>)> {
-    let caller = crate::auth::Caller::User(user);
+    let caller = Caller::User(user);
     let run = visible_run(&state, &caller, &id).await?;
     if RESERVED_SIGNALS.contains(&name.as_str()) || name.starts_with("hitl_") {
         return Err(ApiError::new(

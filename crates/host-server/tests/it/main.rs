@@ -6,7 +6,9 @@
 )]
 
 mod agents;
+mod artifacts;
 mod auth;
+mod browser;
 mod connections;
 mod human;
 mod orgs;
@@ -18,4 +20,6 @@ mod support;
 mod team_agents;
 mod template_versions;
 mod triggers;
+mod viewer;
+mod viewer_support;
 mod webhooks;

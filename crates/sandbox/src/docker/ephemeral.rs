@@ -25,6 +25,13 @@ impl DockerBackend {
         keep_stdin_open: bool,
     ) -> Result<(String, SpawnedProcess)> {
         request.validate()?;
+        let proxied = match spec.checked_egress()? {
+            Some(egress) => {
+                super::hand_socket_to_keeper(&egress.socket)?;
+                true
+            }
+            None => false,
+        };
         let name = workspace_name("ephemeral")?;
         let image = if spec.image.is_empty() {
             self.config.helper_image.clone()
@@ -53,6 +60,9 @@ impl DockerBackend {
                 .start_container(&name, None)
                 .await
                 .map_err(|e| engine(&e))?;
+            if proxied {
+                self.await_bridge(&name).await?;
+            }
             // The run's own OOM accounting, so a command the OOM killer ended is reported as
             // such, not as a bare 137.
             let oom = Arc::new(DockerWorkspace {

@@ -419,6 +419,28 @@ impl DockerBackend {
         crate::process::collect(spawned, request.output_limit, request.timeout).await
     }
 
+    /// Waits until the bridge of the proxied container `name` listens
+    /// ([`plan::BRIDGE_PROBE`]).
+    async fn await_bridge(&self, name: &str) -> Result<()> {
+        let out = self
+            .run_capture(
+                name,
+                &ExecRequest::new(["/bin/sh", "-c", plan::BRIDGE_PROBE])
+                    .timeout(Duration::from_secs(30)),
+                &SecretEnv::new(),
+                None,
+            )
+            .await?;
+        if out.status == 0 {
+            Ok(())
+        } else {
+            Err(SandboxError::Engine {
+                backend: "docker",
+                message: "the egress bridge did not start listening".to_owned(),
+            })
+        }
+    }
+
     async fn keeper_pid(&self, name: &str) -> Result<u32> {
         for _ in 0..50 {
             let out = self
@@ -483,6 +505,9 @@ impl DockerBackend {
     }
 
     async fn create_inner(&self, name: &str, spec: &WorkspaceSpec) -> Result<WorkspaceHandle> {
+        if let Some(egress) = spec.checked_egress()? {
+            hand_socket_to_keeper(&egress.socket)?;
+        }
         let mut guarded = spec.clone();
         guarded.mounts = self.guard.check(&spec.mounts)?;
         let mut body = plan::workspace_container(name, &guarded)?;
@@ -743,4 +768,25 @@ impl WorkspaceBackend for DockerBackend {
         }
         Ok(())
     }
+}
+
+/// Lets the container's keeper account (which runs the bridge) connect to a proxied
+/// workspace's egress socket: handed to it when this process is root, else opened to all
+/// (the socket's directory is what keeps other accounts away then).
+pub(super) fn hand_socket_to_keeper(socket: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let handed = if nix::unistd::geteuid().is_root() {
+        std::os::unix::fs::lchown(socket, Some(plan::KEEPER_ID), Some(plan::KEEPER_ID))
+    } else {
+        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))
+    };
+    handed.map_err(|e| {
+        SandboxError::io(
+            format!(
+                "handing the egress socket {} to the workspace",
+                socket.display()
+            ),
+            e,
+        )
+    })
 }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use bollard::models::{ContainerCreateBody, HostConfig, ResourcesUlimits};
 
 use crate::backend::EphemeralSpec;
+use crate::bridge;
 use crate::error::{Result, SandboxError};
 use crate::policy::{METADATA_HOSTNAMES, blackhole_script};
 use crate::spec::{
@@ -26,9 +27,13 @@ pub const WORKSPACE_USER: &str = "1000:1000";
 /// under the one PID the authenticated git call's stray sweep spares) or signal them.
 pub const KEEPER_USER: &str = "65534:65534";
 
+/// The uid and gid of [`KEEPER_USER`].
+pub const KEEPER_ID: u32 = 65534;
+
 fn network_mode(network: NetworkMode) -> String {
     match network {
-        NetworkMode::None => "none",
+        // Proxied: no network at all; the proxy is reached through its socket, bound in.
+        NetworkMode::None | NetworkMode::Proxy => "none",
         NetworkMode::Host => "host",
         NetworkMode::Bridge => "bridge",
     }
@@ -122,20 +127,25 @@ pub fn workspace_container(name: &str, spec: &WorkspaceSpec) -> Result<Container
                 .collect(),
         );
     }
-    if !spec.mounts.is_empty() {
-        host.binds = Some(binds(&spec.mounts));
+    let (binds, env, cmd) = proxied_parts(
+        &spec.mounts,
+        &spec.env,
+        spec.network,
+        spec.checked_egress()?,
+        vec!["sleep".to_owned(), "infinity".to_owned()],
+    );
+    if !binds.is_empty() {
+        host.binds = Some(binds);
     }
     Ok(ContainerCreateBody {
         image: Some(spec.image.clone()),
-        cmd: Some(vec!["sleep".to_owned(), "infinity".to_owned()]),
+        cmd: Some(cmd),
         entrypoint: Some(Vec::new()),
         user: Some(KEEPER_USER.to_owned()),
         hostname: Some("workspace".to_owned()),
         working_dir: Some("/workspace".to_owned()),
         env: Some(
-            spec.env
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
+            env.into_iter()
                 .chain(["HOME=/workspace".to_owned()])
                 .collect(),
         ),
@@ -195,16 +205,23 @@ pub fn ephemeral_container(
             .map(|h| format!("{h}:0.0.0.0"))
             .collect(),
     );
-    if !spec.mounts.is_empty() {
-        host.binds = Some(binds(&spec.mounts));
+    let (binds, env, cmd) = proxied_parts(
+        &spec.mounts,
+        &spec.env,
+        spec.network,
+        spec.checked_egress()?,
+        argv.to_vec(),
+    );
+    if !binds.is_empty() {
+        host.binds = Some(binds);
     }
     Ok(ContainerCreateBody {
         image: Some(spec.image.clone()),
-        cmd: Some(argv.to_vec()),
+        cmd: Some(cmd),
         entrypoint: Some(Vec::new()),
         user: Some(KEEPER_USER.to_owned()),
         working_dir: Some(workdir.to_owned()),
-        env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        env: Some(env),
         labels: Some(HashMap::from([(
             WORKSPACE_LABEL.to_owned(),
             name.to_owned(),
@@ -283,15 +300,87 @@ done
     )
 }
 
-/// The in-container script that prints the keeper's PID: the children of PID 1 (the init).
+/// The in-container script that prints the keeper's PID: the `sleep` children of PID 1 (the
+/// init). A proxied workspace's keeper is a shell until its bridge listens, and only then
+/// becomes `sleep`; the bridge itself, also a child of the init, is not the keeper.
 pub const KEEPER_PROBE: &str = r#"for d in /proc/[0-9]*; do
   pid=${d#/proc/}
   [ "$pid" = 1 ] && continue
+  name=
   while read -r key value; do
-    if [ "$key" = PPid: ]; then [ "$value" = 1 ] && echo "$pid"; break; fi
+    case "$key" in
+      Name:) name=$value ;;
+      PPid:) [ "$value" = 1 ] && [ "$name" = sleep ] && echo "$pid"; break ;;
+    esac
   done < "$d/status" 2>/dev/null || true
 done
 "#;
+
+/// A proxied container's keeper: starts the bridge to the egress proxy (it returns once it
+/// listens), then becomes `keeper`; without the bridge the container ends.
+fn proxied_keeper(keeper: Vec<String>) -> Vec<String> {
+    let mut argv = vec![
+        "/bin/sh".to_owned(),
+        "-c".to_owned(),
+        format!("{} || exit 1\nexec \"$@\"", bridge::bridge_command()),
+        "sh".to_owned(),
+    ];
+    argv.extend(keeper);
+    argv
+}
+
+/// The in-container script that waits (up to ten seconds) until the bridge of a proxied
+/// container listens on [`bridge::PROXY_ADDRESS`] (`127.0.0.1:3128`, a listening socket in
+/// `/proc/net/tcp`).
+pub const BRIDGE_PROBE: &str = r"i=0
+while [ $i -lt 200 ]; do
+  while read -r _ local _ state _; do
+    [ $local = 0100007F:0C38 ] && [ $state = 0A ] && exit 0
+  done < /proc/net/tcp
+  sleep 0.05
+  i=$((i + 1))
+done
+exit 1
+";
+
+/// The binds, environment and keeper of a container on `network` with `egress`: the
+/// container's own `mounts` and `env`, plus for a proxied one the socket, the bridge, the
+/// proxy variables and the bridge started before `keeper`.
+fn proxied_parts(
+    mounts: &[Mount],
+    env: &std::collections::BTreeMap<crate::spec::EnvName, String>,
+    network: NetworkMode,
+    egress: Option<&bridge::EgressAttachment>,
+    keeper: Vec<String>,
+) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let mut binds = binds(mounts);
+    let env = bridge::with_proxy_env(env, network, egress);
+    let keeper = match egress {
+        Some(egress) => {
+            binds.push(format!(
+                "{}:{}:rw",
+                egress.socket.to_string_lossy(),
+                bridge::SOCKET_INSIDE
+            ));
+            binds.push(format!(
+                "{}:{}:ro",
+                egress.bridge.to_string_lossy(),
+                bridge::BRIDGE_INSIDE
+            ));
+            if let Some(bundle) = &egress.ca_bundle {
+                binds.push(format!(
+                    "{}:{}:ro",
+                    bundle.to_string_lossy(),
+                    bridge::CA_BUNDLE_INSIDE
+                ));
+            }
+            proxied_keeper(keeper)
+        }
+        None => keeper,
+    };
+    let env = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    (binds, env, keeper)
+}
 
 /// The in-container script that prints how many processes the OOM killer has killed.
 pub const OOM_PROBE: &str = r"if [ -r /sys/fs/cgroup/memory.events ]; then

@@ -423,6 +423,12 @@ impl WorkspaceBackend for KubernetesBackend {
     }
 
     async fn create(&self, spec: &WorkspaceSpec) -> Result<WorkspaceHandle> {
+        if spec.network == crate::spec::NetworkMode::Proxy {
+            return Err(SandboxError::BackendUnsupported {
+                backend: "kubernetes",
+                operation: "proxy networking (the namespace's NetworkPolicy decides egress)",
+            });
+        }
         // Named before creation, so any failure from here on deletes it by that name.
         let name = workspace_name(&spec.label)?;
         let pod: Pod = serde_json::from_value(pod_manifest(&name, spec, &self.config))

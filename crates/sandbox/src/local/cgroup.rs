@@ -211,6 +211,24 @@ impl WorkspaceCgroup {
             .unwrap_or(0)
     }
 
+    /// How many times a fork in this workspace was refused for its PIDs cap so far.
+    pub(crate) fn pids_cap_hits(&self) -> u64 {
+        let file = match &self.layout {
+            Layout::V1 { pids: Some(d), .. } => d.join("pids.events"),
+            Layout::V1 { pids: None, .. } => return 0,
+            Layout::V2 { dir } => dir.join("pids.events"),
+        };
+        std::fs::read_to_string(file)
+            .ok()
+            .and_then(|text| {
+                text.lines().find_map(|l| {
+                    let (k, v) = l.split_once(' ')?;
+                    (k == "max").then(|| v.trim().parse().ok())?
+                })
+            })
+            .unwrap_or(0)
+    }
+
     /// Freezes or thaws; false when there is no freezer.
     pub(crate) fn freeze(&self, frozen: bool) -> bool {
         match &self.layout {

@@ -24,6 +24,8 @@ impl LocalBackend {
         extra_secrets: &SecretEnv,
         keep_stdin_open: bool,
     ) -> Result<(SpawnedProcess, EphemeralRun)> {
+        let egress = spec.checked_egress()?;
+        self.admit_egress(egress)?;
         let name = workspace_name("ephemeral")?;
         // Every ephemeral run sees the same generated files; they are written once and only
         // ever bound read-only.
@@ -102,12 +104,13 @@ impl LocalBackend {
                     resolv_file: &resolv,
                     mounts: &mounts,
                     network: spec.network,
+                    egress,
                     lockdown: Lockdown::Ephemeral,
                     workdir: "/",
                     argv: &[],
                     seccomp_fd: self.filter.as_ref().map(|_| plan::SECCOMP_FD),
                 }),
-                &spec.env,
+                &crate::bridge::with_proxy_env(&spec.env, spec.network, egress),
                 &secrets,
                 caps.as_ref().map(|(cg, _)| cg),
                 request,

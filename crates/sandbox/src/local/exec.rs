@@ -120,6 +120,7 @@ impl LocalBackend {
             resolv_file: &dir.join("resolv.conf"),
             mounts: &meta.mounts,
             network: meta.network,
+            egress: meta.egress.as_ref(),
             lockdown: Lockdown::Workspace,
             workdir: "/",
             argv: &[],
@@ -166,6 +167,15 @@ impl LocalBackend {
             }
             None => Box::new(|| false),
         };
+        // Ever, not since this exec: a standby sandbox is built before the exec that uses it,
+        // and bubblewrap refused a fork there may say nothing about it.
+        let pids_short: OomProbe = match cgroup {
+            Some(cg) => {
+                let cg = cg.clone();
+                Box::new(move || cg.pids_cap_hits() > 0)
+            }
+            None => Box::new(|| false),
+        };
         if let Some(launcher) = launcher {
             return launcher
                 .spawn(launcher::LaunchRequest {
@@ -177,7 +187,7 @@ impl LocalBackend {
                     stdin: request.stdin.clone(),
                     keep_stdin_open,
                     timeout: request.timeout,
-                    oom,
+                    probes: launcher::ExitProbes { oom, pids_short },
                     stop: Some(stop),
                 })
                 .await;

@@ -93,7 +93,8 @@ kill -KILL 0"#;
 /// `NAME=value` pairs up to a `--`, then the command. Names were checked by the caller; the
 /// shell's own variables are never exported, so the command's environment is exactly the
 /// exec's, plus `PWD`. A request that never comes (the sandbox was started for an exec that
-/// did not happen) ends the sandbox quietly.
+/// did not happen) ends the sandbox quietly. In a proxied sandbox (the egress socket is bound
+/// in) the bridge to the proxy is started before the command (`bridge::START_BRIDGE`).
 const STUB: &str = r#"printf u >&5
 exec 5>&-
 nl='
@@ -109,6 +110,7 @@ done <&4
 [ "$n" = 1 ] && set -- "$@" "$cur"
 exec 3<&- 4<&-
 [ "$#" -gt 0 ] || exit 0
+if [ -S /run/auto-swe/egress.sock ]; then /run/auto-swe/netbridge 127.0.0.1:3128 /run/auto-swe/egress.sock || exit 125; fi
 cd -- "$1" || exit 126
 unset OLDPWD
 shift
@@ -590,7 +592,7 @@ impl Launcher {
             stdin,
             keep_stdin_open,
             timeout,
-            oom,
+            probes,
             stop,
         } = request;
         let (generation, burst) = self.note_spawn();
@@ -646,7 +648,7 @@ impl Launcher {
                 id: &id,
                 up: up_path,
                 timeout,
-                oom,
+                probes,
                 stop,
             }
             .run(pid_rx, status_rx)
@@ -681,6 +683,15 @@ impl Launcher {
     }
 }
 
+/// What an exec's workspace cgroups tell about how it ended.
+pub(crate) struct ExitProbes {
+    /// Whether an exit by SIGKILL was the OOM killer's.
+    pub(crate) oom: OomProbe,
+    /// Whether the workspace has run into its PIDs cap: a sandbox that could not be built
+    /// is then a transient shortage.
+    pub(crate) pids_short: OomProbe,
+}
+
 /// One exec for [`Launcher::spawn`].
 pub(crate) struct LaunchRequest {
     /// Bubblewrap options that make the sandbox (no environment, no command).
@@ -699,8 +710,8 @@ pub(crate) struct LaunchRequest {
     pub(crate) keep_stdin_open: bool,
     /// Per-call timeout.
     pub(crate) timeout: Duration,
-    /// Whether an exit by SIGKILL was the OOM killer's.
-    pub(crate) oom: OomProbe,
+    /// What the workspace's cgroups say about how the exec ended.
+    pub(crate) probes: ExitProbes,
     /// Asked for when the exec is to end before its time.
     pub(crate) stop: Option<crate::process::Stop>,
 }
@@ -740,6 +751,17 @@ mod tests {
                 "before the command"
             );
         }
+    }
+
+    #[test]
+    fn both_first_shells_start_the_egress_bridge_before_the_command() {
+        for shell in [STUB, &crate::local::plan::reaper(true)] {
+            let at = shell
+                .find(crate::bridge::START_BRIDGE)
+                .expect("the bridge line is there");
+            assert!(at < shell.rfind("\"$@\"").expect("the command runs"));
+        }
+        assert!(!crate::local::plan::reaper(false).contains("netbridge"));
     }
 
     #[test]

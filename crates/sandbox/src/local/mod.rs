@@ -29,6 +29,7 @@ use self::identity::HostIdentity;
 use self::launcher::Launcher;
 use self::plan::HostLayout;
 use crate::backend::{BackendKind, Protection, SpawnedProcess, WorkspaceBackend, WorkspaceHandle};
+use crate::bridge::EgressAttachment;
 use crate::error::{Result, SandboxError};
 use crate::file_budget::{self, FileBudget};
 use crate::process;
@@ -85,6 +86,9 @@ struct Meta {
     /// workspaces that kept them beside this file.
     #[serde(default)]
     data: Option<PathBuf>,
+    /// The egress proxy of a proxied workspace.
+    #[serde(default)]
+    egress: Option<EgressAttachment>,
     /// Read-write mounts lent to the sandbox's account, handed back at `remove`.
     #[serde(default)]
     lent: identity::Lent,
@@ -406,6 +410,22 @@ fn check_rootfs(dir: &Path) -> Result<()> {
     })
 }
 
+impl LocalBackend {
+    /// Lets the sandbox's account reach a proxied sandbox's egress files: each must be reachable
+    /// by it, and the proxy's socket (this sandbox's alone) is handed to it.
+    fn admit_egress(&self, egress: Option<&EgressAttachment>) -> Result<()> {
+        let Some(egress) = egress else {
+            return Ok(());
+        };
+        self.identity.check_reachable(&egress.socket)?;
+        self.identity.check_reachable(&egress.bridge)?;
+        if let Some(bundle) = &egress.ca_bundle {
+            self.identity.check_reachable(bundle)?;
+        }
+        self.identity.own(&egress.socket)
+    }
+}
+
 fn poisoned() -> SandboxError {
     SandboxError::Engine {
         backend: "local",
@@ -426,6 +446,8 @@ impl WorkspaceBackend for LocalBackend {
                 operation: "bridge networking",
             });
         }
+        let egress = spec.checked_egress()?.cloned();
+        self.admit_egress(egress.as_ref())?;
         let id = workspace_name(&spec.label)?;
         if let LocalRoot::Rootfs(root) = &spec.local_root {
             check_rootfs(root)?;
@@ -468,7 +490,8 @@ impl WorkspaceBackend for LocalBackend {
                 root: spec.local_root.clone(),
                 network: spec.network,
                 block_metadata: spec.block_metadata,
-                env: spec.env.clone(),
+                env: crate::bridge::with_proxy_env(&spec.env, spec.network, egress.as_ref()),
+                egress: egress.clone(),
                 lent: identity::Lent::mounts(&self.identity, &mounts)?,
                 mounts: mounts.clone(),
                 limits: spec.limits,

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::bridge::{self, EgressAttachment};
 use crate::spec::{LocalRoot, MountAccess, NetworkMode};
 
 /// Top-level host directories that the opt-in host-system root may expose, read-only.
@@ -89,6 +90,8 @@ pub struct BwrapPlan<'a> {
     pub mounts: &'a [crate::spec::Mount],
     /// Network.
     pub network: NetworkMode,
+    /// The egress proxy a [`NetworkMode::Proxy`] sandbox reaches, with the bridge program.
+    pub egress: Option<&'a EgressAttachment>,
     /// Lockdown.
     pub lockdown: Lockdown,
     /// Working directory inside.
@@ -118,7 +121,7 @@ pub fn bwrap_args(plan: &BwrapPlan<'_>) -> Vec<String> {
         "--".to_owned(),
         "/bin/sh".to_owned(),
         "-c".to_owned(),
-        REAPER.to_owned(),
+        reaper(plan.egress.is_some()),
         "sh".to_owned(),
     ]);
     a.extend(plan.argv.iter().cloned());
@@ -132,6 +135,17 @@ pub fn bwrap_args(plan: &BwrapPlan<'_>) -> Vec<String> {
 pub const REAPER: &str = r#"ulimit -n 4096 2>/dev/null || ulimit -n "$(ulimit -H -n)"
 "$@"
 exit $?"#;
+
+/// [`REAPER`] for a proxied sandbox: the egress bridge ([`bridge::BRIDGE_INSIDE`]) is started
+/// first, and the sandbox ends with status 125 when it cannot listen.
+#[must_use]
+pub fn reaper(proxied: bool) -> String {
+    if proxied {
+        format!("{}{REAPER}", bridge::START_BRIDGE)
+    } else {
+        REAPER.to_owned()
+    }
+}
 
 /// The bubblewrap options that make the sandbox itself, the same for every exec of a
 /// workspace (the plan's working directory and command are not read).
@@ -222,6 +236,24 @@ pub fn sandbox_args(plan: &BwrapPlan<'_>) -> Vec<String> {
             MountAccess::ReadWrite => "--bind",
         };
         push(&[flag, &source, &mount.target]);
+    }
+    if let Some(egress) = plan.egress {
+        // A fresh `/run` holds the two mount points, whatever root is below it.
+        let (socket, bridge) = (path(&egress.socket), path(&egress.bridge));
+        push(&[
+            "--tmpfs",
+            "/run",
+            "--bind",
+            &socket,
+            bridge::SOCKET_INSIDE,
+            "--ro-bind",
+            &bridge,
+            bridge::BRIDGE_INSIDE,
+        ]);
+        if let Some(bundle) = &egress.ca_bundle {
+            let bundle = path(bundle);
+            push(&["--ro-bind", &bundle, bridge::CA_BUNDLE_INSIDE]);
+        }
     }
     push(&["--remount-ro", "/"]);
     if let Some(fd) = plan.seccomp_fd {

@@ -285,15 +285,18 @@ echo planted"#
     assert_eq!(out.status, 0, "{}", out.stderr_text());
     // Two more sweeps of the spy's after the call (each ends by writing its count afresh; a
     // sweep takes seconds on a loaded host), then it is ended (the workspace stays).
+    // The count is taken as a sweep wrote it: the spy is ended below at any point of its loop,
+    // perhaps while it rewrites the count file.
+    let mut count = String::new();
     for _ in 0..2 {
         let _ = sh(backend, &ws, "rm -f /workspace/spy.count").await;
         let mut swept = false;
         for _ in 0..600 {
-            if sh(backend, &ws, "cat /workspace/spy.count 2>/dev/null")
+            let text = sh(backend, &ws, "cat /workspace/spy.count 2>/dev/null")
                 .await
-                .stdout_text()
-                .starts_with("read ")
-            {
+                .stdout_text();
+            if text.starts_with("read ") {
+                count = text;
                 swept = true;
                 break;
             }
@@ -311,18 +314,18 @@ echo planted"#
     );
     backend.kill_exec(&ws, &spy.exec_id).await.unwrap();
     let _ = tokio::time::timeout(Duration::from_secs(30), spy.exit).await;
-    let report = sh(backend, &ws, "cat /workspace/spy.log /workspace/spy.count")
+    let report = sh(backend, &ws, "cat /workspace/spy.log")
         .await
         .stdout_text();
     assert!(!report.contains("hit "), "{report}");
-    let read: u32 = report
+    let read: u32 = count
         .lines()
         .find_map(|l| l.strip_prefix("read "))
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0);
     assert!(
         read >= 2,
-        "the spy could read its peers' environments: {report}"
+        "the spy could read its peers' environments: {count}"
     );
     assert!(
         seen.lock().unwrap().len() > before,

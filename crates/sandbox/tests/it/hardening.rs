@@ -136,6 +136,7 @@ fn ephemeral_with(mounts: Vec<Mount>) -> EphemeralSpec {
         secret_env: SecretEnv::new(),
         limits: ResourceLimits::new(256 * 1024 * 1024, 1_000_000_000, 128),
         network: NetworkMode::None,
+        egress: None,
     }
 }
 

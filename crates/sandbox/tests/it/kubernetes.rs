@@ -72,6 +72,7 @@ async fn shell_steps_are_unsupported() {
         secret_env: SecretEnv::new(),
         limits: auto_swe_sandbox::ResourceLimits::default(),
         network: auto_swe_sandbox::NetworkMode::default(),
+        egress: None,
     };
     let err = KubernetesEphemeral
         .run_ephemeral(&spec, &ExecRequest::new(["true"]))

@@ -59,6 +59,7 @@ async fn cleanup_child() {
         secret_env: SecretEnv::new(),
         limits: ResourceLimits::new(128 * 1024 * 1024, ResourceLimits::default().nano_cpus, 64),
         network: NetworkMode::None,
+        egress: None,
     };
     let request = ExecRequest::shell(&format!(
         "echo started > /workspace/started; exec sleep {marker}"

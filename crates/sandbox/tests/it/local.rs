@@ -249,7 +249,8 @@ async fn a_sandbox_that_cannot_start_is_a_typed_error() {
             [
                 "Resource temporarily unavailable",
                 "Cannot fork",
-                "launcher ended"
+                "launcher ended",
+                "reached its process limit"
             ]
             .iter()
             .any(|why| said.contains(why)),

@@ -9,6 +9,8 @@
 
 mod archive;
 mod docker;
+mod egress;
+mod egress_git;
 mod endurance;
 mod exit_codes;
 mod git_escape;

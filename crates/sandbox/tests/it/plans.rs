@@ -33,6 +33,7 @@ fn workspace_argv_on_a_rootfs() {
         resolv_file: Path::new("/state/asw-x/resolv.conf"),
         mounts: &[],
         network: NetworkMode::None,
+        egress: None,
         lockdown: Lockdown::Workspace,
         workdir: "/workspace",
         argv: &argv,
@@ -60,6 +61,7 @@ fn ephemeral_argv_on_host_system_dirs() {
         resolv_file: Path::new("/state/.ephemeral/resolv.conf"),
         mounts: &mounts,
         network: NetworkMode::Host,
+        egress: None,
         lockdown: Lockdown::Ephemeral,
         workdir: "/workspace",
         argv: &argv,
@@ -135,4 +137,114 @@ fn docker_workspace_and_sidecar_bodies() {
             "{source}"
         );
     }
+}
+
+/// A proxied workspace: its own network namespace (loopback only), the proxy's socket and the
+/// bridge bound under a fresh `/run` before the root turns read-only, the bridge started first.
+#[test]
+fn a_proxied_local_sandbox_binds_the_socket_and_bridge_and_starts_the_bridge_first() {
+    let root = LocalRoot::Rootfs("/var/cache/auto-swe/rootfs/bookworm".into());
+    let host = layout();
+    let argv = vec!["git".to_owned(), "fetch".to_owned()];
+    let egress = auto_swe_sandbox::EgressAttachment {
+        socket: "/state/egress/asw-x.sock".into(),
+        bridge: "/opt/auto-swe/bin/auto-swe-netbridge".into(),
+        ca_bundle: None,
+    };
+    let bwrap = bwrap_args(&BwrapPlan {
+        root: &root,
+        host: &host,
+        workspace_dir: Some(Path::new("/state/asw-x/workspace")),
+        tmp_dir: Some(Path::new("/state/asw-x/tmp")),
+        hosts_file: Path::new("/state/asw-x/hosts"),
+        resolv_file: Path::new("/state/asw-x/resolv.conf"),
+        mounts: &[],
+        network: NetworkMode::Proxy,
+        egress: Some(&egress),
+        lockdown: Lockdown::Workspace,
+        workdir: "/workspace",
+        argv: &argv,
+        seccomp_fd: None,
+    });
+    let at = |items: &[&str]| {
+        bwrap
+            .windows(items.len())
+            .position(|w| w == items)
+            .unwrap_or_else(|| panic!("{items:?} in {bwrap:?}"))
+    };
+    at(&["--unshare-net"]);
+    let run = at(&["--tmpfs", "/run"]);
+    let socket = at(&[
+        "--bind",
+        "/state/egress/asw-x.sock",
+        auto_swe_sandbox::bridge::SOCKET_INSIDE,
+    ]);
+    let bridge = at(&[
+        "--ro-bind",
+        "/opt/auto-swe/bin/auto-swe-netbridge",
+        auto_swe_sandbox::bridge::BRIDGE_INSIDE,
+    ]);
+    let read_only = at(&["--remount-ro", "/"]);
+    assert!(run < socket && socket < bridge && bridge < read_only);
+    let shell = bwrap.iter().rev().nth(argv.len() + 1).unwrap();
+    let started = shell
+        .find("/run/auto-swe/netbridge 127.0.0.1:3128")
+        .unwrap();
+    assert!(started < shell.find("\"$@\"").unwrap(), "{shell}");
+}
+
+/// Docker: a proxied workspace has no network at all, the socket and bridge bound in, the
+/// variables that point tools at the bridge, and a keeper that starts the bridge first.
+#[test]
+fn a_proxied_docker_workspace_has_no_network_and_its_keeper_starts_the_bridge() {
+    use auto_swe_sandbox::docker::plan::{KEEPER_ID, KEEPER_USER, workspace_container};
+    assert_eq!(KEEPER_USER, format!("{KEEPER_ID}:{KEEPER_ID}"));
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("egress.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let bridge = std::path::PathBuf::from(env!("CARGO_BIN_EXE_auto-swe-netbridge"));
+    let mut spec =
+        auto_swe_sandbox::WorkspaceSpec::new("auto-swe-workspace:bookworm", LocalRoot::HostSystem);
+    spec.network = NetworkMode::Proxy;
+    spec.egress = Some(auto_swe_sandbox::EgressAttachment {
+        socket: socket.clone(),
+        bridge: bridge.clone(),
+        ca_bundle: None,
+    });
+    let body = workspace_container("asw-test-0001", &spec).unwrap();
+    let host = body.host_config.as_ref().unwrap();
+    assert_eq!(host.network_mode.as_deref(), Some("none"));
+    let binds = host.binds.clone().unwrap();
+    assert!(binds.contains(&format!(
+        "{}:/run/auto-swe/egress.sock:rw",
+        socket.display()
+    )));
+    assert!(binds.contains(&format!("{}:/run/auto-swe/netbridge:ro", bridge.display())));
+    let env = body.env.clone().unwrap();
+    for variable in [
+        "https_proxy",
+        "HTTPS_PROXY",
+        "http_proxy",
+        "CARGO_HTTP_PROXY",
+    ] {
+        assert!(
+            env.contains(&format!("{variable}=http://127.0.0.1:3128")),
+            "{variable}: {env:?}"
+        );
+    }
+    let keeper = body.cmd.unwrap().join(" ");
+    assert!(
+        keeper.find("/run/auto-swe/netbridge").unwrap() < keeper.find("sleep infinity").unwrap(),
+        "{keeper}"
+    );
+    // Without its socket, or with one on a workspace that is not proxied: refused.
+    spec.egress = None;
+    assert!(workspace_container("asw-test-0001", &spec).is_err());
+    spec.egress = Some(auto_swe_sandbox::EgressAttachment {
+        socket,
+        bridge,
+        ca_bundle: None,
+    });
+    spec.network = NetworkMode::None;
+    assert!(workspace_container("asw-test-0001", &spec).is_err());
 }

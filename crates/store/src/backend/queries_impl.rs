@@ -27,19 +27,10 @@ macro_rules! impl_run_queries {
                     Some((at, id)) => (Some(at), Some(id)),
                     None => (None, None),
                 };
-                let (viewer, viewer_user, viewer_team) = match &query.visible_to {
-                    None => (None, None, None),
-                    Some(RunViewer::User(id)) => (Some(id.as_str()), Some(id.as_str()), None),
-                    Some(RunViewer::ServicePrincipal { id, team_id }) => {
-                        (Some(id.as_str()), None, Some(team_id.as_str()))
-                    }
-                };
-                let rows = sqlx::query(
-                    "SELECT r.* FROM workflow_runs r \
-                     LEFT JOIN run_inputs i ON i.id = r.run_input_id \
-                     LEFT JOIN connections c ON c.id = i.connection_id \
-                     LEFT JOIN workflow_template_versions v ON v.id = r.template_version_id \
-                     LEFT JOIN workflow_templates t ON t.id = v.template_id \
+                let (viewer, viewer_user, viewer_team) =
+                    crate::records::queries::visibility_params(query.visible_to.as_ref());
+                let rows = sqlx::query(&format!(
+                    "SELECT {columns} FROM workflow_runs r {joins} \
                      WHERE (CAST($1 AS TEXT) IS NULL OR r.org_id = $1) \
                      AND (CAST($2 AS TEXT) IS NULL OR r.team_id = $2) \
                      AND (CAST($3 AS TEXT) IS NULL OR r.status = $3) \
@@ -48,18 +39,12 @@ macro_rules! impl_run_queries {
                      AND (CAST($6 AS BIGINT) IS NULL OR r.created_at < $6 \
                           OR (r.created_at = $6 AND r.id < $7)) \
                      AND (CAST($9 AS TEXT) IS NULL OR r.id LIKE $9 ESCAPE '\\') \
-                     AND (CAST($10 AS TEXT) IS NULL \
-                       OR COALESCE(r.launched_by, i.submitter) = $10 \
-                       OR c.team_id IN (SELECT m.team_id FROM team_memberships m \
-                                        WHERE m.user_id = $11) \
-                       OR t.team_id IN (SELECT m.team_id FROM team_memberships m \
-                                        WHERE m.user_id = $11) \
-                       OR (i.connection_id IS NULL AND COALESCE(r.launched_by, i.submitter) IN \
-                           (SELECT p.id FROM service_principals p JOIN team_memberships m \
-                            ON m.team_id = p.team_id WHERE m.user_id = $11)) \
-                       OR c.team_id = $12 OR t.team_id = $12) \
+                     AND {visible} \
                      ORDER BY r.created_at DESC, r.id DESC LIMIT $8",
-                )
+                    columns = crate::records::queries::RUN_COLUMNS,
+                    joins = crate::records::queries::RUN_VISIBILITY_JOINS,
+                    visible = crate::records::queries::visible_to_sql(10, 11, 12),
+                ))
                 .bind(&query.org_id)
                 .bind(&query.team_id)
                 .bind(query.status.map(RunStatus::as_str))
@@ -89,6 +74,30 @@ macro_rules! impl_run_queries {
                     _ => None,
                 };
                 Ok(RunPage { runs, next })
+            }
+
+            #[tracing::instrument(level = "debug", skip(self))]
+            async fn visible_run(
+                &self,
+                run_id: &str,
+                viewer: Option<&RunViewer>,
+            ) -> StoreResult<Option<Run>> {
+                limits::short_text("run id", run_id)?;
+                let (viewer, viewer_user, viewer_team) =
+                    crate::records::queries::visibility_params(viewer);
+                let row = sqlx::query(&format!(
+                    "SELECT {columns} FROM workflow_runs r {joins} WHERE r.id = $1 AND {visible}",
+                    columns = crate::records::queries::RUN_COLUMNS,
+                    joins = crate::records::queries::RUN_VISIBILITY_JOINS,
+                    visible = crate::records::queries::visible_to_sql(2, 3, 4),
+                ))
+                .bind(run_id)
+                .bind(viewer)
+                .bind(viewer_user)
+                .bind(viewer_team)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(Self::run_from_row).transpose()
             }
 
             async fn run_visibility(&self, run_id: &str) -> StoreResult<RunVisibility> {

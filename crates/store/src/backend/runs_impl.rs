@@ -132,7 +132,10 @@ macro_rules! impl_run_stores {
             }
 
             async fn get_run(&self, id: &str) -> StoreResult<Run> {
-                let row = sqlx::query("SELECT * FROM workflow_runs WHERE id = $1")
+                let row = sqlx::query(&format!(
+                    "SELECT {} FROM workflow_runs r WHERE r.id = $1",
+                    crate::records::queries::RUN_COLUMNS
+                ))
                     .bind(id)
                     .fetch_optional(&self.pool)
                     .await?
@@ -247,6 +250,11 @@ macro_rules! impl_run_stores {
                 }
                 crate::records::runs::validate_usage(&finalize.usage)?;
                 limits::short_text("run id", &token.run_id)?;
+                let result = finalize
+                    .result
+                    .as_ref()
+                    .map(|value| limits::json_text("run result", value))
+                    .transpose()?;
                 let now = Timestamp::now(&*self.clock);
                 let mut tx = self.pool.begin().await?;
                 // The fence and the end of the lease in one write: only the holder of the
@@ -274,7 +282,8 @@ macro_rules! impl_run_stores {
                 let row = sqlx::query(
                     "UPDATE workflow_runs SET status = $1, ended_at = $2, updated_at = $2, \
                      cost_micros = cost_micros + $3, input_tokens = input_tokens + $4, \
-                     output_tokens = output_tokens + $5 WHERE id = $6 AND ended_at IS NULL \
+                     output_tokens = output_tokens + $5, result = $6 \
+                     WHERE id = $7 AND ended_at IS NULL \
                      RETURNING org_id, cost_micros, input_tokens, output_tokens",
                 )
                 .bind(finalize.status.as_str())
@@ -282,6 +291,7 @@ macro_rules! impl_run_stores {
                 .bind(finalize.usage.cost_micros)
                 .bind(finalize.usage.input_tokens)
                 .bind(finalize.usage.output_tokens)
+                .bind(result)
                 .bind(&token.run_id)
                 .fetch_optional(&mut *tx)
                 .await
@@ -352,6 +362,20 @@ macro_rules! impl_run_stores {
                     runs_completed: row.try_get("runs_completed")?,
                     runs_finalized: row.try_get("runs_finalized")?,
                 })
+            }
+
+            #[tracing::instrument(level = "debug", skip(self))]
+            async fn run_result(&self, run_id: &str) -> StoreResult<Option<serde_json::Value>> {
+                limits::short_text("run id", run_id)?;
+                let result: Option<String> =
+                    sqlx::query_scalar("SELECT result FROM workflow_runs WHERE id = $1")
+                        .bind(run_id)
+                        .fetch_optional(&self.pool)
+                        .await?
+                        .ok_or_else(|| StoreError::not_found("run", run_id))?;
+                result
+                    .map(|text| from_json_text("workflow_runs", &text))
+                    .transpose()
             }
 
             async fn runtime_pins(

@@ -176,6 +176,14 @@ pub struct AuditPage {
 pub trait RunQueryStore: Send + Sync {
     /// Lists runs, newest first.
     async fn list_runs(&self, query: &RunListQuery) -> StoreResult<RunPage>;
+    /// The run, when `viewer` may see it (`None` sees every run): the same predicate as
+    /// [`list_runs`](Self::list_runs)' `visible_to`, for one id. `None` both when the run does
+    /// not exist and when it is not the viewer's to see.
+    async fn visible_run(
+        &self,
+        run_id: &str,
+        viewer: Option<&RunViewer>,
+    ) -> StoreResult<Option<Run>>;
     /// What deciding who may see a run needs.
     async fn run_visibility(&self, run_id: &str) -> StoreResult<RunVisibility>;
     /// Unfinalized runs older than the query's age, least recently checked first; stamps them
@@ -256,6 +264,50 @@ pub(crate) fn like_prefix(prefix: &str) -> String {
     }
     pattern.push('%');
     pattern
+}
+
+/// The columns a [`Run`] is read from (`r` is the run): every one but `result`, which can be
+/// megabytes and is read only by [`RunStore::run_result`](crate::RunStore::run_result).
+pub(crate) const RUN_COLUMNS: &str = "r.id, r.org_id, r.team_id, r.template_version_id, \
+     r.run_input_id, r.launched_by, r.status, r.spec_snapshot, r.pins, \
+     r.authorized_connection_ids, r.cost_micros, r.input_tokens, r.output_tokens, r.created_at, \
+     r.ended_at, r.cancel_requested_at";
+
+/// The joins the run-visibility predicate reads (`r` is the run).
+pub(crate) const RUN_VISIBILITY_JOINS: &str = "LEFT JOIN run_inputs i ON i.id = r.run_input_id \
+     LEFT JOIN connections c ON c.id = i.connection_id \
+     LEFT JOIN workflow_template_versions v ON v.id = r.template_version_id \
+     LEFT JOIN workflow_templates t ON t.id = v.template_id";
+
+/// The parameters of [`visible_to_sql`] for `viewer`: its id, its user id (a person) and its
+/// team id (a service principal); all `None` when nothing is restricted.
+pub(crate) fn visibility_params(
+    viewer: Option<&RunViewer>,
+) -> (Option<&str>, Option<&str>, Option<&str>) {
+    match viewer {
+        None => (None, None, None),
+        Some(RunViewer::User(id)) => (Some(id.as_str()), Some(id.as_str()), None),
+        Some(RunViewer::ServicePrincipal { id, team_id }) => {
+            (Some(id.as_str()), None, Some(team_id.as_str()))
+        }
+    }
+}
+
+/// Who may see a run, with the viewer's id, user id and team id as parameters `$viewer`,
+/// `$user` and `$team` (all null: no restriction). A person sees runs they or their team's
+/// service principals requested, runs on their teams' connections and runs of their teams'
+/// templates; a service principal sees its own runs and its team's.
+pub(crate) fn visible_to_sql(viewer: u8, user: u8, team: u8) -> String {
+    format!(
+        "(CAST(${viewer} AS TEXT) IS NULL \
+         OR COALESCE(r.launched_by, i.submitter) = ${viewer} \
+         OR c.team_id IN (SELECT m.team_id FROM team_memberships m WHERE m.user_id = ${user}) \
+         OR t.team_id IN (SELECT m.team_id FROM team_memberships m WHERE m.user_id = ${user}) \
+         OR (i.connection_id IS NULL AND COALESCE(r.launched_by, i.submitter) IN \
+             (SELECT p.id FROM service_principals p JOIN team_memberships m \
+              ON m.team_id = p.team_id WHERE m.user_id = ${user})) \
+         OR c.team_id = ${team} OR t.team_id = ${team})"
+    )
 }
 
 #[cfg(test)]

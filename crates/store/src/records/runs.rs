@@ -252,12 +252,15 @@ pub struct Run {
 }
 
 /// The final word on a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FinalizeRun {
     /// A terminal status.
     pub status: RunStatus,
     /// Spend not yet added with [`RunStore::add_run_usage`].
     pub usage: Spend,
+    /// What the run came to, kept with the run (at most [`MAX_JSON_BYTES`](crate::MAX_JSON_BYTES)
+    /// as JSON); read back with [`RunStore::run_result`].
+    pub result: Option<serde_json::Value>,
 }
 
 /// What a finalize call did.
@@ -317,6 +320,9 @@ pub trait RunStore: Send + Sync {
         token: &LeaseToken,
         finalize: FinalizeRun,
     ) -> StoreResult<FinalizeOutcome>;
+    /// What an ended run came to, as its finalize wrote it; `None` while it runs or when its
+    /// finalize kept nothing.
+    async fn run_result(&self, run_id: &str) -> StoreResult<Option<serde_json::Value>>;
     /// An org's finalized usage for a `YYYY-MM` month.
     async fn monthly_usage(&self, org_id: &str, year_month: &str) -> StoreResult<MonthlyUsage>;
     /// The run's pinned runtimes (`agentRuntimes`).

@@ -211,9 +211,10 @@ async fn zombie_worker_writes_nothing(db: &TestDb) {
     let failed = FinalizeRun {
         status: RunStatus::FAILED,
         usage: usage(500),
+        result: None,
     };
     lost(
-        db.store.finalize_run(&za, failed).await.map(drop),
+        db.store.finalize_run(&za, failed.clone()).await.map(drop),
         "finalize",
     );
     let month = auto_swe_store::Timestamp::now(&db.clock).year_month();
@@ -275,6 +276,7 @@ async fn zombie_worker_writes_nothing(db: &TestDb) {
             FinalizeRun {
                 status: RunStatus::SUCCESS,
                 usage: usage(3),
+                result: None,
             },
         )
         .await
@@ -531,6 +533,7 @@ async fn lapsed_leases_take_no_writes_until_revived(db: &TestDb) {
             FinalizeRun {
                 status: RunStatus::FAILED,
                 usage: Spend::default(),
+                result: None,
             },
         )
         .await;
@@ -567,6 +570,7 @@ async fn ended_runs_are_closed(db: &TestDb) {
             FinalizeRun {
                 status: RunStatus::CANCELLED,
                 usage: Spend::default(),
+                result: None,
             },
         )
         .await
@@ -659,6 +663,7 @@ async fn ended_runs_are_closed(db: &TestDb) {
                 FinalizeRun {
                     status: RunStatus::SUCCESS,
                     usage: usage(9),
+                    result: None,
                 },
             )
             .await

@@ -211,6 +211,7 @@ async fn reapers_lease_stranded_runs_to_finalize_them(db: &TestDb) {
             FinalizeRun {
                 status: RunStatus::FAILED,
                 usage: Spend::default(),
+                result: None,
             },
         )
         .await
@@ -260,6 +261,7 @@ async fn reapers_lease_stranded_runs_to_finalize_them(db: &TestDb) {
             FinalizeRun {
                 status: RunStatus::TIMED_OUT,
                 usage: Spend::default(),
+                result: None,
             },
         )
         .await

@@ -235,6 +235,7 @@ async fn visibility_inputs_and_reaper_candidates(db: &TestDb) {
             FinalizeRun {
                 status: RunStatus::FAILED,
                 usage: Spend::default(),
+                result: None,
             },
         )
         .await
@@ -316,6 +317,7 @@ async fn spend_in_flight_and_trace_pages(db: &TestDb) {
             FinalizeRun {
                 status: RunStatus::SUCCESS,
                 usage: spend(5),
+                result: None,
             },
         )
         .await

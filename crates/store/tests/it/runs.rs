@@ -10,6 +10,7 @@ conformance!(
     runs_round_trip,
     finalize_bills_once_under_concurrent_retries,
     finalize_refuses_bad_input,
+    finalize_keeps_what_the_run_came_to_once,
     run_input_idempotency,
     template_versions_are_sequential_under_concurrency,
 );
@@ -119,6 +120,7 @@ async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
                             input_tokens: 1,
                             output_tokens: 2,
                         },
+                        result: None,
                     },
                 )
                 .await
@@ -203,6 +205,7 @@ async fn finalize_bills_once_under_concurrent_retries(db: &TestDb) {
                     input_tokens: 0,
                     output_tokens: 0,
                 },
+                result: None,
             },
         )
         .await
@@ -234,6 +237,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
                 FinalizeRun {
                     status: RunStatus::FAILED,
                     usage: Spend::default(),
+                    result: None,
                 },
             )
             .await;
@@ -250,6 +254,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
             FinalizeRun {
                 status: RunStatus::Running,
                 usage: Spend::default(),
+                result: None,
             },
         )
         .await;
@@ -264,6 +269,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
                     cost_micros: -1,
                     ..Spend::default()
                 },
+                result: None,
             },
         )
         .await;
@@ -278,6 +284,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
             FinalizeRun {
                 status: RunStatus::FAILED,
                 usage: Spend::default(),
+                result: None,
             },
         )
         .await;
@@ -290,6 +297,7 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
             FinalizeRun {
                 status: RunStatus::CANCELLED,
                 usage: Spend::default(),
+                result: None,
             },
         )
         .await
@@ -307,6 +315,45 @@ async fn finalize_refuses_bad_input(db: &TestDb) {
     assert_eq!(
         db.store.get_run(&run.id).await.unwrap().status,
         RunStatus::CANCELLED
+    );
+}
+
+async fn finalize_keeps_what_the_run_came_to_once(db: &TestDb) {
+    let (run, claim) = db.leased_run(NewRun::new(json!({})), "w").await;
+    let token = claim.token();
+    assert_eq!(db.store.run_result(&run.id).await.unwrap(), None);
+    let end = |result| FinalizeRun {
+        status: RunStatus::SUCCESS,
+        usage: Spend::default(),
+        result: Some(result),
+    };
+    // Too large for the row: refused before anything is written, the lease still holds.
+    let huge = json!({"result": "x".repeat(MAX_JSON_BYTES)});
+    let refused = db.store.finalize_run(&token, end(huge)).await.unwrap_err();
+    assert_eq!(refused.code(), "STORE_VALUE_TOO_LARGE");
+    assert!(db.store.get_run(&run.id).await.unwrap().ended_at.is_none());
+    assert_eq!(db.store.run_result(&run.id).await.unwrap(), None);
+
+    let kept = json!({"result": {"pr": 7, "note": "ok \u{1f600}"}, "context": {}, "error": null});
+    db.store
+        .finalize_run(&token, end(kept.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store.run_result(&run.id).await.unwrap(),
+        Some(kept.clone())
+    );
+    // The holder's retry with something else changes nothing.
+    let again = db
+        .store
+        .finalize_run(&token, end(json!({"result": "other"})))
+        .await
+        .unwrap();
+    assert_eq!(again, FinalizeOutcome::AlreadyFinalized);
+    assert_eq!(db.store.run_result(&run.id).await.unwrap(), Some(kept));
+    assert_eq!(
+        db.store.run_result("no-such-run").await.unwrap_err().code(),
+        "STORE_NOT_FOUND"
     );
 }
 

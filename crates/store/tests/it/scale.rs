@@ -142,6 +142,7 @@ async fn every_run_is_claimed_and_completed_once_by_separate_pools(db: &TestDb) 
                                     input_tokens: 0,
                                     output_tokens: 0,
                                 },
+                                result: None,
                             },
                         )
                         .await

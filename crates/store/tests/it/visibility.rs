@@ -11,17 +11,39 @@ use crate::support::TestDb;
 
 conformance!(runs_are_listed_only_to_viewers_who_may_see_them);
 
+/// The runs `viewer` sees in a list, checked against what it may read one id at a time.
 async fn visible(db: &TestDb, viewer: Option<RunViewer>) -> BTreeSet<String> {
     let mut query = RunListQuery::first(100);
-    query.visible_to = viewer;
-    db.store
+    query.visible_to = viewer.clone();
+    let listed: BTreeSet<String> = db
+        .store
         .list_runs(&query)
         .await
         .unwrap()
         .runs
         .into_iter()
         .map(|r| r.id)
-        .collect()
+        .collect();
+    let mut read = BTreeSet::new();
+    for run in db
+        .store
+        .list_runs(&RunListQuery::first(100))
+        .await
+        .unwrap()
+        .runs
+    {
+        if let Some(seen) = db
+            .store
+            .visible_run(&run.id, viewer.as_ref())
+            .await
+            .unwrap()
+        {
+            assert_eq!(seen, run);
+            read.insert(seen.id);
+        }
+    }
+    assert_eq!(listed, read, "a list and a read disagree for {viewer:?}");
+    listed
 }
 
 async fn run(

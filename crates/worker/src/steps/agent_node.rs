@@ -137,6 +137,7 @@ async fn in_workspace(
             &start_branch,
             None,
             &services.scm.commit_identity(),
+            Some(context.egress_trace()),
         )
         .await?;
     let result = async {

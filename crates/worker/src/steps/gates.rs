@@ -10,6 +10,7 @@ use auto_swe_spec::{FieldDescriptor, InputType, StepDescriptor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::egress::EgressTrace;
 use super::workspace::tail;
 use super::{StepContext, StepExecutor, WorkerServices};
 use crate::scm::LocalRepository;
@@ -195,6 +196,18 @@ pub async fn run_gates(
     head_sha: &str,
     scope: GateScope<'_>,
 ) -> Result<GateOutcome, DispatchError> {
+    run_gates_traced(services, repo, branch, head_sha, scope, None).await
+}
+
+/// [`run_gates`], the workspace proxy's refusals (with egress) going to `trace`.
+async fn run_gates_traced(
+    services: &WorkerServices,
+    repo: &LocalRepository,
+    branch: &str,
+    head_sha: &str,
+    scope: GateScope<'_>,
+    trace: Option<EgressTrace>,
+) -> Result<GateOutcome, DispatchError> {
     let config = gate_config(services, repo, head_sha).await?;
     let selected = config.selected(scope);
     let mut results = Vec::new();
@@ -212,6 +225,7 @@ pub async fn run_gates(
                 branch,
                 Some(head_sha),
                 &services.scm.commit_identity(),
+                trace,
             )
             .await?;
         for (gate, command) in selected {
@@ -296,7 +310,14 @@ impl StepExecutor for QualityGates {
                     .collect()
             });
         let outcome = tokio::select! {
-            outcome = run_gates(services, &repo, &branch, &head, GateScope::Gates(only.as_deref())) => outcome?,
+            outcome = run_gates_traced(
+                services,
+                &repo,
+                &branch,
+                &head,
+                GateScope::Gates(only.as_deref()),
+                Some(context.egress_trace()),
+            ) => outcome?,
             () = context.cancel.cancelled() => {
                 return Err(DispatchError::cancelled("the gates were cancelled"));
             }

@@ -266,6 +266,7 @@ impl StepExecutor for Implement {
                 &start_branch,
                 None,
                 &services.scm.commit_identity(),
+                Some(context.egress_trace()),
             )
             .await?;
         let agent = self.agent(context);

@@ -6,6 +6,7 @@ mod agent_node;
 mod agents;
 mod container;
 mod deadline;
+mod egress;
 mod gates;
 mod human;
 mod implement;
@@ -46,6 +47,7 @@ pub use deadline::{
     DEFAULT_STEP_TIME_LIMIT, IMPLEMENTER_TIME_LIMIT, STEP_TIMED_OUT, step_deadline,
     with_step_deadline,
 };
+pub use egress::{EGRESS_TRACE_KIND, EgressTrace, WorkspaceEgress};
 pub use gates::{GATE_FILE, GateConfig, GateOutcome, GateResult, GateScope, run_gates};
 pub use human::ANSWERED_BY;
 pub use mcp::{MCP_OUTPUT_CHARS, McpNodeStep};
@@ -145,6 +147,17 @@ pub struct StepContext<'a> {
 }
 
 impl StepContext<'_> {
+    /// Where this step's workspace proxies write what they refuse: the run's trace, attributed
+    /// to this node.
+    pub(crate) fn egress_trace(&self) -> EgressTrace {
+        EgressTrace::new(
+            self.services.store.clone(),
+            self.run.token.clone(),
+            Some(self.request.spec_node_id.clone()),
+            Some(self.request.recording_id.clone()),
+        )
+    }
+
     /// A string input (`inputs.<name>`), or `""`.
     #[must_use]
     pub fn input_str(&self, name: &str) -> String {

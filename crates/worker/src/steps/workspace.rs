@@ -15,19 +15,22 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::WorkerServices;
+use super::egress::{EgressTrace, RunningEgress, WorkspaceEgress};
 use crate::scm::CommitIdentity;
 
 /// Most bytes a bundle carried out of a workspace may have.
 pub(crate) const BUNDLE_LIMIT: usize = 128 * 1024 * 1024;
 
 /// How workspaces are made: the backend, the image (docker) or root filesystem (local), the
-/// caps. Every workspace has no network.
+/// caps, and the network: none, or with [`WorkspaceTemplate::with_egress`] a proxy of each
+/// workspace's own.
 #[derive(Clone)]
 pub struct WorkspaceTemplate {
     backend: Arc<dyn WorkspaceBackend>,
     image: String,
     local_root: LocalRoot,
     limits: ResourceLimits,
+    egress: Option<Arc<WorkspaceEgress>>,
 }
 
 impl std::fmt::Debug for WorkspaceTemplate {
@@ -53,7 +56,16 @@ impl WorkspaceTemplate {
             image,
             local_root,
             limits,
+            egress: None,
         }
+    }
+
+    /// Gives every workspace a proxy of its own as its only way out, applying `egress`'s policy;
+    /// what it refuses is written to the run's trace.
+    #[must_use]
+    pub fn with_egress(mut self, egress: WorkspaceEgress) -> Self {
+        self.egress = Some(Arc::new(egress));
+        self
     }
 
     /// The backend.
@@ -79,6 +91,7 @@ impl WorkspaceTemplate {
 
     /// A fresh workspace holding a checkout of `bundle`'s `branch` at
     /// [`WorkspaceLayout::default`]'s checkout, at `commit` when given, committing as `author`.
+    /// With egress, its proxy's refusals go to `trace`.
     pub(crate) async fn checkout(
         &self,
         label: &str,
@@ -86,10 +99,21 @@ impl WorkspaceTemplate {
         branch: &str,
         commit: Option<&str>,
         author: &CommitIdentity,
+        trace: Option<EgressTrace>,
     ) -> Result<Checkout, DispatchError> {
+        let mut spec = self.spec(label);
+        let egress = match &self.egress {
+            Some(egress) => {
+                let running = egress.start(trace)?;
+                spec.network = NetworkMode::Proxy;
+                spec.egress = Some(running.attachment.clone());
+                Some(running)
+            }
+            None => None,
+        };
         let handle = self
             .backend
-            .create(&self.spec(label))
+            .create(&spec)
             .await
             .map_err(|e| sandbox_failure("WORKSPACE_UNAVAILABLE", &e))?;
         let checkout = Checkout {
@@ -97,6 +121,7 @@ impl WorkspaceTemplate {
             handle,
             layout: WorkspaceLayout::default(),
             removed: false,
+            _egress: egress,
         };
         let script = "set -e; cat > /workspace/.source.bundle; \
             git clone --quiet --branch \"$1\" /workspace/.source.bundle /workspace/target-repo; \
@@ -139,6 +164,8 @@ pub(crate) struct Checkout {
     handle: WorkspaceHandle,
     layout: WorkspaceLayout,
     removed: bool,
+    /// The workspace's proxy, when it has one: stopped when the checkout goes.
+    _egress: Option<RunningEgress>,
 }
 
 impl Drop for Checkout {

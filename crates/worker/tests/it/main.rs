@@ -8,10 +8,12 @@
 mod budget;
 mod budget_ask;
 mod cancel;
+mod egress;
 mod end_to_end;
 mod node_executors;
 mod patterns;
 mod reaper;
+mod results;
 mod resume;
 mod scm;
 mod services;

@@ -213,7 +213,8 @@ async fn a_run_its_worker_ends_while_the_reaper_looks_is_billed_once(db: &TestSt
         engine.complete(
             &lease,
             RunEnd {
-                status: TerminalStatus::Success
+                status: TerminalStatus::Success,
+                result: None,
             }
         ),
         engine.end_stranded(&run.id, TerminalStatus::Failed),

@@ -112,6 +112,8 @@ async fn a_run_taken_over_by_a_second_worker_replays_and_the_first_writes_nothin
             &stale,
             RunEnd {
                 status: TerminalStatus::Failed,
+                // Long enough to be spilled: the spill is refused before anything is stored.
+                result: Some(json!({"result": "x".repeat(20_000)})),
             },
         )
         .await
@@ -125,6 +127,12 @@ async fn a_run_taken_over_by_a_second_worker_replays_and_the_first_writes_nothin
         db.store.get_run(&run_id).await.unwrap().status,
         RunStatus::SUCCESS
     );
+    // The row keeps what B's run came to; A's late end stored nothing, not even its spill.
+    assert_eq!(
+        db.store.run_result(&run_id).await.unwrap(),
+        Some(json!({"result": {"by": "b", "node": "c"}, "context": {}, "error": null}))
+    );
+    assert!(db.store.list_artifacts(&run_id).await.unwrap().is_empty());
     assert!(engine.acquire("worker-c", 1).await.unwrap().is_empty());
     engine_b.store().close().await;
 }

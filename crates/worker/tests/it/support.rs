@@ -284,6 +284,25 @@ impl Dispatcher for CountingSteps {
                 }
             }
         }
+        if request.step == "long" {
+            // Longer than a step record keeps, with a character that is more than one byte.
+            let text = format!("{}é", "ab".repeat(10_000));
+            let many: Vec<String> = (0..70)
+                .map(|i| format!("{i}:{}", "z".repeat(8_100)))
+                .collect();
+            return Ok(json!({"text": text, "small": "s", "many": many}));
+        }
+        if request.step == "wide" {
+            // No string too long for a record; 2.4 MB in all.
+            let wide: Vec<String> = (0..300).map(|_| "w".repeat(7_999)).collect();
+            return Ok(json!(wide));
+        }
+        if request.step == "loud" {
+            return Err(DispatchError::non_retryable(
+                "STEP_LOUD",
+                "why ".repeat(5_000),
+            ));
+        }
         if request.step == "broken" {
             return Err(DispatchError::non_retryable(
                 "STEP_BROKEN",

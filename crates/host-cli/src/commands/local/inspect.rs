@@ -62,6 +62,10 @@ enum RunsCommand {
         /// view until it ends or waits; then print where it was left.
         #[arg(long, conflicts_with = "traces")]
         follow: bool,
+        /// Open the run in the browser: the server's viewer with `--server`, else the viewer
+        /// served over the local store on loopback until Ctrl-C.
+        #[arg(long, conflicts_with_all = ["traces", "follow"])]
+        web: bool,
         /// Output format.
         #[arg(long, value_enum, default_value_t)]
         format: Format,
@@ -84,9 +88,16 @@ pub(crate) fn runs(args: &RunsArgs) -> anyhow::Result<Status> {
         RunsCommand::Show {
             server,
             run,
+            web: true,
+            ..
+        } => return super::web::show(server, run),
+        RunsCommand::Show {
+            server,
+            run,
             traces,
             follow,
             format,
+            ..
         } => {
             if let Some(remote) = Remote::from_args(server)? {
                 anyhow::ensure!(
@@ -496,6 +507,7 @@ pub(crate) fn cancel(args: &CancelArgs) -> anyhow::Result<Status> {
                         auto_swe_store::TerminalStatus::Cancelled,
                     ),
                     usage: auto_swe_store::Spend::default(),
+                    result: None,
                 },
             )
             .await

@@ -7,6 +7,7 @@ pub(crate) mod inspect;
 pub(crate) mod pr;
 mod progress;
 pub(crate) mod run;
+mod web;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -23,7 +24,7 @@ use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::{
     DriveEnd, DurableEngine, EmbeddedEngine, LivePatterns, LocalCi, LocalScm,
     PATTERN_REFRESH_INTERVAL, Reaper, ReaperConfig, SingleModel, StepEffects, Worker, WorkerConfig,
-    WorkerServices, WorkspaceTemplate,
+    WorkerServices, WorkspaceEgress, WorkspaceTemplate,
 };
 
 use crate::commands::models::{ClientRequest, client_config};
@@ -149,6 +150,23 @@ pub(crate) async fn apply_budget(scm: &LocalScm, store: &Store) -> anyhow::Resul
     Ok(())
 }
 
+/// The egress of runs' workspaces as `[workspaces]` sets it: `None` for no network. This
+/// binary is the bridge bound into each workspace; the proxies' sockets live under the temporary
+/// directory, where the sandbox's account may reach them.
+fn workspace_egress(
+    settings: &auto_swe_egress::EgressSettings,
+) -> anyhow::Result<Option<WorkspaceEgress>> {
+    let Some(policy) = settings
+        .policy()
+        .map_err(|e| anyhow::anyhow!("[workspaces] {e} ({})", e.code()))?
+    else {
+        return Ok(None);
+    };
+    let bridge = std::env::current_exe().context("finding this binary")?;
+    let sockets = std::env::temp_dir().join("auto-swe-egress");
+    Ok(Some(WorkspaceEgress::new(policy, bridge, sockets)))
+}
+
 async fn backend(
     choice: SandboxChoice,
     home: &Path,
@@ -243,14 +261,18 @@ impl LocalHost {
         // ones, read again every half minute while this process runs.
         let patterns = LivePatterns::load(store.clone()).await;
         drop(patterns.spawn_refresh(PATTERN_REFRESH_INTERVAL));
+        let mut workspaces = WorkspaceTemplate::new(
+            backend,
+            settings.image.clone(),
+            settings.local_root.clone(),
+            settings.limits,
+        );
+        if let Some(egress) = workspace_egress(&crate::config::load()?.workspaces)? {
+            workspaces = workspaces.with_egress(egress);
+        }
         let services = Arc::new(WorkerServices {
             store: store.clone(),
-            workspaces: WorkspaceTemplate::new(
-                backend,
-                settings.image.clone(),
-                settings.local_root.clone(),
-                settings.limits,
-            ),
+            workspaces,
             models: Arc::new(SingleModel::new(client)),
             prices: PriceCatalog::builtin(),
             scm: Arc::new(local_scm.clone()),

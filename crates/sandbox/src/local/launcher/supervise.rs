@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::{Ended, Waiters, forget, launch_error};
 use crate::backend::{Exit, OutputChunk};
 use crate::error::{Result, SandboxError};
-use crate::process::{OomProbe, kill_tree};
+use crate::process::kill_tree;
 
 /// How long the launcher may take to report that it started an exec's sandbox (it forks a
 /// subshell and says so at once). One that takes longer is no longer trusted: the exec fails
@@ -30,7 +30,7 @@ pub(super) struct Supervision<'a> {
     /// The file the sandbox's first process marks when it runs.
     pub(super) up: PathBuf,
     pub(super) timeout: Duration,
-    pub(super) oom: OomProbe,
+    pub(super) probes: super::ExitProbes,
     pub(super) stop: Option<crate::process::Stop>,
 }
 
@@ -70,11 +70,21 @@ impl Supervision<'_> {
             }
         };
         match wait_status(pid, deadline, status_rx, self.stop.as_ref()).await {
+            // Retryable when the workspace ran out of PIDs: bubblewrap refused a fork may
+            // end without a word.
+            Waited::Ended(Ended { started: false, .. }) if (self.probes.pids_short)() => {
+                Err(start_failed(
+                    "bubblewrap could not build the sandbox; the workspace reached its process limit",
+                    true,
+                ))
+            }
             Waited::Ended(Ended { started: false, .. }) => Err(start_failed(
                 "bubblewrap could not build the sandbox",
                 false,
             )),
-            Waited::Ended(Ended { status: 137, .. }) if (self.oom)() => Ok(Exit::OutOfMemory),
+            Waited::Ended(Ended { status: 137, .. }) if (self.probes.oom)() => {
+                Ok(Exit::OutOfMemory)
+            }
             Waited::Ended(Ended { status, .. }) => Ok(Exit::Status(status)),
             // The launcher itself could not fork, or was killed: the command never ran when
             // the sandbox never marked its start.

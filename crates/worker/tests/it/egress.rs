@@ -1,0 +1,246 @@
+//! Step workspaces behind a proxy: a run's gate reaches an allowed registry through its
+//! workspace's own proxy, a host the policy does not name gets a 403, and that refusal is in the
+//! run's trace with its reason and the node it came from.
+
+use std::io::{Read as _, Write as _};
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use auto_swe_agents::StaticPatterns;
+use auto_swe_egress::{EgressPolicy, Rule, StaticResolver};
+use auto_swe_models::{PriceCatalog, ReplayClient, Tier};
+use auto_swe_sandbox::ResourceLimits;
+use auto_swe_scanners::UrlPolicy;
+use auto_swe_worker::local_git::LocalGit;
+use auto_swe_worker::{
+    EGRESS_TRACE_KIND, EmbeddedEngine, Launch, LocalScm, SingleModel, StepEffects, StepRegistry,
+    Worker, WorkerConfig, WorkerServices, WorkspaceEgress, WorkspaceTemplate, launch, run_branch,
+};
+use serde_json::json;
+
+use crate::services::local_backend;
+use crate::support::{Kind, TestStore};
+
+const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// An HTTP server on loopback answering `registry says hi` to at most `connections` connections,
+/// then ending by itself.
+fn registry(connections: usize) -> u16 {
+    let listener = std::net::TcpListener::bind((LOOPBACK, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(connections) {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = [0_u8; 4096];
+            let _ = stream.read(&mut head);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 17\r\nconnection: close\r\n\r\nregistry says hi\n",
+            );
+        }
+    });
+    port
+}
+
+/// A gate command that asks the workspace's proxy for `url` (bash's `/dev/tcp`: the rootfs has
+/// no curl) and prints the answer.
+fn fetch(url: &str, host: &str) -> String {
+    format!(
+        "bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128; printf \"GET {url} HTTP/1.1\\r\\nHost: {host}\\r\\nConnection: close\\r\\n\\r\\n\" >&3; cat <&3'"
+    )
+}
+
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test makes the run's branch in the registered repository with git"
+)]
+fn make_branch(repo: &std::path::Path, branch: &str) {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["branch", branch, "main"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Services whose workspaces each get a proxy allowing `allowed` (a loopback origin, opted in)
+/// and nothing else, with its sockets under `sockets`.
+fn egress_services(
+    db: &TestStore,
+    backend: Arc<dyn auto_swe_sandbox::WorkspaceBackend>,
+    root: auto_swe_sandbox::LocalRoot,
+    allowed: &str,
+    sockets: &std::path::Path,
+    repos: &std::path::Path,
+) -> Arc<WorkerServices> {
+    let mut addresses = UrlPolicy::new();
+    addresses.allow_private_origin(allowed).unwrap();
+    let mut policy = EgressPolicy::deny_all();
+    policy.allow(Rule::parse(allowed).unwrap());
+    let egress = WorkspaceEgress::new(
+        policy.with_address_policy(addresses),
+        // Built with the workspace's tests (`auto-swe-sandbox`'s bin).
+        auto_swe_sandbox::bridge::locate_bridge().unwrap(),
+        sockets.to_path_buf(),
+    )
+    .with_resolver(Arc::new(
+        StaticResolver::new()
+            .with("registry.test", &[LOOPBACK])
+            .with("blocked.test", &[LOOPBACK]),
+    ));
+    let git = LocalGit::new();
+    let cassette = serde_json::from_str(auto_swe_worker::demo::DEMO_CASSETTE).unwrap();
+    Arc::new(WorkerServices {
+        store: db.store.clone(),
+        workspaces: WorkspaceTemplate::new(
+            backend,
+            "unused".to_owned(),
+            root,
+            ResourceLimits::new(256 * 1024 * 1024, 1_000_000_000, 128),
+        )
+        .with_egress(egress),
+        models: Arc::new(SingleModel::new(Arc::new(
+            ReplayClient::new(cassette).unwrap(),
+        ))),
+        prices: PriceCatalog::builtin(),
+        scm: Arc::new(LocalScm::new(
+            db.store.clone(),
+            git.clone(),
+            repos.to_path_buf(),
+        )),
+        patterns: Arc::new(StaticPatterns::builtin()),
+        git,
+        tier: Tier::Standard,
+    })
+}
+
+/// Launches a run of one quality-gates node on a repository whose `auto-swe.toml` is `gates`,
+/// and drives it to its end; returns the run's id.
+async fn run_gates(services: &Arc<WorkerServices>, db: &TestStore, gates: String) -> String {
+    let source = tempfile::tempdir().unwrap();
+    std::fs::write(source.path().join("auto-swe.toml"), gates).unwrap();
+    services
+        .git
+        .init_with_commit(source.path(), "main", "gates")
+        .await
+        .unwrap();
+    let repo = services
+        .scm
+        .as_local()
+        .unwrap()
+        .register(source.path().to_str().unwrap(), "widget")
+        .await
+        .unwrap();
+    let run = launch(
+        &services.store,
+        &StepRegistry::builtin(),
+        Launch {
+            spec: json!({
+                "specVersion": 1,
+                "name": "gates-only",
+                "entry": "gates",
+                "nodes": [{"id": "gates", "type": "step", "step": "runQualityGates"}]
+            }),
+            input: json!({ "repository": repo.connection_id }),
+            submitter: "tester".to_owned(),
+        },
+    )
+    .await
+    .unwrap();
+    make_branch(&repo.path, &run_branch(&run.id));
+    let worker = Worker::with_effects(
+        Arc::new(EmbeddedEngine::new(
+            db.store.clone(),
+            Duration::from_secs(30),
+        )),
+        Arc::new(StepEffects::with_registry(
+            Arc::clone(services),
+            StepRegistry::builtin(),
+        )),
+        WorkerConfig::new("worker-1", Duration::from_secs(5)),
+    );
+    worker.run_once().await.unwrap().unwrap();
+    run.id
+}
+
+/// What the run's gates node recorded, as JSON text.
+async fn gates_output(services: &WorkerServices, run_id: &str) -> String {
+    let steps = services.store.list_steps(run_id).await.unwrap();
+    let step = steps.iter().find(|s| s.node_id == "gates").unwrap();
+    step.output.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_behind_the_proxy_reaches_its_registry_and_the_refusal_is_in_the_trace() {
+    let Some(db) = TestStore::new(Kind::Sqlite).await else {
+        return;
+    };
+    let state = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = local_backend(state.path()) else {
+        return;
+    };
+    let port = registry(4);
+    let allowed = format!("registry.test:{port}");
+    let (sockets, repos) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let services = egress_services(&db, backend, root, &allowed, sockets.path(), repos.path());
+    let gates = format!(
+        "[gates]\nallowed = '''{}'''\nrefused = '''{}'''\n",
+        fetch(&format!("http://{allowed}/simple/"), &allowed),
+        fetch("http://blocked.test/upload", "blocked.test"),
+    );
+    let run_id = run_gates(&services, &db, gates).await;
+
+    let output = gates_output(&services, &run_id).await;
+    assert!(output.contains("registry says hi"), "{output}");
+    assert!(output.contains("EGRESS_REFUSED (DEFAULT_DENY)"), "{output}");
+
+    let traces = services.store.list_traces(&run_id, 100).await.unwrap();
+    let refused: Vec<_> = traces
+        .iter()
+        .filter(|t| t.kind == EGRESS_TRACE_KIND)
+        .collect();
+    assert_eq!(refused.len(), 1, "{traces:?}");
+    let refusal = refused[0];
+    assert_eq!(refusal.node_id.as_deref(), Some("gates"));
+    assert_eq!(refusal.payload["host"], "blocked.test");
+    assert_eq!(refusal.payload["verdict"]["verdict"], "refused");
+    assert_eq!(refusal.payload["verdict"]["reason"], "DEFAULT_DENY");
+    // The proxy's socket went with the workspace.
+    assert_eq!(std::fs::read_dir(sockets.path()).unwrap().count(), 0);
+}
+
+/// A socket directory another account could write to is refused before any workspace is made:
+/// whoever can swap a socket there could stand in for the proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_directory_others_may_write_to_is_refused() {
+    let Some(db) = TestStore::new(Kind::Sqlite).await else {
+        return;
+    };
+    let state = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = local_backend(state.path()) else {
+        return;
+    };
+    let (sockets, repos) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::set_permissions(
+        sockets.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let services = egress_services(
+        &db,
+        backend,
+        root,
+        "registry.test:1",
+        sockets.path(),
+        repos.path(),
+    );
+    let run_id = run_gates(&services, &db, "[gates]\nok = 'true'\n".to_owned()).await;
+    let output = gates_output(&services, &run_id).await;
+    assert!(output.contains("WORKSPACE_EGRESS_FAILED"), "{output}");
+    assert_eq!(std::fs::read_dir(sockets.path()).unwrap().count(), 0);
+}
