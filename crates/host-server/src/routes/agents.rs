@@ -544,7 +544,7 @@ pub async fn create(
 }
 
 /// A platform-wide agent's newest version.
-#[utoipa::path(get, path = "/api/v1/platform/agent-library/{key}", params(("key" = String, Path)), tag = "agents",
+#[utoipa::path(get, path = "/api/v1/platform/agent-library/{key}", params(("key" = String, Path, description = "The agent key", min_length = 1, max_length = 512)), tag = "agents",
     responses((status = 200, body = Data<AgentView>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
@@ -560,7 +560,7 @@ pub async fn detail(
 }
 
 /// Every version of a platform-wide agent, newest first.
-#[utoipa::path(get, path = "/api/v1/platform/agent-library/{key}/versions", params(("key" = String, Path)), tag = "agents",
+#[utoipa::path(get, path = "/api/v1/platform/agent-library/{key}/versions", params(("key" = String, Path, description = "The agent key", min_length = 1, max_length = 512)), tag = "agents",
     responses((status = 200, body = Data<Vec<AgentView>>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
@@ -574,7 +574,7 @@ pub async fn versions(
 }
 
 /// Cuts the next version of a platform-wide agent, or reactivates it.
-#[utoipa::path(put, path = "/api/v1/platform/agent-library/{key}", params(("key" = String, Path)),
+#[utoipa::path(put, path = "/api/v1/platform/agent-library/{key}", params(("key" = String, Path, description = "The agent key", min_length = 1, max_length = 512)),
     request_body = AgentEditBody, tag = "agents",
     responses((status = 200, body = Data<SavedAgent>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody), (status = 409, body = crate::routes::ErrorBody)),
@@ -590,7 +590,7 @@ pub async fn edit(
 }
 
 /// Cuts a new version of a platform-wide agent from an older one.
-#[utoipa::path(post, path = "/api/v1/platform/agent-library/{key}/restore", params(("key" = String, Path)),
+#[utoipa::path(post, path = "/api/v1/platform/agent-library/{key}/restore", params(("key" = String, Path, description = "The agent key", min_length = 1, max_length = 512)),
     request_body = RestoreAgentBody, tag = "agents",
     responses((status = 200, body = Data<SavedAgent>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody), (status = 409, body = crate::routes::ErrorBody)),
@@ -606,7 +606,7 @@ pub async fn restore(
 }
 
 /// Switches a platform-wide agent's lineage off.
-#[utoipa::path(delete, path = "/api/v1/platform/agent-library/{key}", params(("key" = String, Path)), tag = "agents",
+#[utoipa::path(delete, path = "/api/v1/platform/agent-library/{key}", params(("key" = String, Path, description = "The agent key", min_length = 1, max_length = 512)), tag = "agents",
     responses((status = 200, body = Data<AgentView>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]

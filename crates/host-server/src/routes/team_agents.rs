@@ -17,7 +17,7 @@ use crate::routes::library::team_actor;
 use crate::state::{ApiJson, ApiQuery, AppState, SignedIn};
 
 /// The team's overrides, by key.
-#[utoipa::path(get, path = "/api/v1/teams/{teamId}/agent-library", params(("teamId" = String, Path), TeamAgentListParams),
+#[utoipa::path(get, path = "/api/v1/teams/{teamId}/agent-library", params(("teamId" = String, Path, description = "The team's id (a UUID)", pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"), TeamAgentListParams),
     tag = "agents",
     responses((status = 200, body = Data<Vec<AgentView>>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody)),
@@ -37,7 +37,7 @@ pub async fn list(
 }
 
 /// Overrides a platform-wide agent for the team (version 1 of the team's lineage).
-#[utoipa::path(post, path = "/api/v1/teams/{teamId}/agent-library", params(("teamId" = String, Path)),
+#[utoipa::path(post, path = "/api/v1/teams/{teamId}/agent-library", params(("teamId" = String, Path, description = "The team's id (a UUID)", pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")),
     request_body = NewAgentBody, tag = "agents",
     responses((status = 201, body = Data<SavedAgent>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody), (status = 409, body = crate::routes::ErrorBody)),
@@ -54,7 +54,7 @@ pub async fn create(
 
 /// The team's override's newest version.
 #[utoipa::path(get, path = "/api/v1/teams/{teamId}/agent-library/{key}",
-    params(("teamId" = String, Path), ("key" = String, Path)), tag = "agents",
+    params(("teamId" = String, Path, description = "The team's id (a UUID)", pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"), ("key" = String, Path, description = "The agent key", min_length = 1, max_length = 512)), tag = "agents",
     responses((status = 200, body = Data<AgentView>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
@@ -71,7 +71,7 @@ pub async fn detail(
 
 /// Every version of the team's override, newest first.
 #[utoipa::path(get, path = "/api/v1/teams/{teamId}/agent-library/{key}/versions",
-    params(("teamId" = String, Path), ("key" = String, Path)), tag = "agents",
+    params(("teamId" = String, Path, description = "The team's id (a UUID)", pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"), ("key" = String, Path, description = "The agent key", min_length = 1, max_length = 512)), tag = "agents",
     responses((status = 200, body = Data<Vec<AgentView>>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
@@ -86,7 +86,7 @@ pub async fn versions(
 
 /// Cuts the next version of the team's override, or reactivates it.
 #[utoipa::path(put, path = "/api/v1/teams/{teamId}/agent-library/{key}",
-    params(("teamId" = String, Path), ("key" = String, Path)), request_body = AgentEditBody, tag = "agents",
+    params(("teamId" = String, Path, description = "The team's id (a UUID)", pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"), ("key" = String, Path, description = "The agent key", min_length = 1, max_length = 512)), request_body = AgentEditBody, tag = "agents",
     responses((status = 200, body = Data<SavedAgent>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody), (status = 409, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
@@ -102,7 +102,7 @@ pub async fn edit(
 
 /// Cuts a new version of the team's override from an older one.
 #[utoipa::path(post, path = "/api/v1/teams/{teamId}/agent-library/{key}/restore",
-    params(("teamId" = String, Path), ("key" = String, Path)), request_body = RestoreAgentBody, tag = "agents",
+    params(("teamId" = String, Path, description = "The team's id (a UUID)", pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"), ("key" = String, Path, description = "The agent key", min_length = 1, max_length = 512)), request_body = RestoreAgentBody, tag = "agents",
     responses((status = 200, body = Data<SavedAgent>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody), (status = 409, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
@@ -118,7 +118,7 @@ pub async fn restore(
 
 /// Switches the team's override off (runs then resolve the platform-wide row).
 #[utoipa::path(delete, path = "/api/v1/teams/{teamId}/agent-library/{key}",
-    params(("teamId" = String, Path), ("key" = String, Path)), tag = "agents",
+    params(("teamId" = String, Path, description = "The team's id (a UUID)", pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"), ("key" = String, Path, description = "The agent key", min_length = 1, max_length = 512)), tag = "agents",
     responses((status = 200, body = Data<AgentView>), (status = 403, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
