@@ -127,9 +127,4 @@ impl GitAccess {
             max_push_bytes: DEFAULT_MAX_PUSH_BYTES,
         }
     }
-
-    /// Whether a `CONNECT` to `host:port` is this access's to intercept.
-    pub(crate) fn intercepts(&self, host: &str, port: u16) -> bool {
-        port == self.port && host.eq_ignore_ascii_case(&self.host)
-    }
 }

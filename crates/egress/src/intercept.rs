@@ -1,9 +1,12 @@
-//! A `CONNECT` to the run's git host, intercepted: once the `ClientHello` names the host, TLS
-//! is terminated with the workspace's own authority and each request inside is read. Only git's
-//! smart-HTTP requests for the run's repository pass; the proxy adds the token to them and sends
-//! them on over TLS of its own to a checked address. A push passes only while the push window is
-//! open, and only when [`crate::git_push::check_push`] accepts it against the host's current
-//! refs. Everything else is refused with a 403 inside the tunnel.
+//! A `CONNECT` to a host the proxy holds a credential for, intercepted: once the `ClientHello`
+//! names the host, TLS is terminated with the workspace's own authority and each request inside
+//! is read, then sent on over TLS of the proxy's own to a checked address.
+//!
+//! For the run's git host, only git's smart-HTTP requests for the run's repository pass and the
+//! proxy adds the token to them; a push passes only while the push window is open, and only when
+//! [`crate::git_push::check_push`] accepts it against the host's current refs. Everything else
+//! is refused with a 403 inside the tunnel. For a host with a [`HostKey`], every request passes
+//! with the key written over the workspace's placeholder.
 
 use std::convert::Infallible;
 use std::io::Read as _;
@@ -22,6 +25,7 @@ use tracing::Instrument as _;
 
 use crate::git_access::{GitAccess, UpstreamTrust};
 use crate::git_push::{self, GitService};
+use crate::host_key::HostKey;
 use crate::io::Rewind;
 use crate::proxy::{Ask, EgressProxy, ProxyBody, Stop};
 use crate::refusal::{EgressRefusal, EgressVerdict};
@@ -33,34 +37,57 @@ const MAX_ADVERTISEMENT: usize = 64 * 1024 * 1024;
 /// A request body on its way upstream: the client's, streamed, or one the proxy read whole.
 type UpstreamBody = Either<Incoming, Full<Bytes>>;
 
-/// The run's git access with both TLS ends made once, when the proxy is built: reading the
+/// What the proxy adds for an intercepted host.
+pub(crate) enum Credential {
+    /// The run's git access.
+    Git(GitAccess),
+    /// A provider's API key.
+    Key(HostKey),
+}
+
+/// One intercepted host with both TLS ends made once, when the proxy is built: reading the
 /// system's roots is file I/O and a leaf certificate a key generation, neither for the path of
 /// every `CONNECT`.
-pub(crate) struct GitRoute {
-    pub(crate) access: GitAccess,
+pub(crate) struct Route {
+    credential: Credential,
+    host: String,
+    port: u16,
     server: Result<Arc<rustls::ServerConfig>, String>,
     connector: Result<tokio_rustls::TlsConnector, String>,
 }
 
-impl GitRoute {
-    pub(crate) fn new(access: GitAccess) -> Self {
-        let server = access
-            .ca
-            .server_config(&access.host)
-            .map_err(|e| e.to_string());
-        let connector = connector(&access.upstream);
+impl Route {
+    pub(crate) fn new(credential: Credential) -> Self {
+        let (host, port, ca, upstream) = match &credential {
+            Credential::Git(access) => (
+                access.host.clone(),
+                access.port,
+                &*access.ca,
+                &access.upstream,
+            ),
+            Credential::Key(key) => (key.host().to_owned(), key.port(), key.ca(), key.upstream()),
+        };
+        let server = ca.server_config(&host).map_err(|e| e.to_string());
+        let connector = connector(upstream);
         Self {
-            access,
+            credential,
+            host,
+            port,
             server,
             connector,
         }
+    }
+
+    /// Whether a `CONNECT` to `host:port` is this route's to intercept.
+    pub(crate) fn intercepts(&self, host: &str, port: u16) -> bool {
+        port == self.port && host.eq_ignore_ascii_case(&self.host)
     }
 }
 
 /// One intercepted client connection.
 struct Session {
     proxy: Arc<EgressProxy>,
-    route: Arc<GitRoute>,
+    route: Arc<Route>,
     ask: Ask,
     rule: String,
     addresses: Vec<IpAddr>,
@@ -70,15 +97,14 @@ struct Session {
 /// Serves an intercepted `CONNECT` (after its 200) to its end. `addresses` were all checked.
 pub(crate) async fn intercept(
     proxy: Arc<EgressProxy>,
-    route: Arc<GitRoute>,
+    route: Arc<Route>,
     ask: Ask,
     rule: String,
     addresses: Vec<IpAddr>,
     upgraded: Upgraded,
 ) {
-    let git = &route.access;
     let mut client = TokioIo::new(upgraded);
-    let Some(held) = checked_hello(&proxy, &ask, &mut client, &git.host).await else {
+    let Some(held) = checked_hello(&proxy, &ask, &mut client, &route.host).await else {
         return;
     };
     let prepared = route
@@ -124,11 +150,11 @@ pub(crate) async fn intercept(
         .serve_connection(TokioIo::new(tls), service)
         .await;
     if let Err(error) = served {
-        tracing::debug!(%error, "intercepted git connection ended with an error");
+        tracing::debug!(%error, "an intercepted connection ended with an error");
     }
 }
 
-/// The TLS client the proxy reaches the git host with.
+/// The TLS client the proxy reaches an intercepted host with.
 fn connector(trust: &UpstreamTrust) -> Result<tokio_rustls::TlsConnector, String> {
     let mut roots = rustls::RootCertStore::empty();
     match trust {
@@ -173,9 +199,13 @@ fn upstream_failed(message: impl Into<String>) -> Stop {
 
 impl Session {
     async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<ProxyBody> {
-        let span = tracing::info_span!("egress.git", method = %request.method());
+        let span = tracing::info_span!("egress.intercepted", host = %self.route.host, method = %request.method());
         async move {
-            match self.decide_and_forward(request).await {
+            let forwarded = match &self.route.credential {
+                Credential::Git(access) => self.decide_and_forward(access, request).await,
+                Credential::Key(key) => self.forward_with_key(key, request).await,
+            };
+            match forwarded {
                 Ok(response) => response.map(Either::Left),
                 Err(stop) => {
                     self.proxy.record(&self.ask, stop.verdict());
@@ -187,8 +217,30 @@ impl Session {
         .await
     }
 
+    /// Every request to a keyed host goes on, with the key over the placeholder.
+    async fn forward_with_key(
+        &self,
+        key: &HostKey,
+        request: Request<Incoming>,
+    ) -> Result<Response<Incoming>, Stop> {
+        let (parts, body) = request.into_parts();
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or("/", http::uri::PathAndQuery::as_str);
+        let mut upstream = Request::builder()
+            .method(parts.method.clone())
+            .uri(path)
+            .body(Either::Left(body))
+            .map_err(|e| upstream_failed(e.to_string()))?;
+        *upstream.headers_mut() = key.outgoing_headers(&parts.headers);
+        self.address_host(upstream.headers_mut())?;
+        self.send(upstream).await
+    }
+
     async fn decide_and_forward(
         &self,
+        access: &GitAccess,
         request: Request<Incoming>,
     ) -> Result<Response<Incoming>, Stop> {
         let uri = request.uri();
@@ -198,22 +250,22 @@ impl Session {
                     detail: "only git's smart-HTTP requests reach the git host",
                 })
             })?;
-        if !git_push::same_repo(git.repo(), &self.route.access.repo) {
+        if !git_push::same_repo(git.repo(), &access.repo) {
             return Err(refused(EgressRefusal::NotGit {
                 detail: "only the run's repository is reachable on the git host",
             }));
         }
-        if git.service() == GitService::ReceivePack && !self.route.access.push_window.is_open() {
+        if git.service() == GitService::ReceivePack && !access.push_window.is_open() {
             return Err(refused(EgressRefusal::NoPushWindow));
         }
         let (parts, body) = request.into_parts();
         let body = if git.service() == GitService::ReceivePack && !git.is_advertisement() {
-            let pushed = self.checked_push(&parts, body).await?;
+            let pushed = self.checked_push(access, &parts, body).await?;
             Either::Right(Full::new(pushed))
         } else {
             Either::Left(body)
         };
-        let request = self.upstream_request(&parts, body)?;
+        let request = self.upstream_request(access, &parts, body)?;
         self.send(request).await
     }
 
@@ -221,10 +273,11 @@ impl Session {
     /// advertises now; the bytes to send on.
     async fn checked_push(
         &self,
+        access: &GitAccess,
         parts: &http::request::Parts,
         body: Incoming,
     ) -> Result<Bytes, Stop> {
-        let bytes = Limited::new(body, self.route.access.max_push_bytes)
+        let bytes = Limited::new(body, access.max_push_bytes)
             .collect()
             .await
             .map_err(|_| {
@@ -232,15 +285,15 @@ impl Session {
                     code: "TOO_LARGE",
                     message: format!(
                         "the push is larger than {} bytes, or it was cut off",
-                        self.route.access.max_push_bytes
+                        access.max_push_bytes
                     ),
                 })
             })?
             .to_bytes();
-        let decoded = decoded(parts, &bytes, self.route.access.max_push_bytes)?;
+        let decoded = decoded(parts, &bytes, access.max_push_bytes)?;
         let push = git_push::parse_push(&decoded).map_err(|refusal| push_refused(&refusal))?;
-        let advertised = self.advertised_refs(parts).await?;
-        git_push::check_push(&push, &decoded, &self.route.access.branch, &advertised)
+        let advertised = self.advertised_refs(access, parts).await?;
+        git_push::check_push(&push, &decoded, &access.branch, &advertised)
             .map_err(|refusal| push_refused(&refusal))?;
         Ok(bytes)
     }
@@ -248,6 +301,7 @@ impl Session {
     /// The host's refs now, as its receive-pack advertisement gives them.
     async fn advertised_refs(
         &self,
+        access: &GitAccess,
         parts: &http::request::Parts,
     ) -> Result<std::collections::BTreeMap<String, git_push::ObjectId>, Stop> {
         let base = parts
@@ -262,7 +316,7 @@ impl Session {
             .header(header::USER_AGENT, "auto-swe-egress")
             .body(Either::Right(Full::new(Bytes::new())))
             .map_err(|e| upstream_failed(e.to_string()))?;
-        self.authorise(request.headers_mut())?;
+        self.authorise(access, request.headers_mut())?;
         let response = self.send(request).await?;
         if response.status() != StatusCode::OK {
             return Err(upstream_failed(format!(
@@ -282,6 +336,7 @@ impl Session {
     /// the only credential, and no proxy or hop-by-hop headers.
     fn upstream_request(
         &self,
+        access: &GitAccess,
         parts: &http::request::Parts,
         body: UpstreamBody,
     ) -> Result<Request<UpstreamBody>, Stop> {
@@ -296,20 +351,23 @@ impl Session {
             .map_err(|e| upstream_failed(e.to_string()))?;
         let rebuilt = matches!(request.body(), Either::Right(_));
         *request.headers_mut() = forwarded_headers(&parts.headers, rebuilt);
-        self.authorise(request.headers_mut())?;
+        self.authorise(access, request.headers_mut())?;
         Ok(request)
     }
 
-    fn authorise(&self, headers: &mut http::HeaderMap) -> Result<(), Stop> {
-        let host = HeaderValue::from_str(&host_header(
-            &self.route.access.host,
-            self.route.access.port,
-        ))
-        .map_err(|e| upstream_failed(e.to_string()))?;
-        let mut token = HeaderValue::from_str(&self.route.access.token.authorization())
+    /// The host's own `Host`.
+    fn address_host(&self, headers: &mut http::HeaderMap) -> Result<(), Stop> {
+        let host = HeaderValue::from_str(&host_header(&self.route.host, self.route.port))
+            .map_err(|e| upstream_failed(e.to_string()))?;
+        headers.insert(header::HOST, host);
+        Ok(())
+    }
+
+    fn authorise(&self, access: &GitAccess, headers: &mut http::HeaderMap) -> Result<(), Stop> {
+        self.address_host(headers)?;
+        let mut token = HeaderValue::from_str(&access.token.authorization())
             .map_err(|_| upstream_failed("the token is not a header value"))?;
         token.set_sensitive(true);
-        headers.insert(header::HOST, host);
         headers.insert(header::AUTHORIZATION, token);
         Ok(())
     }
@@ -322,13 +380,13 @@ impl Session {
             .clone()
             .ok_or_else(|| upstream_failed("no target"))?;
         let (tcp, address) = self.proxy.connect(&target, &self.addresses).await?;
-        let name = ServerName::try_from(self.route.access.host.clone())
+        let name = ServerName::try_from(self.route.host.clone())
             .map_err(|e| upstream_failed(e.to_string()))?;
         let tls = self
             .connector
             .connect(name, tcp)
             .await
-            .map_err(|e| upstream_failed(format!("TLS with the git host: {e}")))?;
+            .map_err(|e| upstream_failed(format!("TLS with {}: {e}", self.route.host)))?;
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
             .map_err(|e| upstream_failed(e.to_string()))?;

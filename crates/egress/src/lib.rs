@@ -7,6 +7,10 @@
 //! A `CONNECT` tunnel must carry TLS whose `ClientHello` names the `CONNECT` host. Every decision
 //! goes to an [`EgressSink`] as an [`EgressDecision`]; every refusal is a 403 naming its reason.
 //!
+//! Credentials stay in the proxy: for the run's git host ([`GitAccess`]) and for a model
+//! provider ([`HostKey`]), TLS is terminated with the workspace's own [`WorkspaceCa`] and the
+//! proxy adds the token, or writes the key over the placeholder the workspace was given.
+//!
 //! ```
 //! use auto_swe_egress::{Access, EgressPolicy, Rule};
 //!
@@ -24,6 +28,7 @@ mod ca;
 mod forward;
 mod git_access;
 pub mod git_push;
+mod host_key;
 mod intercept;
 mod io;
 mod policy;
@@ -38,6 +43,7 @@ mod tunnel;
 
 pub use ca::{CaError, WorkspaceCa};
 pub use git_access::{DEFAULT_MAX_PUSH_BYTES, GitAccess, GitToken, PushWindow, UpstreamTrust};
+pub use host_key::{HostKey, HostKeyError};
 pub use policy::{
     Access, Allowed, EgressPolicy, MethodLimit, Preset, REGISTRY_RULES, Rule, RuleError,
 };

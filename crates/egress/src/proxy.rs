@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::git_access::GitAccess;
-use crate::intercept::{GitRoute, intercept};
+use crate::host_key::HostKey;
+use crate::intercept::{Credential, Route, intercept};
 use crate::io::{Head, Rewind, read_head};
 use crate::policy::{Access, EgressPolicy};
 use crate::refusal::{EgressDecision, EgressRefusal, EgressSink, EgressVerdict};
@@ -126,7 +127,7 @@ pub(crate) struct Ask {
 /// The allowlisting forward proxy of one workspace.
 pub struct EgressProxy {
     policy: EgressPolicy,
-    git: Option<Arc<GitRoute>>,
+    routes: Vec<Arc<Route>>,
     resolver: Arc<dyn Resolve>,
     sink: Arc<dyn EgressSink>,
     config: ProxyConfig,
@@ -162,7 +163,7 @@ impl EgressProxy {
         let permits = Arc::new(Semaphore::new(config.max_connections.max(1)));
         Self {
             policy,
-            git: None,
+            routes: Vec::new(),
             resolver,
             sink,
             config,
@@ -175,7 +176,16 @@ impl EgressProxy {
     /// allow that host.
     #[must_use]
     pub fn with_git(mut self, git: GitAccess) -> Self {
-        self.git = Some(Arc::new(GitRoute::new(git)));
+        self.routes.push(Arc::new(Route::new(Credential::Git(git))));
+        self
+    }
+
+    /// Intercepts the `CONNECT`s to `key`'s host and writes the key over its placeholder (see
+    /// [`HostKey`]); the policy must still allow that host. A host given twice is intercepted
+    /// for the first.
+    #[must_use]
+    pub fn with_host_key(mut self, key: HostKey) -> Self {
+        self.routes.push(Arc::new(Route::new(Credential::Key(key))));
         self
     }
 
@@ -341,17 +351,17 @@ impl EgressProxy {
         let addresses = self.checked_addresses(&target).await?;
         let proxy = Arc::clone(self);
         let tunnel_ask = ask.clone();
-        let git = self
-            .git
-            .as_ref()
-            .filter(|git| git.access.intercepts(&target.host, target.port))
+        let route = self
+            .routes
+            .iter()
+            .find(|route| route.intercepts(&target.host, target.port))
             .cloned();
         tokio::spawn(
             async move {
-                match (hyper::upgrade::on(request).await, git) {
-                    (Ok(upgraded), Some(git)) => {
+                match (hyper::upgrade::on(request).await, route) {
+                    (Ok(upgraded), Some(route)) => {
                         let rule = allowed.rule;
-                        intercept(proxy, git, tunnel_ask, rule, addresses, upgraded).await;
+                        intercept(proxy, route, tunnel_ask, rule, addresses, upgraded).await;
                     }
                     (Ok(upgraded), None) => {
                         let client = Client::of(upgraded);

@@ -70,7 +70,7 @@ impl Drop for GitServer {
     }
 }
 
-fn tls_config(host: &str) -> (rustls::ServerConfig, String) {
+pub(crate) fn tls_config(host: &str) -> (rustls::ServerConfig, String) {
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     ca_params

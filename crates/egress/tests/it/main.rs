@@ -8,6 +8,7 @@
 
 mod clients;
 mod git_server;
+mod host_key;
 mod intercept;
 mod proxy;
 mod support;

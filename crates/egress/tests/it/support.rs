@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use auto_swe_egress::{
-    EgressPolicy, EgressProxy, GitAccess, MemorySink, ProxyConfig, Resolve, Rule, StaticResolver,
+    EgressPolicy, EgressProxy, GitAccess, HostKey, MemorySink, ProxyConfig, Resolve, Rule,
+    StaticResolver,
 };
 use auto_swe_scanners::UrlPolicy;
 use bytes::Bytes;
@@ -212,7 +213,7 @@ impl Proxy {
         resolver: Arc<dyn Resolve>,
         config: ProxyConfig,
     ) -> Self {
-        Self::start_proxy(policy, resolver, config, None).await
+        Self::start_proxy(policy, resolver, config, |proxy| proxy).await
     }
 
     /// A proxy that intercepts the `CONNECT`s of `git`'s host.
@@ -221,24 +222,40 @@ impl Proxy {
         resolver: Arc<dyn Resolve>,
         git: GitAccess,
     ) -> Self {
-        Self::start_proxy(policy, resolver, ProxyConfig::default(), Some(git)).await
+        Self::start_proxy(policy, resolver, ProxyConfig::default(), |proxy| {
+            proxy.with_git(git)
+        })
+        .await
+    }
+
+    /// A proxy that writes `key` over its placeholder for the `CONNECT`s of its host.
+    pub(crate) async fn start_keyed(
+        policy: EgressPolicy,
+        resolver: Arc<dyn Resolve>,
+        key: HostKey,
+    ) -> Self {
+        Self::start_proxy(policy, resolver, ProxyConfig::default(), |proxy| {
+            proxy.with_host_key(key)
+        })
+        .await
     }
 
     async fn start_proxy(
         policy: EgressPolicy,
         resolver: Arc<dyn Resolve>,
         config: ProxyConfig,
-        git: Option<GitAccess>,
+        routes: impl FnOnce(EgressProxy) -> EgressProxy,
     ) -> Self {
         let listener = TcpListener::bind((LOOPBACK, 0)).await.unwrap();
         let address = listener.local_addr().unwrap();
         let sink = Arc::new(MemorySink::new());
         let shutdown = CancellationToken::new();
-        let mut proxy = EgressProxy::new(policy, resolver, sink.clone(), config);
-        if let Some(git) = git {
-            proxy = proxy.with_git(git);
-        }
-        let proxy = Arc::new(proxy);
+        let proxy = Arc::new(routes(EgressProxy::new(
+            policy,
+            resolver,
+            sink.clone(),
+            config,
+        )));
         tokio::spawn(proxy.serve(listener, shutdown.clone()));
         Self {
             address,
