@@ -14,7 +14,7 @@ use auto_swe_sandbox::{
 };
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::sandbox_egress::{self, PresetArg, RunProxy};
+use super::sandbox_egress::{self, KeyAtEgress, PresetArg, RunProxy};
 use crate::output::{self, Format, Status};
 
 /// Exit status when the command overran `--timeout`.
@@ -84,6 +84,13 @@ struct RunArgs {
     /// With `--network proxy`: the rules the proxy starts from, before `--allow`.
     #[arg(long, value_enum, default_value = "none")]
     preset: PresetArg,
+    /// With `--network proxy`: keep the API key in this environment's variable NAME out of the
+    /// sandbox. The command's NAME holds a placeholder, and the proxy writes the key over it in
+    /// the header HEADER of requests to HOST (allowed by this flag), terminating TLS for HOST
+    /// with an authority of this run's own that the sandbox trusts. For example
+    /// `ANTHROPIC_API_KEY=api.anthropic.com/x-api-key`. Repeatable.
+    #[arg(long = "key-at-egress", value_name = "NAME=HOST[:PORT]/HEADER")]
+    key_at_egress: Vec<KeyAtEgress>,
     /// Seconds before the command's whole process tree is killed (exit 124).
     #[arg(long, default_value_t = 600)]
     timeout: u64,
@@ -253,10 +260,19 @@ fn ephemeral_spec(
         limits.pids = auto_swe_sandbox::parse_pids(text)
             .map_err(|why| refused(format!("--pids {text}: {why}")))?;
     }
+    let mut env = BTreeMap::<EnvName, String>::new();
+    for (name, placeholder) in egress.iter().flat_map(|proxy| &proxy.placeholders) {
+        if args.secret_env.contains(name) {
+            return Err(refused(format!(
+                "{name} is given both with --secret-env and --key-at-egress"
+            )));
+        }
+        env.insert(EnvName::new(name)?, placeholder.clone());
+    }
     Ok(EphemeralSpec {
         image,
         mounts,
-        env: BTreeMap::<EnvName, String>::new(),
+        env,
         secret_env,
         limits,
         network: match args.network {
@@ -284,10 +300,11 @@ async fn run_command(args: &RunArgs) -> anyhow::Result<Status> {
     if !matches!(args.network, NetworkArg::Proxy)
         && (!args.allow.is_empty()
             || !args.allow_private.is_empty()
+            || !args.key_at_egress.is_empty()
             || !matches!(args.preset, PresetArg::None))
     {
         output::print_diagnostic(
-            "auto-swe: --allow, --allow-private and --preset need --network proxy",
+            "auto-swe: --allow, --allow-private, --key-at-egress and --preset need --network proxy",
         )?;
         return Ok(Status::Exit(EXIT_SANDBOX_FAILED));
     }
@@ -298,7 +315,9 @@ async fn run_command(args: &RunArgs) -> anyhow::Result<Status> {
     let proxy = match args.network {
         NetworkArg::Proxy => {
             let started = sandbox_egress::policy(args.preset, &args.allow, &args.allow_private)
-                .and_then(|policy| RunProxy::start(policy, state.with_extension("egress")));
+                .and_then(|policy| {
+                    RunProxy::start(policy, state.with_extension("egress"), &args.key_at_egress)
+                });
             match started {
                 Ok(proxy) => Some(proxy),
                 Err(e) => {

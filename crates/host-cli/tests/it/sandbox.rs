@@ -461,3 +461,172 @@ fn proxy_on_docker() {
         proxy_suite("docker");
     }
 }
+
+/// A TLS "model provider" on loopback for `localhost`, from an authority of its own: answers
+/// `connections` requests and sends each request head it read down the channel. Its port and
+/// its authority's certificate (PEM).
+fn tls_provider(connections: usize) -> (u16, String, std::sync::mpsc::Receiver<String>) {
+    use std::io::{Read as _, Write as _};
+    use std::sync::Arc;
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &issuer)
+        .unwrap();
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+        )
+        .unwrap(),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (seen, heads) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(connections) {
+            let Ok(tcp) = stream else { continue };
+            let _ = tcp.set_read_timeout(Some(std::time::Duration::from_secs(20)));
+            let connection = rustls::ServerConnection::new(Arc::clone(&config)).unwrap();
+            let mut tls = rustls::StreamOwned::new(connection, tcp);
+            let mut head = Vec::new();
+            let mut byte = [0_u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && tls.read(&mut byte).is_ok_and(|n| n == 1) {
+                head.push(byte[0]);
+            }
+            let _ = seen.send(String::from_utf8_lossy(&head).into_owned());
+            let body = "{\"type\":\"message\"}";
+            let _ = write!(
+                tls,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+        }
+    });
+    (port, ca_cert.pem(), heads)
+}
+
+/// `--key-at-egress`: the command holds a placeholder, the provider gets the key, and nothing
+/// the command can print holds the key.
+fn key_at_egress_suite(backend_name: &str) {
+    // Fake by construction: only the provider above ever compares it.
+    const CANARY: &str = "sk-ant-canary-KeyAtEgress-0000000000000000";
+    let (port, provider_ca, heads) = tls_provider(4);
+    let dir = tempfile::tempdir().unwrap();
+    let roots = dir.path().join("provider-ca.pem");
+    std::fs::write(&roots, provider_ca).unwrap();
+    let origin = format!("localhost:{port}");
+    let key = format!("TEST_PROVIDER_KEY={origin}/x-api-key");
+    // git is what every workspace image has; `no_proxy` keeps loopback direct for the usual
+    // tools, and this provider is on loopback only because the test is.
+    let script = format!(
+        "no_proxy= NO_PROXY= git -c \"http.extraHeader=x-api-key: $TEST_PROVIDER_KEY\" \
+         ls-remote https://{origin}/v1/messages 2>&1; echo \"inside: $TEST_PROVIDER_KEY\"; \
+         cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'"
+    );
+    let out = auto_swe(
+        &[
+            "sandbox",
+            "run",
+            "--backend",
+            backend_name,
+            "--network",
+            "proxy",
+            "--allow-private",
+            &origin,
+            "--key-at-egress",
+            &key,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        &[
+            ("TEST_PROVIDER_KEY", CANARY),
+            // The proxy trusts the provider's authority as it would a system root.
+            ("SSL_CERT_FILE", roots.to_str().unwrap()),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("inside: asw-egress-key-"), "{stdout}");
+    assert!(
+        !stdout.contains(CANARY),
+        "the key reached the sandbox: {stdout}"
+    );
+    assert!(!stderr.contains(CANARY), "the key was printed: {stderr}");
+    let head = heads
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    assert!(
+        head.to_ascii_lowercase()
+            .contains(&format!("x-api-key: {}", CANARY.to_ascii_lowercase())),
+        "{head}"
+    );
+
+    // The key's variable must be set here, and the flag needs the proxy.
+    let out = auto_swe(
+        &[
+            "sandbox",
+            "run",
+            "--backend",
+            backend_name,
+            "--network",
+            "proxy",
+            "--key-at-egress",
+            &key,
+            "--",
+            "true",
+        ],
+        &[("TEST_PROVIDER_KEY", "")],
+    );
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("TEST_PROVIDER_KEY is not set"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = auto_swe(
+        &[
+            "sandbox",
+            "run",
+            "--backend",
+            backend_name,
+            "--key-at-egress",
+            &key,
+            "--",
+            "true",
+        ],
+        &[("TEST_PROVIDER_KEY", CANARY)],
+    );
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("need --network proxy"));
+}
+
+#[test]
+fn key_at_egress_on_local() {
+    if works("local", "AUTO_SWE_REQUIRE_BWRAP") {
+        key_at_egress_suite("local");
+    }
+}
+
+#[test]
+fn key_at_egress_on_docker() {
+    if works("docker", "AUTO_SWE_REQUIRE_DOCKER") {
+        key_at_egress_suite("docker");
+    }
+}
