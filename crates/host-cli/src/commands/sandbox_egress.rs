@@ -11,7 +11,7 @@ use auto_swe_egress::{
     EgressDecision, EgressPolicy, EgressProxy, EgressSettings, EgressVerdict, ProxyConfig,
     RefusalChannel, SystemResolver,
 };
-use auto_swe_sandbox::EgressAttachment;
+use auto_swe_sandbox::EgressSocket;
 use clap::ValueEnum;
 use tokio_util::sync::CancellationToken;
 
@@ -71,7 +71,7 @@ fn refusal_line(decision: &EgressDecision) -> Option<String> {
 /// A run's proxy, serving until [`RunProxy::stop`].
 pub(super) struct RunProxy {
     /// What the sandbox binds in.
-    pub(super) attachment: EgressAttachment,
+    pub(super) attachment: EgressSocket,
     dir: PathBuf,
     shutdown: CancellationToken,
     printer: tokio::task::JoinHandle<()>,
@@ -83,7 +83,7 @@ impl RunProxy {
     pub(super) fn start(policy: EgressPolicy, dir: PathBuf) -> anyhow::Result<Self> {
         use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
         // This binary is the bridge too (see `main`): nothing else need be installed.
-        let attachment = EgressAttachment {
+        let attachment = EgressSocket {
             socket: dir.join("egress.sock"),
             bridge: std::env::current_exe().context("finding this binary")?,
             ca_bundle: None,
