@@ -133,6 +133,16 @@ fn plain_response(status: StatusCode, body: String) -> Response<ProxyBody> {
     response
 }
 
+/// Where a request asks to go, when that reads as a target (for the trace only).
+fn requested_target(request: &Request<Incoming>) -> Option<Target> {
+    let authority = request.uri().authority()?;
+    if request.method() == Method::CONNECT {
+        connect_target(authority.as_str()).ok()
+    } else {
+        http_target(authority.as_str()).ok()
+    }
+}
+
 /// One request being decided: its connection, what it asks and where.
 #[derive(Debug, Clone)]
 pub(crate) struct Ask {
@@ -342,6 +352,8 @@ impl EgressProxy {
                 Access::Http { .. } => self.handle_http(&mut ask, &access, request).await,
             }
         } else {
+            // Named in the trace (which tool left the credential out), never reached.
+            ask.target = requested_target(&request);
             Err(EgressRefusal::ProxyAuthRequired.into())
         };
         result.unwrap_or_else(|stop| {

@@ -52,6 +52,7 @@ async fn assert_asked_for_credential(proxy: &Proxy, answer: &[u8], count: usize)
     );
     let decisions = proxy.sink.wait_for(count).await;
     assert_eq!(decisions.len(), count, "{decisions:?}");
+    assert_eq!(decisions[count - 1].host, "registry.test");
     match &decisions[count - 1].verdict {
         EgressVerdict::Refused { reason, .. } => assert_eq!(*reason, "PROXY_AUTH_REQUIRED"),
         other => panic!("not refused: {other:?}"),
