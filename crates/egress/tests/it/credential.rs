@@ -144,3 +144,28 @@ async fn a_tunnel_with_the_right_credential_opens() {
     // credential) stayed at the proxy.
     assert_eq!(*upstream.raw.lock().unwrap(), [hello]);
 }
+
+/// curl given the proxy URL as a workspace is (`http_proxy=http://auto-swe:<credential>@ip:port`,
+/// from the environment, never the command line) sends the credential the proxy asks for;
+/// without it curl sees the 407 and nothing reaches upstream.
+#[tokio::test]
+async fn curl_with_the_credential_in_its_proxy_url_passes() {
+    use crate::clients::{command, run, text};
+    let home = tempfile::tempdir().unwrap();
+    let upstream = Upstream::start(Serve::Fixed("hello")).await;
+    let origin = format!("registry.test:{}", upstream.port());
+    let proxy = guarded(&origin).await;
+    let with = format!("http://auto-swe:{CREDENTIAL}@{}", proxy.address);
+    for (proxy_url, expected) in [(with, "200"), (proxy.url(), "407")] {
+        let mut curl = command("curl", home.path());
+        curl.env("http_proxy", &proxy_url)
+            .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}"])
+            .arg(format!("http://{origin}/"));
+        let output = run(curl).await;
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        assert_eq!(text(&output.stdout), expected, "{}", proxy.url());
+    }
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 1);
+    assert!(!format!("{:?}", seen[0].headers).contains(CREDENTIAL));
+}
