@@ -6,6 +6,8 @@
 //! the scanners' [`auto_swe_scanners::UrlPolicy`], and connects only to an address it judged.
 //! A `CONNECT` tunnel must carry TLS whose `ClientHello` names the `CONNECT` host. Every decision
 //! goes to an [`EgressSink`] as an [`EgressDecision`]; every refusal is a 403 naming its reason.
+//! A proxy reached over TCP by more than its workspace asks every request for its
+//! [`ProxyCredential`] and answers a 407 to one without it.
 //!
 //! Credentials stay in the proxy: for the run's git host ([`GitAccess`]) and for a model
 //! provider ([`HostKey`]), TLS is terminated with the workspace's own [`WorkspaceCa`] and the
@@ -25,6 +27,7 @@
 //! ```
 
 mod ca;
+mod credential;
 mod forward;
 mod git_access;
 pub mod git_push;
@@ -42,6 +45,7 @@ mod target;
 mod tunnel;
 
 pub use ca::{CaError, WorkspaceCa};
+pub use credential::{PROXY_USER, ProxyCredential};
 pub use git_access::{DEFAULT_MAX_PUSH_BYTES, GitAccess, GitToken, PushWindow, UpstreamTrust};
 pub use host_key::{HostKey, HostKeyError};
 pub use policy::{

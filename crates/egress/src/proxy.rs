@@ -22,6 +22,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::credential::{PROXY_REALM, ProxyCredential};
 use crate::git_access::GitAccess;
 use crate::host_key::HostKey;
 use crate::intercept::{Credential, Route, intercept};
@@ -49,6 +50,11 @@ pub struct ProxyConfig {
     pub connect_timeout: Duration,
     /// The most client connections served at once; more wait to be accepted.
     pub max_connections: usize,
+    /// The credential every request must carry (`Proxy-Authorization: Basic`, see
+    /// [`ProxyCredential`]); one without it, or with another, gets a 407 and is never
+    /// forwarded. Set it when the listener is reachable by more than the one workspace (TCP on
+    /// a cluster network); a Unix socket bound into one workspace needs none.
+    pub credential: Option<ProxyCredential>,
 }
 
 impl Default for ProxyConfig {
@@ -59,6 +65,7 @@ impl Default for ProxyConfig {
             handshake_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
             max_connections: 256,
+            credential: None,
         }
     }
 }
@@ -95,6 +102,17 @@ impl Stop {
 
     pub(crate) fn response(&self) -> Response<ProxyBody> {
         let (status, body) = match self {
+            Self::Refused(refusal @ EgressRefusal::ProxyAuthRequired) => {
+                let mut response =
+                    plain_response(StatusCode::PROXY_AUTHENTICATION_REQUIRED, refusal.body());
+                let challenge = format!("Basic realm=\"{PROXY_REALM}\"");
+                if let Ok(challenge) = header::HeaderValue::from_str(&challenge) {
+                    response
+                        .headers_mut()
+                        .insert(header::PROXY_AUTHENTICATE, challenge);
+                }
+                return response;
+            }
             Self::Refused(refusal) => (StatusCode::FORBIDDEN, refusal.body()),
             Self::Failed {
                 reason,
@@ -114,6 +132,16 @@ fn plain_response(status: StatusCode, body: String) -> Response<ProxyBody> {
         header::HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
+}
+
+/// Where a request asks to go, when that reads as a target (for the trace only).
+fn requested_target(request: &Request<Incoming>) -> Option<Target> {
+    let authority = request.uri().authority()?;
+    if request.method() == Method::CONNECT {
+        connect_target(authority.as_str()).ok()
+    } else {
+        http_target(authority.as_str()).ok()
+    }
 }
 
 /// One request being decided: its connection, what it asks and where.
@@ -325,9 +353,18 @@ impl EgressProxy {
             access: Some(access.clone()),
             target: None,
         };
-        let result = match access {
-            Access::Tunnel => self.handle_connect(&mut ask, request).await,
-            Access::Http { .. } => self.handle_http(&mut ask, &access, request).await,
+        let admitted = self.config.credential.as_ref().is_none_or(|credential| {
+            credential.admits(request.headers().get(header::PROXY_AUTHORIZATION))
+        });
+        let result = if admitted {
+            match access {
+                Access::Tunnel => self.handle_connect(&mut ask, request).await,
+                Access::Http { .. } => self.handle_http(&mut ask, &access, request).await,
+            }
+        } else {
+            // Named in the trace (which tool left the credential out), never reached.
+            ask.target = requested_target(&request);
+            Err(EgressRefusal::ProxyAuthRequired.into())
         };
         result.unwrap_or_else(|stop| {
             self.record(&ask, stop.verdict());

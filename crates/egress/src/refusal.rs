@@ -82,6 +82,10 @@ pub enum EgressRefusal {
     /// A push while the worker has not opened the push window.
     #[error("pushes pass only while the run pushes its branch")]
     NoPushWindow,
+    /// The proxy asks every request for its credential (a proxy reached over TCP) and this
+    /// one carried none, or another; the client got a 407.
+    #[error("this proxy asks for its credential in Proxy-Authorization")]
+    ProxyAuthRequired,
     /// A push the push guard refused (another branch, a delete, not a fast-forward, …).
     #[error("push refused ({code}): {message}")]
     Push {
@@ -111,13 +115,15 @@ impl EgressRefusal {
             | Self::NotTls { .. }
             | Self::NotGit { .. }
             | Self::NoPushWindow
+            | Self::ProxyAuthRequired
             | Self::Push { .. } => "EGRESS_REFUSED",
         }
     }
 
     /// The rule that refused: `DEFAULT_DENY`, `DENY_RULE`, `METHOD`, `IP_LITERAL`, `BAD_TARGET`,
     /// `USERINFO`, `HOST_MISMATCH`, `NOT_PROXY_FORM`, `HEADERS_TOO_LARGE`, `SNI_MISMATCH`,
-    /// `NOT_TLS`, `NOT_GIT`, `NO_PUSH_WINDOW`, the push guard's code, or the address policy's
+    /// `NOT_TLS`, `NOT_GIT`, `NO_PUSH_WINDOW`, `PROXY_AUTH_REQUIRED`, the push guard's code, or
+    /// the address policy's
     /// reason (`LOOPBACK`, `PRIVATE`, `METADATA`, …).
     #[must_use]
     pub fn reason(&self) -> &'static str {
@@ -136,6 +142,7 @@ impl EgressRefusal {
             Self::NotTls { .. } => "NOT_TLS",
             Self::NotGit { .. } => "NOT_GIT",
             Self::NoPushWindow => "NO_PUSH_WINDOW",
+            Self::ProxyAuthRequired => "PROXY_AUTH_REQUIRED",
             Self::Push { code, .. } => code,
         }
     }
@@ -157,6 +164,7 @@ impl EgressRefusal {
             | Self::NotTls { .. }
             | Self::NotGit { .. }
             | Self::NoPushWindow
+            | Self::ProxyAuthRequired
             | Self::Push { .. } => None,
         }
     }
@@ -178,13 +186,14 @@ impl EgressRefusal {
             | Self::SniMismatch { .. }
             | Self::NotTls { .. }
             | Self::NotGit { .. }
+            | Self::ProxyAuthRequired
             | Self::Push { .. } => false,
             // The worker may open the window.
             Self::NoPushWindow => true,
         }
     }
 
-    /// The body of the 403 the client sees: code, reason, rule and message. It names only what
+    /// The body of the 403 (407 for [`EgressRefusal::ProxyAuthRequired`]) the client sees: code, reason, rule and message. It names only what
     /// the client itself sent or the policy's own text.
     #[must_use]
     pub fn body(&self) -> String {

@@ -240,6 +240,12 @@ impl EphemeralSpec {
     pub fn checked_egress(&self) -> Result<Option<&crate::bridge::EgressAttachment>> {
         crate::bridge::check_egress(self.network, self.egress.as_ref())
     }
+
+    /// The egress attachment for a backend that binds the proxy's socket in (see
+    /// [`crate::bridge::check_socket_egress`]): a TCP attachment is refused.
+    pub fn checked_socket_egress(&self) -> Result<Option<&crate::bridge::EgressSocket>> {
+        crate::bridge::check_socket_egress(self.network, self.egress.as_ref())
+    }
 }
 
 /// A platform-authored script (clone, finalize). Only this crate can make one, so an author

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write as _;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, SandboxError};
-use crate::spec::{EnvName, NetworkMode};
+use crate::spec::{EnvName, NetworkMode, SecretValue};
 
 /// Where the proxy answers inside a proxied workspace.
 pub const PROXY_ADDRESS: &str = "127.0.0.1:3128";
@@ -55,9 +55,33 @@ pub(crate) fn bridge_command() -> String {
     format!("{BRIDGE_INSIDE} {PROXY_ADDRESS} {SOCKET_INSIDE}")
 }
 
-/// How a proxied workspace reaches its egress proxy: both paths are on the host.
+/// How a proxied workspace reaches its egress proxy: through its Unix socket bound in (the
+/// `local` and `docker` backends), or over TCP with a credential (the `kubernetes` backend,
+/// whose pods cannot share a socket with the host).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "transport", rename_all = "snake_case")]
+pub enum EgressAttachment {
+    /// The proxy's Unix socket and the bridge program, bound into the workspace.
+    Socket(EgressSocket),
+    /// A proxy listening on TCP that asks every request for a credential.
+    Tcp(EgressTcpProxy),
+}
+
+impl From<EgressSocket> for EgressAttachment {
+    fn from(socket: EgressSocket) -> Self {
+        Self::Socket(socket)
+    }
+}
+
+impl From<EgressTcpProxy> for EgressAttachment {
+    fn from(proxy: EgressTcpProxy) -> Self {
+        Self::Tcp(proxy)
+    }
+}
+
+/// A proxy reached through its Unix socket: both paths are on the host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EgressAttachment {
+pub struct EgressSocket {
     /// The proxy's Unix socket (bound into the workspace at [`SOCKET_INSIDE`]).
     pub socket: PathBuf,
     /// The bridge program (bound read-only at [`BRIDGE_INSIDE`]); see [`locate_bridge`].
@@ -68,7 +92,66 @@ pub struct EgressAttachment {
     pub ca_bundle: Option<PathBuf>,
 }
 
-impl EgressAttachment {
+/// A proxy the workspace reaches over TCP (a pod on the cluster network): the proxy asks every
+/// request for `credential` (`Proxy-Authorization: Basic`, user `auto-swe`), so one listener
+/// may be reachable by many workspaces while only this one can use it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EgressTcpProxy {
+    /// The proxy's address, as the workspace reaches it (no name: the workspace resolves none).
+    pub host: IpAddr,
+    /// The proxy's port.
+    pub port: u16,
+    /// The credential the proxy asks for; never shown or serialised.
+    pub credential: SecretValue,
+    /// The roots the workspace trusts, PEM, when the proxy terminates TLS for a host (its own
+    /// authority with the system's); placed at [`CA_BUNDLE_INSIDE`] and named by [`ca_env`]'s
+    /// variables.
+    pub ca_bundle_pem: Option<String>,
+}
+
+/// The user name the proxy's credential goes with (the egress proxy's `PROXY_USER`).
+const PROXY_USER: &str = "auto-swe";
+
+impl EgressTcpProxy {
+    /// The proxy URL the workspace's tools use, credential included: it goes only where secret
+    /// values go (a Kubernetes Secret), never into a plain manifest field or a log.
+    pub(crate) fn proxy_url(&self) -> String {
+        let address = SocketAddr::new(self.host, self.port);
+        format!("http://{PROXY_USER}:{}@{address}", self.credential.expose())
+    }
+
+    /// Checks what the workspace will be handed: a real address and port, a credential that
+    /// needs no escaping in a URL, a bundle that is PEM.
+    fn check(&self) -> Result<()> {
+        if self.host.is_unspecified() || self.port == 0 {
+            return Err(SandboxError::InvalidRequest(format!(
+                "the egress proxy address {} is not one a workspace can reach",
+                SocketAddr::new(self.host, self.port)
+            )));
+        }
+        let credential = self.credential.expose();
+        if credential.is_empty()
+            || !credential
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
+        {
+            return Err(SandboxError::InvalidRequest(
+                "the egress proxy credential is empty or not URL-safe (letters, digits, -_.~)"
+                    .to_owned(),
+            ));
+        }
+        if let Some(pem) = &self.ca_bundle_pem
+            && !pem.contains("-----BEGIN CERTIFICATE-----")
+        {
+            return Err(SandboxError::InvalidRequest(
+                "the egress trust bundle holds no PEM certificate".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl EgressSocket {
     /// Checks both paths: the socket is a socket, the bridge a regular executable file.
     pub(crate) fn check(&self) -> Result<()> {
         let socket = std::fs::metadata(&self.socket).map_err(|e| {
@@ -126,24 +209,71 @@ pub fn ca_env() -> Vec<(EnvName, String)> {
     .collect()
 }
 
-/// `egress` checked against `network`: present exactly when the network is
-/// [`NetworkMode::Proxy`], with a socket and an executable bridge.
-pub fn check_egress(
+/// `egress` against `network` alone: present exactly when the network is
+/// [`NetworkMode::Proxy`].
+fn present(
     network: NetworkMode,
     egress: Option<&EgressAttachment>,
 ) -> Result<Option<&EgressAttachment>> {
     match (network, egress) {
-        (NetworkMode::Proxy, Some(egress)) => {
-            egress.check()?;
-            Ok(Some(egress))
-        }
+        (NetworkMode::Proxy, Some(egress)) => Ok(Some(egress)),
         (NetworkMode::Proxy, None) => Err(SandboxError::InvalidRequest(
-            "proxy networking needs the egress proxy's socket (an EgressAttachment)".to_owned(),
+            "proxy networking needs the egress proxy's attachment (an EgressAttachment)".to_owned(),
         )),
         (_, Some(_)) => Err(SandboxError::InvalidRequest(
             "an egress proxy is attached only with proxy networking".to_owned(),
         )),
         (_, None) => Ok(None),
+    }
+}
+
+/// `egress` checked against `network`: present exactly when the network is
+/// [`NetworkMode::Proxy`]; a socket attachment with a socket and an executable bridge, a TCP one
+/// with a reachable address and a URL-safe credential.
+pub fn check_egress(
+    network: NetworkMode,
+    egress: Option<&EgressAttachment>,
+) -> Result<Option<&EgressAttachment>> {
+    let egress = present(network, egress)?;
+    match egress {
+        Some(EgressAttachment::Socket(socket)) => socket.check()?,
+        Some(EgressAttachment::Tcp(proxy)) => proxy.check()?,
+        None => {}
+    }
+    Ok(egress)
+}
+
+/// [`check_egress`] for the backends that bind the proxy's socket in (`local`, `docker`): a TCP
+/// attachment is refused.
+pub fn check_socket_egress(
+    network: NetworkMode,
+    egress: Option<&EgressAttachment>,
+) -> Result<Option<&EgressSocket>> {
+    match present(network, egress)? {
+        None => Ok(None),
+        Some(EgressAttachment::Socket(socket)) => socket.check().map(|()| Some(socket)),
+        Some(EgressAttachment::Tcp(_)) => Err(SandboxError::InvalidRequest(
+            "this backend binds the egress proxy's Unix socket in; a proxy reached over TCP is \
+             for the kubernetes backend"
+                .to_owned(),
+        )),
+    }
+}
+
+/// [`check_egress`] for the backends whose workspaces reach the proxy over the network
+/// (`kubernetes`): a socket attachment is refused.
+pub fn check_tcp_egress(
+    network: NetworkMode,
+    egress: Option<&EgressAttachment>,
+) -> Result<Option<&EgressTcpProxy>> {
+    match present(network, egress)? {
+        None => Ok(None),
+        Some(EgressAttachment::Tcp(proxy)) => proxy.check().map(|()| Some(proxy)),
+        Some(EgressAttachment::Socket(_)) => Err(SandboxError::InvalidRequest(
+            "a Unix socket cannot be shared with a pod; the kubernetes backend reaches the \
+             egress proxy over TCP"
+                .to_owned(),
+        )),
     }
 }
 
@@ -154,7 +284,7 @@ pub fn check_egress(
 pub fn with_proxy_env(
     env: &BTreeMap<EnvName, String>,
     network: NetworkMode,
-    egress: Option<&EgressAttachment>,
+    egress: Option<&EgressSocket>,
 ) -> BTreeMap<EnvName, String> {
     let mut env = env.clone();
     if network == NetworkMode::Proxy {
@@ -371,6 +501,83 @@ mod tests {
                 "if [ -S {SOCKET_INSIDE} ]; then {} || exit 125; fi\n",
                 bridge_command()
             )
+        );
+    }
+}
+
+#[cfg(test)]
+mod tcp_tests {
+    use super::*;
+
+    fn proxy(credential: &str) -> EgressTcpProxy {
+        EgressTcpProxy {
+            host: IpAddr::from([10, 0, 0, 9]),
+            port: 3128,
+            credential: SecretValue::new(credential),
+            ca_bundle_pem: None,
+        }
+    }
+
+    #[test]
+    fn a_tcp_attachment_is_checked_and_never_shows_its_credential() {
+        let good = EgressAttachment::from(proxy("abc-DEF_0.9~"));
+        assert!(format!("{good:?}").contains("[redacted]"));
+        assert!(!format!("{good:?}").contains("abc-DEF"));
+        let json = serde_json::to_string(&good).unwrap_or_default();
+        assert!(
+            json.contains("\"transport\":\"tcp\"") && !json.contains("abc-DEF"),
+            "{json}"
+        );
+        assert!(matches!(
+            check_tcp_egress(NetworkMode::Proxy, Some(&good)),
+            Ok(Some(_))
+        ));
+        let EgressAttachment::Tcp(tcp) = &good else {
+            unreachable!()
+        };
+        assert_eq!(
+            tcp.proxy_url(),
+            "http://auto-swe:abc-DEF_0.9~@10.0.0.9:3128"
+        );
+        // Where it does not belong: no proxy networking, or a backend that binds a socket in.
+        assert!(check_tcp_egress(NetworkMode::None, Some(&good)).is_err());
+        assert!(check_tcp_egress(NetworkMode::Proxy, None).is_err());
+        let refused = check_socket_egress(NetworkMode::Proxy, Some(&good)).unwrap_err();
+        assert!(refused.to_string().contains("over TCP"), "{refused}");
+        // What the workspace could not use, or a URL could not carry as is.
+        let mut unspecified = proxy("abc");
+        unspecified.host = IpAddr::from([0, 0, 0, 0]);
+        let mut no_port = proxy("abc");
+        no_port.port = 0;
+        let mut not_pem = proxy("abc");
+        not_pem.ca_bundle_pem = Some("roots".to_owned());
+        for bad in [
+            unspecified,
+            no_port,
+            not_pem,
+            proxy(""),
+            proxy("a@b"),
+            proxy("a:b"),
+        ] {
+            let bad = EgressAttachment::from(bad);
+            assert!(
+                check_egress(NetworkMode::Proxy, Some(&bad)).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_socket_attachment_is_refused_by_a_tcp_backend_before_its_paths_are_read() {
+        let socket = EgressAttachment::from(EgressSocket {
+            socket: "/nonexistent/egress.sock".into(),
+            bridge: "/nonexistent/netbridge".into(),
+            ca_bundle: None,
+        });
+        let refused = check_tcp_egress(NetworkMode::Proxy, Some(&socket)).unwrap_err();
+        assert!(
+            refused.to_string().contains("cannot be shared with a pod"),
+            "{refused}"
         );
     }
 }

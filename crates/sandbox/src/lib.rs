@@ -43,7 +43,7 @@ pub use backend::{
     BackendKind, EphemeralRunner, EphemeralSpec, Exit, HelperScript, OutputChunk, Protection,
     SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
 };
-pub use bridge::EgressAttachment;
+pub use bridge::{EgressAttachment, EgressSocket, EgressTcpProxy};
 pub use cleanup::{STATE_DIR_PREFIX, TerminationSignals};
 pub use docker::{DEFAULT_SIDECAR_IMAGE, DockerBackend, DockerConfig};
 pub use error::{FailureClass, Result, SandboxError, UnsafeArchiveReason};

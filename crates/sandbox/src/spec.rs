@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::bridge::EgressAttachment;
+use crate::bridge::{EgressAttachment, EgressSocket};
 use crate::error::{Result, SandboxError};
 
 /// A validated environment variable name: `[A-Za-z_][A-Za-z0-9_]*`, at most 128 bytes.
@@ -305,6 +305,12 @@ impl WorkspaceSpec {
     /// [`crate::bridge::check_egress`]).
     pub fn checked_egress(&self) -> Result<Option<&EgressAttachment>> {
         crate::bridge::check_egress(self.network, self.egress.as_ref())
+    }
+
+    /// The egress attachment for a backend that binds the proxy's socket in (see
+    /// [`crate::bridge::check_socket_egress`]): a TCP attachment is refused.
+    pub fn checked_socket_egress(&self) -> Result<Option<&EgressSocket>> {
+        crate::bridge::check_socket_egress(self.network, self.egress.as_ref())
     }
 
     /// A spec with the defaults: no network, metadata blocked, default caps, resolvers

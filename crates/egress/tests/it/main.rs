@@ -7,6 +7,7 @@
 )]
 
 mod clients;
+mod credential;
 mod git_server;
 mod host_key;
 mod intercept;

@@ -280,7 +280,7 @@ fn ephemeral_spec(
             NetworkArg::Host => NetworkMode::Host,
             NetworkArg::Proxy => NetworkMode::Proxy,
         },
-        egress: egress.map(|proxy| proxy.attachment.clone()),
+        egress: egress.map(|proxy| proxy.attachment.clone().into()),
     })
 }
 

@@ -13,7 +13,7 @@ use auto_swe_egress::{
     EgressDecision, EgressPolicy, EgressProxy, EgressSettings, EgressVerdict, HostKey, ProxyConfig,
     RefusalChannel, Rule, SystemResolver, WorkspaceCa,
 };
-use auto_swe_sandbox::EgressAttachment;
+use auto_swe_sandbox::EgressSocket;
 use clap::ValueEnum;
 use tokio_util::sync::CancellationToken;
 
@@ -109,7 +109,7 @@ fn refusal_line(decision: &EgressDecision) -> Option<String> {
 /// A run's proxy, serving until [`RunProxy::stop`].
 pub(super) struct RunProxy {
     /// What the sandbox binds in.
-    pub(super) attachment: EgressAttachment,
+    pub(super) attachment: EgressSocket,
     /// The command's environment in place of the keys: each key's variable and its placeholder.
     pub(super) placeholders: BTreeMap<String, String>,
     dir: PathBuf,
@@ -128,7 +128,7 @@ impl RunProxy {
     ) -> anyhow::Result<Self> {
         use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
         // This binary is the bridge too (see `main`): nothing else need be installed.
-        let mut attachment = EgressAttachment {
+        let mut attachment = EgressSocket {
             socket: dir.join("egress.sock"),
             bridge: std::env::current_exe().context("finding this binary")?,
             ca_bundle: None,

@@ -25,7 +25,7 @@ impl DockerBackend {
         keep_stdin_open: bool,
     ) -> Result<(String, SpawnedProcess)> {
         request.validate()?;
-        let proxied = match spec.checked_egress()? {
+        let proxied = match spec.checked_socket_egress()? {
             Some(egress) => {
                 super::hand_socket_to_keeper(&egress.socket)?;
                 true

@@ -505,7 +505,7 @@ impl DockerBackend {
     }
 
     async fn create_inner(&self, name: &str, spec: &WorkspaceSpec) -> Result<WorkspaceHandle> {
-        if let Some(egress) = spec.checked_egress()? {
+        if let Some(egress) = spec.checked_socket_egress()? {
             hand_socket_to_keeper(&egress.socket)?;
         }
         let mut guarded = spec.clone();

@@ -131,7 +131,7 @@ pub fn workspace_container(name: &str, spec: &WorkspaceSpec) -> Result<Container
         &spec.mounts,
         &spec.env,
         spec.network,
-        spec.checked_egress()?,
+        spec.checked_socket_egress()?,
         vec!["sleep".to_owned(), "infinity".to_owned()],
     );
     if !binds.is_empty() {
@@ -209,7 +209,7 @@ pub fn ephemeral_container(
         &spec.mounts,
         &spec.env,
         spec.network,
-        spec.checked_egress()?,
+        spec.checked_socket_egress()?,
         argv.to_vec(),
     );
     if !binds.is_empty() {
@@ -350,7 +350,7 @@ fn proxied_parts(
     mounts: &[Mount],
     env: &std::collections::BTreeMap<crate::spec::EnvName, String>,
     network: NetworkMode,
-    egress: Option<&bridge::EgressAttachment>,
+    egress: Option<&bridge::EgressSocket>,
     keeper: Vec<String>,
 ) -> (Vec<String>, Vec<String>, Vec<String>) {
     let mut binds = binds(mounts);

@@ -8,12 +8,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, AttachParams, AttachedProcess, DeleteParams, PostParams};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::{mpsc, oneshot};
 
+use super::egress::{KubernetesEgress, tcp_proxy};
 use super::{
-    KubernetesConfig, exec_argv, pod_manifest, secret_manifest, secret_name, stdin_preamble,
+    KubernetesConfig, exec_argv, network_policy_manifest, network_policy_name, pod_manifest,
+    secret_manifest, secret_name, stdin_preamble,
 };
 use crate::backend::{
     BackendKind, Exit, OutputChunk, Protection, SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
@@ -26,8 +29,7 @@ use crate::spec::{ExecId, ExecOutput, ExecRequest, WorkspaceSpec};
 /// The workspace pod's only container.
 const CONTAINER: &str = "workspace";
 
-/// Label naming the workspace a pod belongs to.
-const WORKSPACE_LABEL: &str = "asw/workspace";
+use super::egress::WORKSPACE_LABEL;
 
 /// Buffer of the exec's local stream pipes.
 const PIPE_BUFFER: usize = 64 * 1024;
@@ -50,9 +52,15 @@ const FATAL_WAITING: &[&str] = &[
 /// The Kubernetes driver. Built from a [`kube::Client`] (kubeconfig, in-cluster or any other
 /// service the host provides) and the cluster-side settings.
 ///
+/// A proxied workspace ([`crate::NetworkMode::Proxy`]) reaches its egress proxy over TCP
+/// ([`crate::EgressTcpProxy`]); its own `NetworkPolicy`, created before the pod and deleted
+/// with it, lets it reach nothing but the proxy's pods on the proxy's port.
+///
 /// What it cannot give: a per-pod pids cap (only the kubelet-wide `podPidsLimit` exists), and
-/// the metadata addresses are the namespace `NetworkPolicy`'s job (a `NET_ADMIN` sidecar is
-/// forbidden under Pod Security `restricted`); both are reported as missing protections. An
+/// the metadata addresses are the namespace `NetworkPolicy`'s job, or in proxy mode the
+/// workspace's own (a `NET_ADMIN` sidecar is forbidden under Pod Security `restricted`); both
+/// are reported as missing protections, as the driver cannot see the network plugin enforce a
+/// policy. An
 /// exec killed with status 137 is reported as such, not as out-of-memory, because the exec API
 /// does not say which killer it was.
 pub struct KubernetesBackend {
@@ -89,6 +97,24 @@ fn status_code(e: &kube::Error) -> Option<u16> {
 
 fn is_not_found(e: &kube::Error) -> bool {
     status_code(e) == Some(404)
+}
+
+/// What a created workspace lacks, with the reason.
+fn missing_protections(proxied: bool) -> BTreeMap<String, String> {
+    let mut missing = BTreeMap::new();
+    missing.insert(
+        "pids_cap".to_owned(),
+        "Kubernetes has no per-pod pids limit; set podPidsLimit on the node pool".to_owned(),
+    );
+    let metadata = if proxied {
+        "the workspace's NetworkPolicy denies every destination but the egress proxy's pods \
+         (and the proxy refuses metadata addresses); the driver does not verify that the \
+         network plugin enforces it"
+    } else {
+        "left to the namespace NetworkPolicy; the driver does not verify it"
+    };
+    missing.insert("metadata_addresses".to_owned(), metadata.to_owned());
+    missing
 }
 
 fn poisoned() -> SandboxError {
@@ -253,6 +279,43 @@ impl KubernetesBackend {
         Api::namespaced(self.client.clone(), &self.config.namespace)
     }
 
+    fn policies(&self) -> Api<NetworkPolicy> {
+        Api::namespaced(self.client.clone(), &self.config.namespace)
+    }
+
+    /// Creates the workspace's `NetworkPolicy`, before its pod. A failure other than a name
+    /// clash deletes it by name (the POST may have landed even though its answer did not).
+    async fn create_policy(&self, name: &str, egress: &KubernetesEgress, port: u16) -> Result<()> {
+        let manifest = network_policy_manifest(name, &self.config.namespace, egress, port);
+        let policy: NetworkPolicy = serde_json::from_value(manifest)
+            .map_err(|e| engine(format!("the NetworkPolicy manifest does not parse: {e}")))?;
+        match self
+            .policies()
+            .create(&PostParams::default(), &policy)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if status_code(&e) == Some(409) => Err(api_error(&e)),
+            Err(e) => {
+                let _ = self.delete_policy(name).await;
+                Err(api_error(&e))
+            }
+        }
+    }
+
+    /// Deletes the workspace's `NetworkPolicy` by name; a missing one is success.
+    async fn delete_policy(&self, name: &str) -> Result<()> {
+        match self
+            .policies()
+            .delete(&network_policy_name(name), &DeleteParams::default())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(api_error(&e)),
+        }
+    }
+
     fn is_paused(&self, id: &str) -> Result<bool> {
         Ok(self.paused.lock().map_err(|_| poisoned())?.contains(id))
     }
@@ -375,8 +438,9 @@ impl KubernetesBackend {
         }
     }
 
-    /// Deletes the pod and then its Secret by name, each whether or not the other worked;
-    /// a missing object is success.
+    /// Deletes the pod, then its Secret, then (when the backend is set up for proxy networking)
+    /// its `NetworkPolicy`, by name, each whether or not the others worked; a missing object is
+    /// success. The policy goes last: deleting a pod only starts its end.
     async fn delete_by_name(&self, name: &str) -> Result<()> {
         let params = DeleteParams::default();
         let pod = match self.pods().delete(name, &params).await {
@@ -389,12 +453,18 @@ impl KubernetesBackend {
             Err(e) if is_not_found(&e) => Ok(()),
             Err(e) => Err(api_error(&e)),
         };
-        pod.and(secret)
+        let policy = if self.config.egress.is_some() {
+            self.delete_policy(name).await
+        } else {
+            Ok(())
+        };
+        pod.and(secret).and(policy)
     }
 
     /// Everything after the pod POST; the caller deletes by name on failure.
     async fn finish_create(&self, name: &str, spec: &WorkspaceSpec, created: Pod) -> Result<u32> {
-        if !spec.secret_env.is_empty() {
+        let proxy = tcp_proxy(spec);
+        if !spec.secret_env.is_empty() || proxy.is_some() {
             let uid = created
                 .metadata
                 .uid
@@ -404,6 +474,7 @@ impl KubernetesBackend {
                 &uid,
                 &self.config.namespace,
                 &spec.secret_env,
+                proxy,
             ))
             .map_err(|_| engine("the Secret manifest does not parse"))?;
             self.secrets()
@@ -423,20 +494,40 @@ impl WorkspaceBackend for KubernetesBackend {
     }
 
     async fn create(&self, spec: &WorkspaceSpec) -> Result<WorkspaceHandle> {
-        if spec.network == crate::spec::NetworkMode::Proxy {
-            return Err(SandboxError::BackendUnsupported {
-                backend: "kubernetes",
-                operation: "proxy networking (the namespace's NetworkPolicy decides egress)",
-            });
-        }
+        // A Unix socket cannot be shared with a pod: only a proxy over TCP is taken.
+        let proxy = crate::bridge::check_tcp_egress(spec.network, spec.egress.as_ref())?;
+        let fence = match (proxy, &self.config.egress) {
+            (None, _) => None,
+            (Some(proxy), Some(egress)) => Some((egress, proxy.port)),
+            (Some(_), None) => {
+                return Err(SandboxError::BackendUnavailable {
+                    backend: "kubernetes",
+                    reason: "proxy networking needs the egress proxy's pods to fence the \
+                             workspace in, and this backend's settings name none"
+                        .to_owned(),
+                    remedy: "set the egress section of the Kubernetes settings (the proxy \
+                             pods' labels and namespace)"
+                        .to_owned(),
+                });
+            }
+        };
         // Named before creation, so any failure from here on deletes it by that name.
         let name = workspace_name(&spec.label)?;
         let pod: Pod = serde_json::from_value(pod_manifest(&name, spec, &self.config))
             .map_err(|e| engine(format!("the pod manifest does not parse: {e}")))?;
+        // The fence comes first: the pod never runs without it.
+        if let Some((egress, port)) = fence {
+            self.create_policy(&name, egress, port).await?;
+        }
         let created = match self.pods().create(&PostParams::default(), &pod).await {
             Ok(created) => created,
-            // A pod of that name already exists: it is not ours to delete.
-            Err(e) if status_code(&e) == Some(409) => return Err(api_error(&e)),
+            // A pod of that name already exists: it is not ours to delete, the policy is.
+            Err(e) if status_code(&e) == Some(409) => {
+                if fence.is_some() {
+                    let _ = self.delete_policy(&name).await;
+                }
+                return Err(api_error(&e));
+            }
             Err(e) => {
                 // The POST may have landed even though its answer did not.
                 let _ = self.delete_by_name(&name).await;
@@ -450,15 +541,7 @@ impl WorkspaceBackend for KubernetesBackend {
                 return Err(e);
             }
         };
-        let mut missing = BTreeMap::new();
-        missing.insert(
-            "pids_cap".to_owned(),
-            "Kubernetes has no per-pod pids limit; set podPidsLimit on the node pool".to_owned(),
-        );
-        missing.insert(
-            "metadata_addresses".to_owned(),
-            "left to the namespace NetworkPolicy; the driver does not verify it".to_owned(),
-        );
+        let missing = missing_protections(fence.is_some());
         Ok(WorkspaceHandle {
             id: name,
             backend: BackendKind::Kubernetes,

@@ -1,11 +1,16 @@
 //! The pure part of the `kubernetes` backend: the restricted workspace pod, its per-pod Secret for
 //! creation-time secret env, and the stdin preamble that carries exec secrets. Shell and
-//! container steps are refused on this backend with `WORKSPACE_BACKEND_UNSUPPORTED`. The driver
+//! container steps are refused on this backend with `WORKSPACE_BACKEND_UNSUPPORTED`. Proxy
+//! networking adds the workspace's own `NetworkPolicy` ([`network_policy_manifest`]). The driver
 //! itself, which talks to the API server, is [`KubernetesBackend`].
 
 mod driver;
+mod egress;
 
 pub use driver::KubernetesBackend;
+pub use egress::{
+    CA_BUNDLE_KEY, KubernetesEgress, PROXY_URL_KEY, network_policy_manifest, network_policy_name,
+};
 
 use std::time::Duration;
 
@@ -13,6 +18,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::backend::{EphemeralRunner, EphemeralSpec, HelperScript, SpawnedProcess};
+use crate::bridge::EgressTcpProxy;
 use crate::error::{Result, SandboxError};
 use crate::policy::METADATA_HOSTNAMES;
 use crate::spec::{ExecOutput, ExecRequest, SecretEnv, WorkspaceSpec};
@@ -35,6 +41,9 @@ pub struct KubernetesConfig {
     pub start_timeout: Duration,
     /// Pause between two reads of a starting pod's status.
     pub poll_interval: Duration,
+    /// Where the egress proxies run: needed for proxy networking (without it a proxied
+    /// workspace is refused), unused otherwise.
+    pub egress: Option<KubernetesEgress>,
 }
 
 impl Default for KubernetesConfig {
@@ -47,6 +56,7 @@ impl Default for KubernetesConfig {
             runtime_class: None,
             start_timeout: Duration::from_secs(300),
             poll_interval: Duration::from_millis(500),
+            egress: None,
         }
     }
 }
@@ -62,7 +72,8 @@ pub fn secret_name(pod: &str) -> String {
 /// service-account token, no host namespaces or paths, requests equal to limits,
 /// `activeDeadlineSeconds`, `shareProcessNamespace` (the pause process is PID 1 and reaps; the
 /// keeper is its only other child), a sized emptyDir `/workspace`, the metadata names pinned to
-/// `0.0.0.0`. Secret env is referenced by name from the per-pod Secret, never inlined.
+/// `0.0.0.0`. Secret env is referenced by name from the per-pod Secret, never inlined; so is a
+/// proxied workspace's proxy URL (its credential) and trust bundle.
 #[must_use]
 pub fn pod_manifest(name: &str, spec: &WorkspaceSpec, config: &KubernetesConfig) -> Value {
     let memory = spec.limits.memory_bytes.to_string();
@@ -138,18 +149,29 @@ pub fn pod_manifest(name: &str, spec: &WorkspaceSpec, config: &KubernetesConfig)
     if let (Some(class), Some(spec_obj)) = (&config.runtime_class, pod["spec"].as_object_mut()) {
         spec_obj.insert("runtimeClassName".to_owned(), json!(class));
     }
+    egress::attach_proxy(&mut pod, spec, &secret_name(name));
     pod
 }
 
-/// The per-pod Secret for creation-time secret env, owned by the pod (its UID from the pod
-/// create response), so deleting the pod by any means garbage-collects it. This is the one
-/// manifest that holds values: send it as an API body, never as an argument.
+/// The per-pod Secret for creation-time secret env (and, for a proxied workspace, its proxy URL
+/// and trust bundle, see [`PROXY_URL_KEY`]), owned by the pod (its UID from the pod create
+/// response), so deleting the pod by any means garbage-collects it. This is the one manifest
+/// that holds values: send it as an API body, never as an argument.
 #[must_use]
-pub fn secret_manifest(pod: &str, pod_uid: &str, namespace: &str, secrets: &SecretEnv) -> Value {
-    let data: serde_json::Map<String, Value> = secrets
+pub fn secret_manifest(
+    pod: &str,
+    pod_uid: &str,
+    namespace: &str,
+    secrets: &SecretEnv,
+    proxy: Option<&EgressTcpProxy>,
+) -> Value {
+    let mut data: serde_json::Map<String, Value> = secrets
         .iter()
         .map(|(k, v)| (k.as_str().to_owned(), json!(v.expose())))
         .collect();
+    for (key, value) in proxy.map(egress::secret_entries).unwrap_or_default() {
+        data.insert(key.to_owned(), json!(value));
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Secret",

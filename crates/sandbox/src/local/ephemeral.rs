@@ -24,7 +24,7 @@ impl LocalBackend {
         extra_secrets: &SecretEnv,
         keep_stdin_open: bool,
     ) -> Result<(SpawnedProcess, EphemeralRun)> {
-        let egress = spec.checked_egress()?;
+        let egress = spec.checked_socket_egress()?;
         self.admit_egress(egress)?;
         let name = workspace_name("ephemeral")?;
         // Every ephemeral run sees the same generated files; they are written once and only

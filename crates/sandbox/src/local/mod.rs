@@ -29,7 +29,7 @@ use self::identity::HostIdentity;
 use self::launcher::Launcher;
 use self::plan::HostLayout;
 use crate::backend::{BackendKind, Protection, SpawnedProcess, WorkspaceBackend, WorkspaceHandle};
-use crate::bridge::EgressAttachment;
+use crate::bridge::EgressSocket;
 use crate::error::{Result, SandboxError};
 use crate::file_budget::{self, FileBudget};
 use crate::process;
@@ -88,7 +88,7 @@ struct Meta {
     data: Option<PathBuf>,
     /// The egress proxy of a proxied workspace.
     #[serde(default)]
-    egress: Option<EgressAttachment>,
+    egress: Option<EgressSocket>,
     /// Read-write mounts lent to the sandbox's account, handed back at `remove`.
     #[serde(default)]
     lent: identity::Lent,
@@ -413,7 +413,7 @@ fn check_rootfs(dir: &Path) -> Result<()> {
 impl LocalBackend {
     /// Lets the sandbox's account reach a proxied sandbox's egress files: each must be reachable
     /// by it, and the proxy's socket (this sandbox's alone) is handed to it.
-    fn admit_egress(&self, egress: Option<&EgressAttachment>) -> Result<()> {
+    fn admit_egress(&self, egress: Option<&EgressSocket>) -> Result<()> {
         let Some(egress) = egress else {
             return Ok(());
         };
@@ -446,7 +446,7 @@ impl WorkspaceBackend for LocalBackend {
                 operation: "bridge networking",
             });
         }
-        let egress = spec.checked_egress()?.cloned();
+        let egress = spec.checked_socket_egress()?.cloned();
         self.admit_egress(egress.as_ref())?;
         let id = workspace_name(&spec.label)?;
         if let LocalRoot::Rootfs(root) = &spec.local_root {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::bridge::{self, EgressAttachment};
+use crate::bridge::{self, EgressSocket};
 use crate::spec::{LocalRoot, MountAccess, NetworkMode};
 
 /// Top-level host directories that the opt-in host-system root may expose, read-only.
@@ -91,7 +91,7 @@ pub struct BwrapPlan<'a> {
     /// Network.
     pub network: NetworkMode,
     /// The egress proxy a [`NetworkMode::Proxy`] sandbox reaches, with the bridge program.
-    pub egress: Option<&'a EgressAttachment>,
+    pub egress: Option<&'a EgressSocket>,
     /// Lockdown.
     pub lockdown: Lockdown,
     /// Working directory inside.

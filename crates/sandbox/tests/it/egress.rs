@@ -11,7 +11,7 @@ use auto_swe_egress::{
     EgressPolicy, EgressProxy, EgressVerdict, MemorySink, ProxyConfig, Rule, StaticResolver,
 };
 use auto_swe_sandbox::{
-    EgressAttachment, ExecOutput, ExecRequest, LocalRoot, NetworkMode, WorkspaceBackend,
+    EgressSocket, ExecOutput, ExecRequest, LocalRoot, NetworkMode, WorkspaceBackend,
     WorkspaceHandle, WorkspaceSpec,
 };
 use auto_swe_scanners::UrlPolicy;
@@ -105,7 +105,7 @@ impl FileServer {
 /// The egress proxy of one workspace, on a Unix socket in a directory the sandbox's account
 /// may pass through.
 pub(crate) struct SocketProxy {
-    pub(crate) attachment: EgressAttachment,
+    pub(crate) attachment: EgressSocket,
     pub(crate) sink: Arc<MemorySink>,
     shutdown: CancellationToken,
     dir: tempfile::TempDir,
@@ -175,7 +175,7 @@ impl SocketProxy {
         let shutdown = CancellationToken::new();
         tokio::spawn(proxy.serve_unix(listener, shutdown.clone()));
         Self {
-            attachment: EgressAttachment {
+            attachment: EgressSocket {
                 socket,
                 bridge: PathBuf::from(env!("CARGO_BIN_EXE_auto-swe-netbridge")),
                 ca_bundle: None,
@@ -202,7 +202,7 @@ impl SocketProxy {
 
 pub(crate) fn proxied(mut spec: WorkspaceSpec, proxy: &SocketProxy) -> WorkspaceSpec {
     spec.network = NetworkMode::Proxy;
-    spec.egress = Some(proxy.attachment.clone());
+    spec.egress = Some(proxy.attachment.clone().into());
     spec
 }
 
@@ -420,7 +420,9 @@ async fn proxy_networking_and_its_attachment_come_together() {
 
     // A socket path that is not a socket.
     let mut spec = proxied(harness::spec("unused", root), &proxy);
-    spec.egress.as_mut().unwrap().socket = proxy.attachment.bridge.clone();
+    let mut not_a_socket = proxy.attachment.clone();
+    not_a_socket.socket = proxy.attachment.bridge.clone();
+    spec.egress = Some(not_a_socket.into());
     let error = backend.create(&spec).await.unwrap_err();
     assert!(error.to_string().contains("not a Unix socket"), "{error}");
     assert_eq!(entries(), before, "nothing was made");

@@ -26,21 +26,21 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tower_test::mock;
 
-const NS: &str = "asw-test";
+pub(crate) const NS: &str = "asw-test";
 const SECRET: &str = "tok-value-never-in-a-url";
 
-type Handle = mock::Handle<Request<Body>, Response<Body>>;
+pub(crate) type Handle = mock::Handle<Request<Body>, Response<Body>>;
 
 /// What the fake kubelet does with one exec: answer with canned stdout and status, or (`None`)
 /// run the argv for real as a host process.
-type Behaviour = Arc<dyn Fn(&[String]) -> Option<(Vec<u8>, i32)> + Send + Sync>;
+pub(crate) type Behaviour = Arc<dyn Fn(&[String]) -> Option<(Vec<u8>, i32)> + Send + Sync>;
 
 /// One exec as the fake kubelet saw it.
 #[derive(Debug, Clone)]
-struct ExecRecord {
-    uri: String,
-    command: Vec<String>,
-    stdin: Vec<u8>,
+pub(crate) struct ExecRecord {
+    pub(crate) uri: String,
+    pub(crate) command: Vec<String>,
+    pub(crate) stdin: Vec<u8>,
 }
 
 fn percent_decode(text: &str) -> String {
@@ -97,26 +97,26 @@ struct RestCall {
 }
 
 /// Answers one REST request, whichever side took it.
-enum Reply {
+pub(crate) enum Reply {
     Mock(mock::SendResponse<Response<Body>>),
     Loopback(oneshot::Sender<(StatusCode, Value)>),
 }
 
 /// The fake API server on 127.0.0.1: REST calls are handed to the test in order; pods/exec
 /// upgrades are served by the fake kubelet.
-struct FakeApi {
+pub(crate) struct FakeApi {
     url: String,
     records: Arc<Mutex<Vec<ExecRecord>>>,
     rest: mpsc::Receiver<RestCall>,
 }
 
 impl FakeApi {
-    fn client(&self) -> kube::Client {
+    pub(crate) fn client(&self) -> kube::Client {
         let config = kube::Config::new(self.url.parse().unwrap());
         kube::Client::try_from(config).unwrap()
     }
 
-    async fn next(&mut self) -> (http::Method, String, Value, Reply) {
+    pub(crate) async fn next(&mut self) -> (http::Method, String, Value, Reply) {
         let call = tokio::time::timeout(Duration::from_secs(60), self.rest.recv())
             .await
             .unwrap_or_else(|_| panic!("the driver sent no further request"))
@@ -129,7 +129,7 @@ impl FakeApi {
         )
     }
 
-    fn execs(&self) -> Vec<ExecRecord> {
+    pub(crate) fn execs(&self) -> Vec<ExecRecord> {
         self.records.lock().unwrap().clone()
     }
 }
@@ -348,7 +348,7 @@ async fn run_on_host<S>(
     }
 }
 
-async fn start_api(behaviour: Behaviour) -> FakeApi {
+pub(crate) async fn start_api(behaviour: Behaviour) -> FakeApi {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let records = Arc::new(Mutex::new(Vec::new()));
@@ -377,7 +377,7 @@ async fn start_api(behaviour: Behaviour) -> FakeApi {
     FakeApi { url, records, rest }
 }
 
-fn config() -> KubernetesConfig {
+pub(crate) fn config() -> KubernetesConfig {
     let mut config = KubernetesConfig::default();
     NS.clone_into(&mut config.namespace);
     config.poll_interval = Duration::from_millis(1);
@@ -385,7 +385,7 @@ fn config() -> KubernetesConfig {
     config
 }
 
-fn spec() -> WorkspaceSpec {
+pub(crate) fn spec() -> WorkspaceSpec {
     let mut spec = WorkspaceSpec::new(
         "registry.example.invalid/workspace:1",
         LocalRoot::HostSystem,
@@ -399,7 +399,7 @@ fn spec() -> WorkspaceSpec {
 }
 
 /// The next REST request: method, path and query, JSON body (`Null` when empty).
-async fn next(handle: &mut Handle) -> (http::Method, String, Value, Reply) {
+pub(crate) async fn next(handle: &mut Handle) -> (http::Method, String, Value, Reply) {
     let (request, send) = tokio::time::timeout(Duration::from_secs(60), handle.next_request())
         .await
         .unwrap_or_else(|_| panic!("the driver sent no further request"))
@@ -415,7 +415,7 @@ async fn next(handle: &mut Handle) -> (http::Method, String, Value, Reply) {
     (method, uri, body, Reply::Mock(send))
 }
 
-fn respond(reply: Reply, status: StatusCode, body: &Value) {
+pub(crate) fn respond(reply: Reply, status: StatusCode, body: &Value) {
     match reply {
         Reply::Mock(send) => send.send_response(
             Response::builder()
@@ -430,16 +430,16 @@ fn respond(reply: Reply, status: StatusCode, body: &Value) {
     }
 }
 
-fn not_found(name: &str) -> Value {
+pub(crate) fn not_found(name: &str) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": format!("\"{name}\" not found"), "reason": "NotFound", "code": 404})
 }
 
-fn deleted() -> Value {
+pub(crate) fn deleted() -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 200})
 }
 
-fn pod_with(name: &str, status: &Value) -> Value {
+pub(crate) fn pod_with(name: &str, status: &Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": NS, "uid": "pod-uid-0001",
             "labels": {"asw/role": "workspace", "asw/workspace": name}},
@@ -447,7 +447,7 @@ fn pod_with(name: &str, status: &Value) -> Value {
 }
 
 /// Answers the keeper probe with one PID and refuses to run anything else.
-fn keeper_only() -> Behaviour {
+pub(crate) fn keeper_only() -> Behaviour {
     Arc::new(|argv: &[String]| {
         assert!(
             argv.last().is_some_and(|s| s.contains("PPid:")),
@@ -457,7 +457,7 @@ fn keeper_only() -> Behaviour {
     })
 }
 
-fn all_text(records: &[(String, Value)]) -> String {
+pub(crate) fn all_text(records: &[(String, Value)]) -> String {
     records
         .iter()
         .map(|(uri, body)| format!("{uri} {body}"))
@@ -637,7 +637,7 @@ async fn attach_gets_the_pod_by_name() {
     );
 }
 
-fn handle_for(id: &str) -> WorkspaceHandle {
+pub(crate) fn handle_for(id: &str) -> WorkspaceHandle {
     WorkspaceHandle {
         id: id.to_owned(),
         backend: BackendKind::Kubernetes,

@@ -19,6 +19,7 @@ mod hardening;
 mod harness;
 mod kubernetes;
 mod kubernetes_api;
+mod kubernetes_egress;
 mod lifecycle;
 mod local;
 mod mount_guard;

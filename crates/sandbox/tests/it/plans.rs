@@ -146,7 +146,7 @@ fn a_proxied_local_sandbox_binds_the_socket_and_bridge_and_starts_the_bridge_fir
     let root = LocalRoot::Rootfs("/var/cache/auto-swe/rootfs/bookworm".into());
     let host = layout();
     let argv = vec!["git".to_owned(), "fetch".to_owned()];
-    let egress = auto_swe_sandbox::EgressAttachment {
+    let egress = auto_swe_sandbox::EgressSocket {
         socket: "/state/egress/asw-x.sock".into(),
         bridge: "/opt/auto-swe/bin/auto-swe-netbridge".into(),
         ca_bundle: None,
@@ -206,11 +206,14 @@ fn a_proxied_docker_workspace_has_no_network_and_its_keeper_starts_the_bridge() 
     let mut spec =
         auto_swe_sandbox::WorkspaceSpec::new("auto-swe-workspace:bookworm", LocalRoot::HostSystem);
     spec.network = NetworkMode::Proxy;
-    spec.egress = Some(auto_swe_sandbox::EgressAttachment {
-        socket: socket.clone(),
-        bridge: bridge.clone(),
-        ca_bundle: None,
-    });
+    spec.egress = Some(
+        auto_swe_sandbox::EgressSocket {
+            socket: socket.clone(),
+            bridge: bridge.clone(),
+            ca_bundle: None,
+        }
+        .into(),
+    );
     let body = workspace_container("asw-test-0001", &spec).unwrap();
     let host = body.host_config.as_ref().unwrap();
     assert_eq!(host.network_mode.as_deref(), Some("none"));
@@ -240,11 +243,27 @@ fn a_proxied_docker_workspace_has_no_network_and_its_keeper_starts_the_bridge() 
     // Without its socket, or with one on a workspace that is not proxied: refused.
     spec.egress = None;
     assert!(workspace_container("asw-test-0001", &spec).is_err());
-    spec.egress = Some(auto_swe_sandbox::EgressAttachment {
-        socket,
-        bridge,
-        ca_bundle: None,
-    });
+    spec.egress = Some(
+        auto_swe_sandbox::EgressSocket {
+            socket,
+            bridge,
+            ca_bundle: None,
+        }
+        .into(),
+    );
     spec.network = NetworkMode::None;
     assert!(workspace_container("asw-test-0001", &spec).is_err());
+    // A proxy reached over TCP is the kubernetes backend's; Docker binds a socket in.
+    spec.network = NetworkMode::Proxy;
+    spec.egress = Some(
+        auto_swe_sandbox::EgressTcpProxy {
+            host: "10.0.0.9".parse().unwrap(),
+            port: 3128,
+            credential: auto_swe_sandbox::SecretValue::new("c"),
+            ca_bundle_pem: None,
+        }
+        .into(),
+    );
+    let error = workspace_container("asw-test-0001", &spec).unwrap_err();
+    assert!(error.to_string().contains("over TCP"), "{error}");
 }

@@ -11,7 +11,7 @@ use auto_swe_egress::{
     SystemResolver,
 };
 use auto_swe_interpreter::DispatchError;
-use auto_swe_sandbox::EgressAttachment;
+use auto_swe_sandbox::EgressSocket;
 use auto_swe_store::{LeaseToken, NewAgentTrace, Spend, Store};
 use tokio_util::sync::CancellationToken;
 
@@ -108,7 +108,7 @@ impl WorkspaceEgress {
         let shutdown = CancellationToken::new();
         tokio::spawn(proxy.serve_unix(listener, shutdown.clone()));
         Ok(RunningEgress {
-            attachment: EgressAttachment {
+            attachment: EgressSocket {
                 socket,
                 bridge: self.bridge.clone(),
                 ca_bundle: None,
@@ -129,7 +129,7 @@ impl EgressSink for NoSink {
 /// One workspace's running proxy; it stops, and its socket goes, when this is dropped.
 #[derive(Debug)]
 pub(crate) struct RunningEgress {
-    pub(crate) attachment: EgressAttachment,
+    pub(crate) attachment: EgressSocket,
     dir: PathBuf,
     shutdown: CancellationToken,
 }
