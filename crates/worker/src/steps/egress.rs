@@ -3,15 +3,16 @@
 //! and every request that proxy refuses or cannot carry is written to the run's trace with its
 //! reason — so a person can see why a build failed.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use auto_swe_egress::{
-    EgressDecision, EgressPolicy, EgressProxy, EgressSink, ProxyConfig, RefusalChannel, Resolve,
-    SystemResolver,
+    EgressDecision, EgressPolicy, EgressProxy, EgressSink, ProxyConfig, ProxyCredential,
+    RefusalChannel, Resolve, SystemResolver,
 };
 use auto_swe_interpreter::DispatchError;
-use auto_swe_sandbox::EgressSocket;
+use auto_swe_sandbox::{EgressAttachment, EgressSocket, EgressTcpProxy, SecretValue};
 use auto_swe_store::{LeaseToken, NewAgentTrace, Spend, Store};
 use tokio_util::sync::CancellationToken;
 
@@ -23,15 +24,24 @@ pub const EGRESS_TRACE_KIND: &str = "egress_refused";
 pub struct WorkspaceEgress {
     policy: EgressPolicy,
     resolver: Arc<dyn Resolve>,
-    bridge: PathBuf,
-    sockets: PathBuf,
+    reach: Reach,
+}
+
+/// How a workspace reaches its proxy.
+#[derive(Debug, Clone)]
+enum Reach {
+    /// A Unix socket under `sockets`, bridged inside by the program `bridge` (local, docker).
+    Socket { bridge: PathBuf, sockets: PathBuf },
+    /// TCP: the proxy listens on `bind` and the workspace is given `advertise` and a credential
+    /// (a Kubernetes pod, whose `NetworkPolicy` lets it reach this address only).
+    Tcp { bind: IpAddr, advertise: IpAddr },
 }
 
 impl std::fmt::Debug for WorkspaceEgress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkspaceEgress")
             .field("policy", &self.policy)
-            .field("bridge", &self.bridge)
+            .field("reach", &self.reach)
             .finish_non_exhaustive()
     }
 }
@@ -46,8 +56,20 @@ impl WorkspaceEgress {
         Self {
             policy,
             resolver: Arc::new(SystemResolver),
-            bridge,
-            sockets,
+            reach: Reach::Socket { bridge, sockets },
+        }
+    }
+
+    /// Workspaces behind `policy` that reach their proxies over TCP (Kubernetes pods): each
+    /// workspace's proxy listens on a port of its own at `bind` and asks every request for a
+    /// fresh credential, which only that workspace is given, with the address `advertise` (the
+    /// worker's pod IP, say: the one the pods' `NetworkPolicy` lets them reach).
+    #[must_use]
+    pub fn over_tcp(policy: EgressPolicy, bind: IpAddr, advertise: IpAddr) -> Self {
+        Self {
+            policy,
+            resolver: Arc::new(SystemResolver),
+            reach: Reach::Tcp { bind, advertise },
         }
     }
 
@@ -61,12 +83,72 @@ impl WorkspaceEgress {
     /// Starts one workspace's proxy, its decisions going to `trace` (refusals only; `None`:
     /// to the worker's log alone).
     pub(crate) fn start(&self, trace: Option<EgressTrace>) -> Result<RunningEgress, DispatchError> {
+        let sink: Arc<dyn EgressSink> = match trace {
+            Some(trace) => Arc::new(trace.spawn()),
+            None => Arc::new(NoSink),
+        };
+        match &self.reach {
+            Reach::Socket { bridge, sockets } => self.start_on_socket(sink, bridge, sockets),
+            Reach::Tcp { bind, advertise } => self.start_on_tcp(sink, *bind, *advertise),
+        }
+    }
+
+    fn proxy(&self, sink: Arc<dyn EgressSink>, config: ProxyConfig) -> Arc<EgressProxy> {
+        Arc::new(EgressProxy::new(
+            self.policy.clone(),
+            Arc::clone(&self.resolver),
+            sink,
+            config,
+        ))
+    }
+
+    fn start_on_tcp(
+        &self,
+        sink: Arc<dyn EgressSink>,
+        bind: IpAddr,
+        advertise: IpAddr,
+    ) -> Result<RunningEgress, DispatchError> {
+        let failed = |what: &str, e: std::io::Error| {
+            DispatchError::failure("WORKSPACE_EGRESS_FAILED", format!("{what}: {e}"))
+        };
+        let credential =
+            ProxyCredential::generate().map_err(|e| failed("making the proxy's credential", e))?;
+        let listener = std::net::TcpListener::bind((bind, 0))
+            .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+            .and_then(tokio::net::TcpListener::from_std)
+            .map_err(|e| failed("listening for the workspace's proxy", e))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| failed("reading the proxy's port", e))?
+            .port();
+        let mut config = ProxyConfig::default();
+        config.credential = Some(credential.clone());
+        let shutdown = CancellationToken::new();
+        tokio::spawn(self.proxy(sink, config).serve(listener, shutdown.clone()));
+        Ok(RunningEgress {
+            attachment: EgressAttachment::Tcp(EgressTcpProxy {
+                host: advertise,
+                port,
+                credential: SecretValue::new(credential.expose()),
+                ca_bundle_pem: None,
+            }),
+            dir: None,
+            shutdown,
+        })
+    }
+
+    fn start_on_socket(
+        &self,
+        sink: Arc<dyn EgressSink>,
+        bridge: &std::path::Path,
+        sockets: &std::path::Path,
+    ) -> Result<RunningEgress, DispatchError> {
         use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
         let failed = |what: &str, e: std::io::Error| {
             DispatchError::failure("WORKSPACE_EGRESS_FAILED", format!("{what}: {e}"))
         };
         let name = format!("egress-{}", uuid::Uuid::now_v7().simple());
-        let dir = self.sockets.join(name);
+        let dir = sockets.join(name);
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o711)
@@ -78,7 +160,7 @@ impl WorkspaceEgress {
         // account that could swap a socket in it could stand in for the proxy.
         let (mine, above) = (
             std::fs::symlink_metadata(&dir),
-            std::fs::symlink_metadata(&self.sockets),
+            std::fs::symlink_metadata(sockets),
         );
         let trusted = matches!((&mine, &above), (Ok(mine), Ok(above))
             if above.is_dir() && above.uid() == mine.uid() && above.mode() & 0o022 == 0);
@@ -88,32 +170,25 @@ impl WorkspaceEgress {
                 "WORKSPACE_EGRESS_FAILED",
                 format!(
                     "the proxies' socket directory {} is not this process's own, or others may write to it",
-                    self.sockets.display()
+                    sockets.display()
                 ),
             ));
         }
         let socket = dir.join("egress.sock");
         let listener = tokio::net::UnixListener::bind(&socket)
             .map_err(|e| failed("listening on the proxy's socket", e))?;
-        let sink: Arc<dyn EgressSink> = match trace {
-            Some(trace) => Arc::new(trace.spawn()),
-            None => Arc::new(NoSink),
-        };
-        let proxy = Arc::new(EgressProxy::new(
-            self.policy.clone(),
-            Arc::clone(&self.resolver),
-            sink,
-            ProxyConfig::default(),
-        ));
         let shutdown = CancellationToken::new();
-        tokio::spawn(proxy.serve_unix(listener, shutdown.clone()));
+        tokio::spawn(
+            self.proxy(sink, ProxyConfig::default())
+                .serve_unix(listener, shutdown.clone()),
+        );
         Ok(RunningEgress {
-            attachment: EgressSocket {
+            attachment: EgressAttachment::Socket(EgressSocket {
                 socket,
-                bridge: self.bridge.clone(),
+                bridge: bridge.to_owned(),
                 ca_bundle: None,
-            },
-            dir,
+            }),
+            dir: Some(dir),
             shutdown,
         })
     }
@@ -129,15 +204,18 @@ impl EgressSink for NoSink {
 /// One workspace's running proxy; it stops, and its socket goes, when this is dropped.
 #[derive(Debug)]
 pub(crate) struct RunningEgress {
-    pub(crate) attachment: EgressSocket,
-    dir: PathBuf,
+    pub(crate) attachment: EgressAttachment,
+    /// The socket's directory (a Unix socket proxy).
+    dir: Option<PathBuf>,
     shutdown: CancellationToken,
 }
 
 impl Drop for RunningEgress {
     fn drop(&mut self) {
         self.shutdown.cancel();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -209,5 +287,106 @@ impl EgressTrace {
             model: None,
             usage: Spend::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+
+    use auto_swe_egress::{EgressPolicy, Rule, StaticResolver};
+    use auto_swe_scanners::UrlPolicy;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+    /// An upstream answering every connection with `200 registry`.
+    async fn registry() -> u16 {
+        let listener = TcpListener::bind((LOOPBACK, 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut head = [0_u8; 4096];
+                let _ = stream.read(&mut head).await;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\nconnection: close\r\n\r\nregistry")
+                    .await;
+            }
+        });
+        port
+    }
+
+    /// One plain request through the proxy at `port`, with `authorization` when given; the
+    /// whole answer.
+    async fn through(port: u16, origin: &str, authorization: Option<&str>) -> String {
+        let mut stream = TcpStream::connect((LOOPBACK, port)).await.unwrap();
+        let credential = authorization
+            .map(|value| format!("proxy-authorization: {value}\r\n"))
+            .unwrap_or_default();
+        let request = format!(
+            "GET http://{origin}/ HTTP/1.1\r\nhost: {origin}\r\n{credential}connection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.unwrap();
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_tcp_proxy_serves_only_the_workspace_holding_its_credential() {
+        let origin = format!("registry.test:{}", registry().await);
+        let mut addresses = UrlPolicy::new();
+        addresses.allow_private_origin(&origin).unwrap();
+        let mut policy = EgressPolicy::deny_all();
+        policy.allow(Rule::parse(&origin).unwrap());
+        let egress =
+            WorkspaceEgress::over_tcp(policy.with_address_policy(addresses), LOOPBACK, LOOPBACK)
+                .with_resolver(Arc::new(
+                    StaticResolver::new().with("registry.test", &[LOOPBACK]),
+                ));
+        let running = egress.start(None).unwrap();
+        let EgressAttachment::Tcp(proxy) = &running.attachment else {
+            panic!(
+                "a TCP proxy's attachment is a TCP one: {:?}",
+                running.attachment
+            );
+        };
+        assert_eq!(proxy.host, LOOPBACK);
+        let basic = |user_and_password: &str| {
+            use base64::Engine as _;
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(user_and_password)
+            )
+        };
+        let right = basic(&format!("auto-swe:{}", proxy.credential.expose()));
+        let answer = through(proxy.port, &origin, Some(&right)).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("registry"), "{answer}");
+        for wrong in [
+            None,
+            Some(basic("auto-swe:another-workspace's")),
+            Some(basic(&format!("Auto-swe:{}", proxy.credential.expose()))),
+        ] {
+            let answer = through(proxy.port, &origin, wrong.as_deref()).await;
+            assert!(answer.starts_with("HTTP/1.1 407"), "{wrong:?}: {answer}");
+        }
+        // A second workspace's proxy has a port and a credential of its own.
+        let other = egress.start(None).unwrap();
+        let EgressAttachment::Tcp(other_proxy) = &other.attachment else {
+            panic!("a TCP attachment");
+        };
+        assert_ne!(other_proxy.port, proxy.port);
+        assert_ne!(other_proxy.credential.expose(), proxy.credential.expose());
+        let answer = through(other_proxy.port, &origin, Some(&right)).await;
+        assert!(answer.starts_with("HTTP/1.1 407"), "{answer}");
+        // Dropped, the proxy stops listening.
+        let port = proxy.port;
+        drop(running);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert!(TcpStream::connect((LOOPBACK, port)).await.is_err());
     }
 }

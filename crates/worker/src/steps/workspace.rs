@@ -106,7 +106,7 @@ impl WorkspaceTemplate {
             Some(egress) => {
                 let running = egress.start(trace)?;
                 spec.network = NetworkMode::Proxy;
-                spec.egress = Some(running.attachment.clone().into());
+                spec.egress = Some(running.attachment.clone());
                 Some(running)
             }
             None => None,
