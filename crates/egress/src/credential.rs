@@ -47,8 +47,12 @@ impl ProxyCredential {
     }
 
     /// Whether `presented` (a `Proxy-Authorization` value) is `Basic` with this credential as
-    /// the password of [`PROXY_USER`]. The pair is compared in constant time.
+    /// the password of [`PROXY_USER`]. The pair is compared in constant time. An empty
+    /// credential admits nothing.
     pub(crate) fn admits(&self, presented: Option<&HeaderValue>) -> bool {
+        if self.0.is_empty() {
+            return false;
+        }
         let Some(value) = presented.and_then(|value| value.to_str().ok()) else {
             return false;
         };
@@ -123,5 +127,7 @@ mod tests {
         assert!(!credential.admits(Some(&basic("other:s3cret"))));
         assert!(!credential.admits(Some(&HeaderValue::from_static("Bearer s3cret"))));
         assert!(!credential.admits(Some(&HeaderValue::from_static("Basic !!!"))));
+        let empty = ProxyCredential::new("");
+        assert!(!empty.admits(Some(&basic("auto-swe:"))));
     }
 }
