@@ -259,6 +259,12 @@ impl HelperScript {
         crate::git::clone_script(request).map(Self)
     }
 
+    /// The hardened clone script for a workspace whose egress proxy adds the token (see
+    /// [`crate::clone_script_at_egress`]).
+    pub fn clone_at_egress(request: &crate::git::CloneRequest) -> Result<Self> {
+        crate::git::clone_script_at_egress(request).map(Self)
+    }
+
     /// A hardened authenticated git call (see [`crate::authed_git_script`]).
     pub fn authed_git(call: &crate::git::AuthedGit) -> Result<Self> {
         crate::git::authed_git_script(call).map(Self)

@@ -384,6 +384,26 @@ pub struct CloneRequest {
 /// The shell script that clones from the clean URL with the header from `$ASW_GIT_AUTH` and
 /// then writes `.git/config` from the allow-list.
 pub fn clone_script(request: &CloneRequest) -> Result<String> {
+    let (clean_url, quoted) = clone_args(request)?;
+    let mut script = String::from(GIT_ENV_PRELUDE);
+    script.push_str(REQUIRE_AUTH_ENV);
+    script.push_str(&authed_git_line(&quoted));
+    script.push_str(&config_rewrite(&request.dest, &clean_url));
+    Ok(script)
+}
+
+/// The shell script that clones with no credential in the workspace at all, then writes
+/// `.git/config` from the allow-list: for a workspace whose egress proxy holds the repository's
+/// token (`auto_swe_egress::GitAccess`) and adds it on the way out. The same hardening as
+/// [`clone_script`]; the workspace's proxy and trust variables are what reach the host.
+pub fn clone_script_at_egress(request: &CloneRequest) -> Result<String> {
+    let (clean_url, quoted) = clone_args(request)?;
+    let clone = format!("git {GIT_HARDENING} {}\n", quoted.join(" "));
+    Ok([GIT_ENV_PRELUDE, &clone, &config_rewrite(&request.dest, &clean_url)].concat())
+}
+
+/// The checked clean URL and the quoted arguments of `git clone` for `request`.
+fn clone_args(request: &CloneRequest) -> Result<(String, Vec<String>)> {
     check_repo_dir(&request.dest)?;
     let clean = split_clone_credential(&request.clean_url)?;
     if clean.auth_header.is_some() {
@@ -404,12 +424,8 @@ pub fn clone_script(request: &CloneRequest) -> Result<String> {
     args.push("--".to_owned());
     args.push(clean.clean_url.clone());
     args.push(request.dest.clone());
-    let quoted: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
-    let mut script = String::from(GIT_ENV_PRELUDE);
-    script.push_str(REQUIRE_AUTH_ENV);
-    script.push_str(&authed_git_line(&quoted));
-    script.push_str(&config_rewrite(&request.dest, &clean.clean_url));
-    Ok(script)
+    let quoted = args.iter().map(|a| shell_quote(a)).collect();
+    Ok((clean.clean_url, quoted))
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ pub use error::{FailureClass, Result, SandboxError, UnsafeArchiveReason};
 pub use git::{
     AuthedGit, CloneRequest, GIT_AUTH_ENV, GIT_REFUSED_STATUS, GitOperation, SplitUrl, StraySweep,
     authed_git_request, authed_git_script, basic_auth_header, bearer_auth_header, clone_script,
-    git_auth_env, split_clone_credential,
+    clone_script_at_egress, git_auth_env, split_clone_credential,
 };
 pub use local::identity::{CREATE_ACCOUNT_COMMAND, HostIdentity, SANDBOX_ACCOUNT, create_account};
 pub use local::{LocalBackend, LocalConfig, WORKSPACE_ID_ENV};

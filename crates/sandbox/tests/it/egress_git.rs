@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use auto_swe_egress::WorkspaceCa;
-use auto_swe_sandbox::{LocalRoot, WorkspaceBackend, WorkspaceSpec};
+use auto_swe_sandbox::{CloneRequest, HelperScript, LocalRoot, WorkspaceBackend, WorkspaceSpec};
 
 use crate::egress::{SocketProxy, proxied, sh, text};
 use crate::harness;
@@ -33,10 +33,17 @@ async fn clone_and_push_with_no_token_inside(backend: &dyn WorkspaceBackend, spe
     let ws = backend.create(&proxied(spec, &proxy)).await.unwrap();
 
     let git = "git -c user.name=agent -c user.email=agent@example.test";
+    // The platform's hardened clone, with no credential in the workspace: the proxy adds it.
+    let clone = HelperScript::clone_at_egress(&CloneRequest {
+        clean_url: format!("https://{origin}/acme/widget.git"),
+        dest: "/workspace/repo".to_owned(),
+        branch: None,
+    })
+    .unwrap();
     let cloned = sh(
         backend,
         &ws,
-        &format!("{git} clone -q https://{origin}/acme/widget.git /workspace/repo && cat /workspace/repo/README.md"),
+        &format!("({}) >&2 && cat /workspace/repo/README.md", clone.text()),
     )
     .await;
     assert_eq!(cloned.status, 0, "{}", text(&cloned.stderr));

@@ -2,7 +2,7 @@
 
 use auto_swe_sandbox::{
     AuthedGit, CloneRequest, GitOperation, StraySweep, authed_git_script, basic_auth_header,
-    clone_script, git_auth_env, split_clone_credential,
+    clone_script, clone_script_at_egress, git_auth_env, split_clone_credential,
 };
 
 #[test]
@@ -66,6 +66,36 @@ fn clone_script_snapshot() {
     })
     .unwrap();
     insta::assert_snapshot!("clone", script);
+}
+
+#[test]
+fn the_clone_at_egress_is_the_hardened_clone_without_a_credential() {
+    let request = CloneRequest {
+        clean_url: "https://git.example.invalid/o/r.git".to_owned(),
+        dest: "/workspace/repo".to_owned(),
+        branch: Some("main".to_owned()),
+    };
+    let at_egress = clone_script_at_egress(&request).unwrap();
+    insta::assert_snapshot!("clone_at_egress", at_egress);
+    assert!(!at_egress.contains("ASW_GIT_AUTH"), "{at_egress}");
+    assert!(!at_egress.contains("extraheader"), "{at_egress}");
+    // Everything else is the credentialed clone's: the same prelude, hardening, arguments
+    // and config rewrite.
+    let credentialed = clone_script(&request).unwrap();
+    for line in at_egress.lines() {
+        let line = line.trim_start_matches("  ");
+        assert!(credentialed.contains(line), "{line}");
+    }
+    // A credential in the URL, a bad destination or a bad branch are refused the same way.
+    let mut with_credential = request.clone();
+    with_credential.clean_url = "https://u:p@git.example.invalid/o/r.git".to_owned();
+    assert!(clone_script_at_egress(&with_credential).is_err());
+    let mut bad_dir = request.clone();
+    bad_dir.dest = "/workspace/../etc".to_owned();
+    assert!(clone_script_at_egress(&bad_dir).is_err());
+    let mut bad_branch = request;
+    bad_branch.branch = Some("--upload-pack=touch /tmp/x".to_owned());
+    assert!(clone_script_at_egress(&bad_branch).is_err());
 }
 
 #[test]
