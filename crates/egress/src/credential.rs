@@ -124,6 +124,9 @@ mod tests {
         assert!(!credential.admits(None));
         assert!(!credential.admits(Some(&basic("auto-swe:s3cre"))));
         assert!(!credential.admits(Some(&basic("auto-swe:s3cret2"))));
+        // Same length, one byte off; two bytes off by the same bits.
+        assert!(!credential.admits(Some(&basic("auto-swe:s3creT"))));
+        assert!(!credential.admits(Some(&basic("auto-swe:r2cret"))));
         assert!(!credential.admits(Some(&basic("other:s3cret"))));
         assert!(!credential.admits(Some(&HeaderValue::from_static("Bearer s3cret"))));
         assert!(!credential.admits(Some(&HeaderValue::from_static("Basic !!!"))));
