@@ -399,7 +399,12 @@ pub fn clone_script(request: &CloneRequest) -> Result<String> {
 pub fn clone_script_at_egress(request: &CloneRequest) -> Result<String> {
     let (clean_url, quoted) = clone_args(request)?;
     let clone = format!("git {GIT_HARDENING} {}\n", quoted.join(" "));
-    Ok([GIT_ENV_PRELUDE, &clone, &config_rewrite(&request.dest, &clean_url)].concat())
+    Ok([
+        GIT_ENV_PRELUDE,
+        &clone,
+        &config_rewrite(&request.dest, &clean_url),
+    ]
+    .concat())
 }
 
 /// The checked clean URL and the quoted arguments of `git clone` for `request`.
