@@ -25,6 +25,7 @@ const KEY: &str = "sk-ant-egress-test-key-0000000000000000";
 #[derive(Debug, Clone)]
 struct Seen {
     path: String,
+    host: Option<String>,
     api_key: Option<String>,
     authorization: Option<String>,
     proxy_header: bool,
@@ -77,6 +78,7 @@ impl Provider {
                                 };
                                 let seen = Seen {
                                     path: request.uri().path().to_owned(),
+                                    host: header("host"),
                                     api_key: header("x-api-key"),
                                     authorization: header("authorization"),
                                     proxy_header: request
@@ -122,8 +124,14 @@ struct Fixture {
 /// A provider, and a proxy holding its key in `header`; `trusted`: whether the proxy trusts
 /// the provider's certificate.
 async fn fixture(header: &str, trusted: bool) -> Fixture {
+    fixture_beside(header, trusted, None).await
+}
+
+/// As [`fixture`], the policy also allowing `models.test` on the port `also`.
+async fn fixture_beside(header: &str, trusted: bool, also: Option<u16>) -> Fixture {
     let provider = Provider::start().await;
     let origin = format!("models.test:{}", provider.port);
+    let other = also.map(|port| format!("models.test:{port}"));
     let ca = Arc::new(WorkspaceCa::generate("test").unwrap());
     let upstream = if trusted {
         UpstreamTrust::Pem(provider.ca_pem.clone())
@@ -141,8 +149,11 @@ async fn fixture(header: &str, trusted: bool) -> Fixture {
         .on_port(provider.port)
         .trusting(upstream);
     let placeholder = key.placeholder().to_owned();
+    let origins: Vec<&str> = std::iter::once(origin.as_str())
+        .chain(other.as_deref())
+        .collect();
     let proxy = Proxy::start_keyed(
-        policy(&[&origin], &[&origin]),
+        policy(&origins, &origins),
         Arc::new(loopback_names(&["models.test"])),
         key,
     )
@@ -163,18 +174,27 @@ impl Fixture {
     /// curl as a harness runs it: through the proxy, trusting the workspace authority, with
     /// `headers` and a JSON body; its output (headers and body) and exit status.
     async fn curl(&self, headers: &[String]) -> (String, bool) {
+        self.curl_to(self.provider.port, &self.ca_file, headers)
+            .await
+    }
+
+    /// curl to `models.test:port`, trusting `roots` only.
+    async fn curl_to(
+        &self,
+        port: u16,
+        roots: &std::path::Path,
+        headers: &[String],
+    ) -> (String, bool) {
         let mut curl = command("curl", self.home.path());
         curl.args(["-sS", "-i", "--proxy-user", "agent:proxy-pass", "-x"])
             .arg(self.proxy.url())
             .arg("--cacert")
-            .arg(&self.ca_file);
+            .arg(roots);
         for header in headers {
             curl.args(["-H", header]);
         }
-        curl.args(["-d", "{\"model\":\"m\"}"]).arg(format!(
-            "https://models.test:{}/v1/messages",
-            self.provider.port
-        ));
+        curl.args(["-d", "{\"model\":\"m\"}"])
+            .arg(format!("https://models.test:{port}/v1/messages"));
         let out = run(curl).await;
         (
             format!("{}{}", text(&out.stdout), text(&out.stderr)),
@@ -195,6 +215,10 @@ async fn the_provider_gets_the_key_the_client_only_ever_had_a_placeholder_for() 
     let seen = fixture.provider.seen();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(seen[0].path, "/v1/messages");
+    assert_eq!(
+        seen[0].host.as_deref(),
+        Some(format!("models.test:{}", fixture.provider.port).as_str())
+    );
     assert_eq!(seen[0].api_key.as_deref(), Some(KEY));
     assert!(!seen[0].proxy_header, "a proxy header reached the provider");
     // The decision names the host and its rule; no decision carries the key.
@@ -268,4 +292,30 @@ async fn a_provider_the_proxy_cannot_verify_never_receives_the_key() {
         "{:?}",
         fixture.proxy.sink.decisions()
     );
+}
+
+#[tokio::test]
+async fn the_same_host_on_another_port_is_tunnelled_untouched_and_never_gets_the_key() {
+    // A second server for the same name on another port, with an authority of its own.
+    let elsewhere = Provider::start().await;
+    let fixture = fixture_beside("x-api-key", true, Some(elsewhere.port)).await;
+    let roots = fixture.home.path().join("elsewhere-ca.pem");
+    std::fs::write(&roots, &elsewhere.ca_pem).unwrap();
+    // Trusting only that server's authority: the handshake succeeds only if the proxy did not
+    // step in, and the placeholder arrives as the client sent it.
+    let (output, ok) = fixture
+        .curl_to(
+            elsewhere.port,
+            &roots,
+            &[format!("x-api-key: {}", fixture.placeholder)],
+        )
+        .await;
+    assert!(ok, "{output}");
+    let seen = elsewhere.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        seen[0].api_key.as_deref(),
+        Some(fixture.placeholder.as_str())
+    );
+    assert!(fixture.provider.seen().is_empty());
 }
