@@ -494,6 +494,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_socket_attachment_needs_a_socket_and_an_executable_bridge() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let socket = dir.path().join("egress.sock");
+        let _listener =
+            std::os::unix::net::UnixListener::bind(&socket).unwrap_or_else(|e| panic!("{e}"));
+        let file = |name: &str, mode: u32| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, "#!/bin/sh\n").unwrap_or_else(|e| panic!("{e}"));
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                .unwrap_or_else(|e| panic!("{e}"));
+            path
+        };
+        let attachment = |bridge: PathBuf| EgressSocket {
+            socket: socket.clone(),
+            bridge,
+            ca_bundle: None,
+        };
+        assert!(attachment(file("bridge", 0o755)).check().is_ok());
+        assert!(attachment(file("owner-only", 0o700)).check().is_ok());
+        let refused = [
+            file("not-executable", 0o644),
+            dir.path().to_owned(),
+            socket.clone(),
+        ];
+        for bridge in refused {
+            let error = attachment(bridge.clone()).check().unwrap_err();
+            assert!(
+                error.to_string().contains("is not an executable file"),
+                "{}: {error}",
+                bridge.display()
+            );
+        }
+    }
+
+    #[test]
     fn the_bridge_line_names_the_paths_it_is_bound_at() {
         assert_eq!(
             START_BRIDGE,
