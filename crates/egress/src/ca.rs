@@ -107,6 +107,14 @@ pub(crate) fn provider() -> rustls::crypto::CryptoProvider {
     rustls::crypto::aws_lc_rs::default_provider()
 }
 
+/// `N` bytes from the provider's secure random source (credentials, placeholders); `None` when
+/// the source fails.
+pub(crate) fn random_bytes<const N: usize>() -> Option<[u8; N]> {
+    let mut bytes = [0_u8; N];
+    provider().secure_random.fill(&mut bytes).ok()?;
+    Some(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use rustls::pki_types::pem::PemObject as _;

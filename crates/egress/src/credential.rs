@@ -24,11 +24,8 @@ impl ProxyCredential {
     /// A fresh credential: 32 random bytes, base64url without padding (43 characters, every
     /// one of them safe in a URL's userinfo).
     pub fn generate() -> std::io::Result<Self> {
-        let mut bytes = [0_u8; CREDENTIAL_BYTES];
-        rustls::crypto::aws_lc_rs::default_provider()
-            .secure_random
-            .fill(&mut bytes)
-            .map_err(|_| std::io::Error::other("the system's random source failed"))?;
+        let bytes = crate::ca::random_bytes::<CREDENTIAL_BYTES>()
+            .ok_or_else(|| std::io::Error::other("the system's random source failed"))?;
         Ok(Self(Arc::from(
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes),
         )))

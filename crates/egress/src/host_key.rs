@@ -77,11 +77,8 @@ impl HostKey {
                 "the key is empty or is not a plain header value".to_owned(),
             ));
         }
-        let mut random = [0_u8; 24];
-        crate::ca::provider()
-            .secure_random
-            .fill(&mut random)
-            .map_err(|_| HostKeyError("no random bytes for the placeholder".to_owned()))?;
+        let random = crate::ca::random_bytes::<24>()
+            .ok_or_else(|| HostKeyError("no random bytes for the placeholder".to_owned()))?;
         let placeholder: String = std::iter::once(PLACEHOLDER_PREFIX.to_owned())
             .chain(random.iter().map(|byte| format!("{byte:02x}")))
             .collect();
