@@ -138,7 +138,8 @@ pub trait EffectHistory: Send + Sync {
 }
 
 /// How the worker ends a run it drove to its end.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RunEnd {
     /// How the run ended.
     pub status: auto_swe_spec::TerminalStatus,

@@ -1,0 +1,136 @@
+//! The run's activities: every effect the interpreter asks for, made on a worker by the same
+//! executors as on the embedded engine (through [`RunEffects`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use auto_swe_interpreter::{CancellationToken, DispatchError, Dispatcher};
+use auto_swe_worker::RunEnd;
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tracing::Instrument;
+
+use crate::wire::{Bookkeeping, BookkeepingReply, StepCall, StepReply};
+
+/// What makes a run's effects on a worker: the host's side of the Temporal engine.
+///
+/// Implementor's contract: `dispatcher` gives the dispatcher whose calls make `run_id`'s
+/// effects (the worker's step executors, for a real host); `finish` records the run's end once
+/// (a second call for an ended run succeeds without writing). Both may be called again for the
+/// same effect when a worker was lost mid-activity, so an implementation makes an effect that
+/// leaves the run (a pull request, a comment) through the outcome ledger, as on the embedded
+/// engine.
+#[async_trait]
+pub trait RunEffects: Send + Sync {
+    /// The dispatcher of `run_id`'s effects.
+    async fn dispatcher(&self, run_id: &str) -> Result<Arc<dyn Dispatcher>, DispatchError>;
+    /// Records the end of `run_id`.
+    async fn finish(&self, run_id: &str, end: &RunEnd) -> Result<(), DispatchError>;
+}
+
+/// The activities a worker registers.
+pub struct RunActivities {
+    effects: Arc<dyn RunEffects>,
+}
+
+impl RunActivities {
+    /// Activities making their effects through `effects`.
+    #[must_use]
+    pub fn new(effects: Arc<dyn RunEffects>) -> Self {
+        Self { effects }
+    }
+}
+
+impl std::fmt::Debug for RunActivities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunActivities").finish_non_exhaustive()
+    }
+}
+
+#[activities]
+impl RunActivities {
+    /// One step or shell dispatch. It heartbeats while the executor works, so a lost worker is
+    /// noticed within the heartbeat timeout, and stops the executor when the run cancels it.
+    #[activity(name = "auto-swe.step")]
+    pub async fn step(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        call: StepCall,
+    ) -> Result<StepReply, ActivityError> {
+        let span = tracing::info_span!(
+            "temporal.step",
+            run_id = %call.run_id,
+            recording_id = %call.dispatch.recording_id,
+            attempt = ctx.info().attempt,
+        );
+        async move {
+            let dispatcher = match self.effects.dispatcher(&call.run_id).await {
+                Ok(dispatcher) => dispatcher,
+                Err(error) => return Ok(Err(error)),
+            };
+            let cancel = CancellationToken::new();
+            let work = async {
+                if call.shell {
+                    dispatcher.dispatch_shell(&call.dispatch, &cancel).await
+                } else {
+                    dispatcher.dispatch_step(&call.dispatch, &cancel).await
+                }
+            };
+            let every = Duration::from_millis(call.heartbeat_every_ms.max(100));
+            let beat = async {
+                loop {
+                    // A heartbeat is how a cancellation reaches the activity.
+                    let _ = ctx.record_heartbeat(()).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(every) => {}
+                        () = ctx.cancelled() => {
+                            cancel.cancel();
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                }
+            };
+            tokio::select! {
+                reply = work => {
+                    if ctx.is_cancelled() && reply.as_ref().is_err_and(DispatchError::is_cancellation) {
+                        return Err(ActivityError::cancelled());
+                    }
+                    Ok(reply)
+                }
+                () = beat => Ok(Err(DispatchError::cancelled("the heartbeat loop ended"))),
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// One bookkeeping effect: a step record, a human step opened or closed, the run's end.
+    #[activity(name = "auto-swe.bookkeeping")]
+    pub async fn bookkeeping(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        effect: Bookkeeping,
+    ) -> Result<BookkeepingReply, ActivityError> {
+        let span = tracing::info_span!("temporal.bookkeeping", run_id = %effect.run_id());
+        async move {
+            if let Bookkeeping::Finish { run_id, end } = &effect {
+                return Ok(self.effects.finish(run_id, end).await);
+            }
+            let dispatcher = match self.effects.dispatcher(effect.run_id()).await {
+                Ok(dispatcher) => dispatcher,
+                Err(error) => return Ok(Err(error)),
+            };
+            Ok(match &effect {
+                Bookkeeping::Record { record, .. } => dispatcher.record_step(record).await,
+                Bookkeeping::Notify { notice, .. } => dispatcher.notify_human_step(notice).await,
+                Bookkeeping::Resolve { resolution, .. } => {
+                    dispatcher.resolve_human_step(resolution).await
+                }
+                Bookkeeping::Finish { .. } => Ok(()),
+            })
+        }
+        .instrument(span)
+        .await
+    }
+}

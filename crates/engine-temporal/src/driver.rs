@@ -1,0 +1,366 @@
+//! The workflow's side of the bridge: runs the interpreter inside the workflow's task and turns
+//! each of its calls into Temporal commands.
+//!
+//! The interpreter's futures are woken by its own channels, which Temporal's executor neither
+//! knows nor re-polls for (and its non-determinism detector would flag them). So the driver is a
+//! small executor of its own: it polls the interpreter with a waker that only raises a flag,
+//! starts a command for every new call, polls the commands' futures with the workflow's context,
+//! answers the calls whose command finished, and repeats until a pass changes nothing. Every
+//! decision depends only on the history and the order calls were made, so a replay makes the
+//! same commands in the same order.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use auto_swe_interpreter::{
+    CancellationToken, DispatchError, RunOptions, RunOutcome, SignalWake, run_spec,
+};
+use auto_swe_spec::WorkflowSpec;
+use serde_json::Value;
+use temporalio_common::protos::temporal::api::common::v1::RetryPolicy;
+use temporalio_sdk::{
+    ActivityExecutionError, ActivityOptions, CancellableFuture, TimerResult,
+    WorkflowCancellationToken, WorkflowContext,
+};
+use tokio::sync::oneshot;
+
+use crate::activities::RunActivities;
+use crate::dispatcher::{Call, Shared, WorkflowDispatcher};
+use crate::wire::{ActivityLimits, Bookkeeping, BookkeepingReply, StepCall, StepReply};
+use crate::workflow::RunWorkflow;
+
+/// Raised when something the interpreter awaits is ready.
+#[derive(Default)]
+struct Flag(AtomicBool);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+type StepFuture<'a> =
+    Pin<Box<dyn CancellableFuture<Output = Result<StepReply, ActivityExecutionError>> + 'a>>;
+type BookFuture<'a> =
+    Pin<Box<dyn CancellableFuture<Output = Result<BookkeepingReply, ActivityExecutionError>> + 'a>>;
+type TimerFuture<'a> = Pin<Box<dyn CancellableFuture<Output = TimerResult> + 'a>>;
+
+/// A call whose command is under way.
+enum Pending<'a> {
+    Step {
+        future: StepFuture<'a>,
+        cancel: CancellationToken,
+        reply: Option<oneshot::Sender<StepReply>>,
+    },
+    Book {
+        future: BookFuture<'a>,
+        reply: Option<oneshot::Sender<BookkeepingReply>>,
+    },
+    Wait {
+        name: String,
+        seen: u64,
+        timer: Option<TimerFuture<'a>>,
+        abandoned: CancellationToken,
+        reply: Option<oneshot::Sender<Result<SignalWake, DispatchError>>>,
+    },
+}
+
+/// Runs `spec` to its end inside the workflow.
+pub(crate) async fn drive(
+    ctx: &WorkflowContext<RunWorkflow>,
+    spec: &WorkflowSpec,
+    input: Value,
+    shared: Arc<Shared>,
+    limits: ActivityLimits,
+) -> RunOutcome {
+    let dispatcher = WorkflowDispatcher::new(Arc::clone(&shared));
+    let run_token = CancellationToken::new();
+    let options = RunOptions::default().with_cancellation(run_token.clone());
+    let mut walk = pin!(run_spec(spec, input, &dispatcher, options));
+    let mut outcome = None;
+    let flag = Arc::new(Flag::default());
+    let inner = Waker::from(Arc::clone(&flag));
+    let mut pending: Vec<Pending<'_>> = Vec::new();
+    let mut cancelled = pin!(ctx.cancelled());
+    let mut cancel_seen = false;
+    let mut ids = ActivityIds::default();
+    std::future::poll_fn(move |cx| {
+        loop {
+            flag.0.store(false, Ordering::Release);
+            shared.set_now_ms(workflow_now_ms(ctx));
+            if outcome.is_none()
+                && let Poll::Ready(done) = walk.as_mut().poll(&mut Context::from_waker(&inner))
+            {
+                outcome = Some(done);
+            }
+            let mut progressed = false;
+            if !cancel_seen && cancelled.as_mut().poll(cx).is_ready() {
+                cancel_seen = true;
+                run_token.cancel();
+                progressed = true;
+            }
+            for call in shared.take_calls() {
+                if let Some(started) = start(ctx, call, limits, &mut ids) {
+                    pending.push(started);
+                }
+                progressed = true;
+            }
+            let before = pending.len();
+            pending.retain_mut(|call| !advance(ctx, call, cx));
+            progressed |= pending.len() != before;
+            if !progressed && !flag.0.load(Ordering::Acquire) {
+                break;
+            }
+        }
+        if pending.is_empty()
+            && let Some(done) = outcome.take()
+        {
+            return Poll::Ready(done);
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// The workflow's time in milliseconds since the epoch (0 before the first activation).
+fn workflow_now_ms(ctx: &WorkflowContext<RunWorkflow>) -> u64 {
+    ctx.workflow_time()
+        .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+/// Activity ids: the recording id, with the call's occurrence after it from the second on (an
+/// `onFail` retry dispatches the same recording id again).
+#[derive(Default)]
+struct ActivityIds(BTreeMap<String, u32>);
+
+impl ActivityIds {
+    fn next(&mut self, base: String) -> String {
+        let seen = self.0.entry(base.clone()).or_insert(0);
+        *seen += 1;
+        if *seen == 1 {
+            base
+        } else {
+            format!("{base}~{seen}")
+        }
+    }
+}
+
+fn retry(attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        maximum_attempts: i32::try_from(attempts).unwrap_or(i32::MAX),
+        ..RetryPolicy::default()
+    }
+}
+
+/// Starts the command for `call`; `None` when it was answered at once.
+fn start<'a>(
+    ctx: &'a WorkflowContext<RunWorkflow>,
+    call: Call,
+    limits: ActivityLimits,
+    ids: &mut ActivityIds,
+) -> Option<Pending<'a>> {
+    match call {
+        Call::Step {
+            dispatch,
+            shell,
+            cancel,
+            reply,
+        } => {
+            let id = ids.next(dispatch.recording_id.clone());
+            let heartbeat = Duration::from_secs(limits.heartbeat_timeout_secs.max(1));
+            let options = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(
+                limits.step_timeout_secs.max(1),
+            ))
+            .activity_id(id)
+            .heartbeat_timeout(heartbeat)
+            .retry_policy(retry(limits.step_attempts))
+            // Stopped through the run's own token (so the interpreter sees the
+            // cancellation where it happens), never by the workflow's.
+            .cancellation_token(WorkflowCancellationToken::new())
+            .build();
+            let heartbeat_every_ms = u64::try_from(heartbeat.as_millis() / 4).unwrap_or(1000);
+            let call = StepCall {
+                run_id: ctx_run_id(ctx),
+                shell,
+                dispatch,
+                heartbeat_every_ms: heartbeat_every_ms.max(100),
+            };
+            let future = ctx.execute_activity(RunActivities::step, call, options);
+            Some(Pending::Step {
+                future: Box::pin(future),
+                cancel,
+                reply: Some(reply),
+            })
+        }
+        Call::Book { effect, reply } => {
+            let future = book(ctx, effect, limits, ids);
+            Some(Pending::Book {
+                future,
+                reply: Some(reply),
+            })
+        }
+        Call::Wait {
+            wait,
+            abandoned,
+            reply,
+        } => {
+            if abandoned.is_cancelled() {
+                let _ = reply.send(Ok(SignalWake::Abandoned));
+                return None;
+            }
+            if let Some(payload) = ctx.state_mut(|state| state.take(&wait.name)) {
+                let _ = reply.send(Ok(SignalWake::Delivered { payload }));
+                return None;
+            }
+            let seen = ctx.state(|state| state.deliveries(&wait.name));
+            let timer = wait.timeout_ms.map(|ms| {
+                let timer: TimerFuture<'_> = Box::pin(ctx.timer(Duration::from_millis(ms)));
+                timer
+            });
+            Some(Pending::Wait {
+                name: wait.name,
+                seen,
+                timer,
+                abandoned,
+                reply: Some(reply),
+            })
+        }
+    }
+}
+
+fn ctx_run_id(ctx: &WorkflowContext<RunWorkflow>) -> String {
+    ctx.workflow_id().to_owned()
+}
+
+/// Schedules a bookkeeping activity; it runs whether or not the workflow is being cancelled (a
+/// cancelled run still records its steps and its end).
+fn book<'a>(
+    ctx: &'a WorkflowContext<RunWorkflow>,
+    effect: Bookkeeping,
+    limits: ActivityLimits,
+    ids: &mut ActivityIds,
+) -> BookFuture<'a> {
+    let (prefix, recording) = match &effect {
+        Bookkeeping::Record { record, .. } => ("record", record.recording_id.as_str()),
+        Bookkeeping::Notify { notice, .. } => ("notify", notice.recording_id.as_str()),
+        Bookkeeping::Resolve { resolution, .. } => ("resolve", resolution.recording_id.as_str()),
+        Bookkeeping::Finish { .. } => ("finish", "run"),
+    };
+    let id = ids.next(format!("{prefix}:{recording}"));
+    let options = ActivityOptions::with_start_to_close_timeout(Duration::from_mins(1))
+        .activity_id(id)
+        .retry_policy(retry(limits.bookkeeping_attempts))
+        .cancellation_token(WorkflowCancellationToken::new())
+        .build();
+    Box::pin(ctx.execute_activity(RunActivities::bookkeeping, effect, options))
+}
+
+/// Runs the end's bookkeeping: the last command of every run.
+pub(crate) async fn finish(
+    ctx: &WorkflowContext<RunWorkflow>,
+    effect: Bookkeeping,
+    limits: ActivityLimits,
+) -> Result<BookkeepingReply, ActivityExecutionError> {
+    book(ctx, effect, limits, &mut ActivityIds::default()).await
+}
+
+/// An activity that failed as an activity (its attempts ran out, it timed out, it was
+/// cancelled) rather than through its executor.
+fn activity_failure(error: &ActivityExecutionError) -> DispatchError {
+    match error {
+        ActivityExecutionError::Cancelled(_) => {
+            DispatchError::cancelled("the activity was cancelled")
+        }
+        other => DispatchError::failure("ENGINE_ACTIVITY_FAILED", other.to_string()),
+    }
+}
+
+/// Advances one call; `true` when it is done.
+fn advance(
+    ctx: &WorkflowContext<RunWorkflow>,
+    call: &mut Pending<'_>,
+    cx: &mut Context<'_>,
+) -> bool {
+    match call {
+        Pending::Step {
+            future,
+            cancel,
+            reply,
+        } => {
+            if reply.is_some() && cancel.is_cancelled() {
+                future.cancel();
+                if let Some(reply) = reply.take() {
+                    let _ = reply.send(Err(DispatchError::cancelled("the step was cancelled")));
+                }
+            }
+            match future.as_mut().poll(cx) {
+                Poll::Ready(done) => {
+                    if let Some(reply) = reply.take() {
+                        let _ =
+                            reply.send(done.unwrap_or_else(|error| Err(activity_failure(&error))));
+                    }
+                    true
+                }
+                Poll::Pending => false,
+            }
+        }
+        Pending::Book { future, reply } => match future.as_mut().poll(cx) {
+            Poll::Ready(done) => {
+                if let Some(reply) = reply.take() {
+                    let answer = done.unwrap_or_else(|error| {
+                        let mut failure = activity_failure(&error);
+                        failure.non_retryable = true;
+                        Err(failure)
+                    });
+                    let _ = reply.send(answer);
+                }
+                true
+            }
+            Poll::Pending => false,
+        },
+        Pending::Wait {
+            name,
+            seen,
+            timer,
+            abandoned,
+            reply,
+        } => {
+            let wake = if abandoned.is_cancelled() {
+                Some(SignalWake::Abandoned)
+            } else if ctx.state(|state| state.deliveries(name)) > *seen {
+                Some(match ctx.state_mut(|state| state.take(name)) {
+                    Some(payload) => SignalWake::Delivered { payload },
+                    None => SignalWake::SlotEmpty,
+                })
+            } else if let Some(timer) = timer.as_mut()
+                && timer.as_mut().poll(cx).is_ready()
+            {
+                Some(SignalWake::TimedOut)
+            } else {
+                None
+            };
+            let Some(wake) = wake else { return false };
+            if !matches!(wake, SignalWake::TimedOut)
+                && let Some(timer) = timer.take()
+            {
+                timer.cancel();
+            }
+            if let Some(reply) = reply.take() {
+                let _ = reply.send(Ok(wake));
+            }
+            true
+        }
+    }
+}

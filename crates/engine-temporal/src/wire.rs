@@ -1,0 +1,139 @@
+//! What crosses the Temporal boundary: a run workflow's start and end, a signal delivery, and
+//! each activity's call and reply. Every type is plain JSON through Temporal's default converter,
+//! so a history exported from a server reads as the run's effects.
+
+use auto_swe_interpreter::{
+    DispatchError, HumanStepNotice, HumanStepResolution, StepDispatch, StepRecord,
+};
+use auto_swe_worker::RunEnd;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The workflow type every run is started as.
+pub const RUN_WORKFLOW: &str = "auto-swe.run";
+/// The one signal a run workflow takes: a payload for a named slot.
+pub const SIGNAL: &str = "auto-swe.signal";
+
+/// How a run workflow starts: the run, its frozen spec and its input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStart {
+    /// The run (also the workflow id).
+    pub run_id: String,
+    /// The spec frozen when the run was launched.
+    pub spec: Value,
+    /// The run's input.
+    pub input: Value,
+    /// The activities' time limits and attempts, fixed for the life of the run.
+    #[serde(default)]
+    pub limits: ActivityLimits,
+}
+
+/// Time limits and attempts of a run's activities. They travel in the workflow's input, so a
+/// run replays with the limits it started with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivityLimits {
+    /// Outer bound of one attempt of a step or shell activity, in seconds. The step executor's
+    /// own time limit (ten minutes, thirty for the implementer family) stops it well before.
+    pub step_timeout_secs: u64,
+    /// A step or shell activity that has not heartbeated for this long, in seconds, is taken for
+    /// lost (its worker died) and tried again.
+    pub heartbeat_timeout_secs: u64,
+    /// Attempts of a step or shell activity whose worker was lost (the seeds' implementer
+    /// limits: two). A failure the executor reports goes back to the interpreter instead.
+    pub step_attempts: u32,
+    /// Attempts of a bookkeeping activity (records, human steps, the end).
+    pub bookkeeping_attempts: u32,
+}
+
+impl Default for ActivityLimits {
+    fn default() -> Self {
+        Self {
+            step_timeout_secs: 2 * 60 * 60,
+            heartbeat_timeout_secs: 60,
+            step_attempts: 2,
+            bookkeeping_attempts: 5,
+        }
+    }
+}
+
+/// A payload sent to a run's named slot (a `signal` node's name or a human node's `hitl_…`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignalDelivery {
+    /// The slot.
+    pub name: String,
+    /// The payload.
+    pub payload: Value,
+}
+
+/// One step or shell dispatch, made by an activity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepCall {
+    /// The run.
+    pub run_id: String,
+    /// A `shell` node rather than a step-like one.
+    pub shell: bool,
+    /// The dispatch.
+    pub dispatch: StepDispatch,
+    /// How often the activity heartbeats, in milliseconds.
+    pub heartbeat_every_ms: u64,
+}
+
+/// A bookkeeping effect, made by an activity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "effect")]
+#[non_exhaustive]
+pub enum Bookkeeping {
+    /// A step record.
+    Record {
+        /// The run.
+        run_id: String,
+        /// The record.
+        record: StepRecord,
+    },
+    /// A human step opened.
+    Notify {
+        /// The run.
+        run_id: String,
+        /// The notice.
+        notice: HumanStepNotice,
+    },
+    /// A human step closed.
+    Resolve {
+        /// The run.
+        run_id: String,
+        /// The resolution.
+        resolution: HumanStepResolution,
+    },
+    /// The run's end.
+    Finish {
+        /// The run.
+        run_id: String,
+        /// How it ended.
+        end: RunEnd,
+    },
+}
+
+impl Bookkeeping {
+    /// The run the effect belongs to.
+    #[must_use]
+    pub fn run_id(&self) -> &str {
+        match self {
+            Self::Record { run_id, .. }
+            | Self::Notify { run_id, .. }
+            | Self::Resolve { run_id, .. }
+            | Self::Finish { run_id, .. } => run_id,
+        }
+    }
+}
+
+/// What a step activity answers: the executor's own result, failure included. A failure the
+/// executor reports is the interpreter's to handle (its retry policy), exactly as on the
+/// embedded engine; only a lost worker is retried by Temporal.
+pub type StepReply = Result<Value, DispatchError>;
+
+/// What a bookkeeping activity answers.
+pub type BookkeepingReply = Result<(), DispatchError>;

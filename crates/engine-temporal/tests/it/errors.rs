@@ -1,0 +1,61 @@
+//! Bad input: an unreachable frontend, a namespace that does not exist, a run that does not.
+
+use auto_swe_engine_temporal::{TemporalEngine, TemporalError, TemporalSettings};
+use serde_json::json;
+
+use crate::support::{Cluster, Steps, run_id, spec, temporal_address};
+
+#[tokio::test]
+async fn an_unreachable_frontend_is_engine_unavailable_naming_the_address() {
+    // Port 1 on loopback: nothing listens there.
+    let error = TemporalEngine::connect(TemporalSettings::new("127.0.0.1:1"))
+        .await
+        .expect_err("nothing answers on port 1");
+    assert_eq!(error.code(), "ENGINE_UNAVAILABLE", "{error}");
+    assert!(error.to_string().contains("127.0.0.1:1"), "{error}");
+}
+
+#[tokio::test]
+async fn a_namespace_that_does_not_exist_is_refused_at_connect() {
+    let Some(address) = temporal_address() else {
+        return;
+    };
+    let settings = TemporalSettings::new(address).with_namespace("no-such-namespace-auto-swe");
+    let error = TemporalEngine::connect(settings)
+        .await
+        .expect_err("no such namespace");
+    assert!(
+        matches!(error, TemporalError::NamespaceNotFound { .. }),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_for_an_unknown_run_and_a_second_launch_are_refused() {
+    let Some(address) = temporal_address() else {
+        return;
+    };
+    let cluster = Cluster::start(&address, "refusals", Steps::default()).await;
+    let error = cluster
+        .engine
+        .signal(&run_id("never-started"), "go", json!(1))
+        .await
+        .expect_err("no such run");
+    assert_eq!(error.code(), "RUN_NOT_FOUND", "{error}");
+
+    let run = run_id("twice");
+    let spec = spec("a", &json!([{"id": "a", "type": "step", "step": "work"}]));
+    cluster
+        .engine
+        .launch(&run, spec.clone(), json!({}))
+        .await
+        .expect("the first launch");
+    let again = cluster
+        .engine
+        .launch(&run, spec, json!({}))
+        .await
+        .expect_err("a second launch");
+    assert_eq!(again.code(), "RUN_ALREADY_STARTED", "{again}");
+    cluster.end(&run).await;
+    assert_eq!(cluster.effects.ends(&run).len(), 1);
+}
