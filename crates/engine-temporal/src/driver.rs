@@ -24,7 +24,7 @@ use auto_swe_spec::WorkflowSpec;
 use serde_json::Value;
 use temporalio_common::protos::temporal::api::common::v1::RetryPolicy;
 use temporalio_sdk::{
-    ActivityExecutionError, ActivityOptions, CancellableFuture, TimerResult,
+    ActivityExecutionError, ActivityOptions, CancellableFuture, LocalActivityOptions, TimerResult,
     WorkflowCancellationToken, WorkflowContext,
 };
 use tokio::sync::oneshot;
@@ -259,12 +259,24 @@ fn book<'a>(
         Bookkeeping::Finish { .. } => ("finish", "run"),
     };
     let id = ids.next(format!("{prefix}:{recording}"));
-    let options = ActivityOptions::with_start_to_close_timeout(Duration::from_mins(1))
+    if matches!(effect, Bookkeeping::Finish { .. }) {
+        let options = ActivityOptions::with_start_to_close_timeout(Duration::from_mins(1))
+            .activity_id(id)
+            .retry_policy(retry(limits.bookkeeping_attempts))
+            .cancellation_token(WorkflowCancellationToken::new())
+            .build();
+        return Box::pin(ctx.execute_activity(RunActivities::bookkeeping, effect, options));
+    }
+    // A record or a human step is one short write: it runs as a local activity, inside the
+    // workflow task that asked for it, which spares the run a round trip through the server per
+    // node (its result is still a marker in the history, so a replay does not write again).
+    let options = LocalActivityOptions::builder()
         .activity_id(id)
-        .retry_policy(retry(limits.bookkeeping_attempts))
+        .retry_policy(retry(limits.bookkeeping_attempts).into())
+        .start_to_close_timeout(Duration::from_mins(1))
         .cancellation_token(WorkflowCancellationToken::new())
         .build();
-    Box::pin(ctx.execute_activity(RunActivities::bookkeeping, effect, options))
+    Box::pin(ctx.execute_local_activity(RunActivities::bookkeeping, effect, options))
 }
 
 /// Runs the end's bookkeeping: the last command of every run.
