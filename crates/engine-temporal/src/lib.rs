@@ -24,6 +24,7 @@ mod driver;
 mod error;
 mod replay;
 mod settings;
+mod store_effects;
 mod wire;
 mod worker;
 #[expect(
@@ -37,6 +38,7 @@ pub use client::{RunState, TemporalEngine};
 pub use error::TemporalError;
 pub use replay::replay_history;
 pub use settings::{TemporalSettings, TemporalTls};
+pub use store_effects::{StoreEffects, TEMPORAL_LEASE_HOLDER};
 pub use wire::{
     ActivityLimits, Bookkeeping, BookkeepingReply, RUN_WORKFLOW, RunStart, SIGNAL, SignalDelivery,
     StepCall, StepReply,

@@ -10,4 +10,5 @@ mod crash;
 mod errors;
 mod replay;
 mod signals;
+mod store;
 mod support;

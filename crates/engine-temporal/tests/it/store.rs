@@ -1,0 +1,269 @@
+//! Runs on Temporal with their rows in the store: the worker's own executors make the steps (a
+//! shell node in a real `local` workspace), record them under the run's fenced lease and end the
+//! run row, as on the embedded engine.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use auto_swe_agents::StaticPatterns;
+use auto_swe_engine_temporal::{
+    RunEffects, StoreEffects, TEMPORAL_LEASE_HOLDER, TemporalEngine, TemporalSettings,
+};
+use auto_swe_interpreter::{DispatchError, StepRecord};
+use auto_swe_models::{ModelClient, PriceCatalog, Tier};
+use auto_swe_sandbox::{LocalBackend, LocalConfig, LocalRoot, ResourceLimits};
+use auto_swe_spec::TerminalStatus;
+use auto_swe_store::{Keyring, NewRun, NewRunInput, QueueState, RunStatus, Store, StoreConfig};
+use auto_swe_worker::local_git::LocalGit;
+use auto_swe_worker::{LocalScm, ModelRouter, StepEffects, WorkerServices, WorkspaceTemplate};
+use serde_json::json;
+
+use crate::support::{WorkerThread, quick_limits, spec, task_queue, temporal_address};
+
+/// No agent runs in these tests: any model asked for is refused.
+#[derive(Debug)]
+struct NoModels;
+
+impl ModelRouter for NoModels {
+    fn client(&self, agent_key: &str) -> Result<Arc<dyn ModelClient>, DispatchError> {
+        Err(DispatchError::non_retryable(
+            "NO_MODEL",
+            format!("no model for {agent_key}"),
+        ))
+    }
+}
+
+/// A `local` backend, or `None` when bubblewrap is missing (a failure under
+/// `AUTO_SWE_REQUIRE_BWRAP=1`).
+fn backend(state: &std::path::Path) -> Option<(LocalBackend, LocalRoot)> {
+    let root = std::env::var("AUTO_SWE_ROOTFS")
+        .ok()
+        .filter(|r| !r.is_empty())
+        .map_or(LocalRoot::HostSystem, |r| LocalRoot::Rootfs(r.into()));
+    let mut config = LocalConfig::new(root.clone());
+    config.state_dir = state.to_path_buf();
+    match LocalBackend::new(config) {
+        Ok(backend) => Some((backend, root)),
+        Err(error) => {
+            assert!(
+                std::env::var("AUTO_SWE_REQUIRE_BWRAP").as_deref() != Ok("1"),
+                "bubblewrap required: {error}"
+            );
+            eprintln!("skipped: {error}");
+            None
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_temporal_keeps_its_row_steps_and_end_in_the_store() {
+    let Some(address) = temporal_address() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let Some((backend, root)) = backend(&dir.path().join("sandbox")) else {
+        return;
+    };
+    let store = sqlite(dir.path()).await;
+    let services = services(&store, dir.path(), backend, root);
+    let effects = Arc::new(StoreEffects::new(
+        store.clone(),
+        Arc::new(StepEffects::new(services)),
+        Duration::from_secs(30),
+    ));
+
+    let queue = task_queue("store");
+    let settings = TemporalSettings::new(address).with_task_queue(queue);
+    let engine = TemporalEngine::connect(settings.clone())
+        .await
+        .expect("the dev server answers")
+        .with_limits(quick_limits());
+    let _worker = WorkerThread::start(settings, Arc::clone(&effects) as Arc<dyn RunEffects>);
+
+    // The host records the run as for any engine, then starts it on Temporal instead of
+    // queueing it.
+    let spec = spec(
+        "hello",
+        &json!([
+            {"id": "hello", "type": "shell", "image": "unused",
+             "command": ["sh", "-c", "echo hello from $0", "temporal"], "next": "done"},
+            {"id": "done", "type": "terminate", "status": "SUCCESS",
+             "result": {"said": "$.nodes.hello.output"}}
+        ]),
+    );
+    let (input, _) = store
+        .submit_run_input(NewRunInput::new("store-test", json!({})))
+        .await
+        .expect("the input is stored");
+    let run = store
+        .create_run(NewRun::new(spec.clone()).with_run_input(&input.id))
+        .await
+        .expect("the run is recorded");
+    engine
+        .launch(&run.id, spec, json!({}))
+        .await
+        .expect("the run starts");
+    let end = tokio::time::timeout(Duration::from_mins(2), engine.wait_for_end(&run.id))
+        .await
+        .expect("the run ends")
+        .expect("its result reads");
+    assert_eq!(end.status, TerminalStatus::Success, "{end:?}");
+
+    let row = store.get_run(&run.id).await.expect("the run reads");
+    assert_eq!(row.status, RunStatus::Ended(TerminalStatus::Success));
+    let result = store
+        .run_result(&run.id)
+        .await
+        .expect("the result reads")
+        .expect("a result is stored");
+    assert_eq!(
+        result["result"]["said"]["stdout"],
+        json!("hello from temporal\n"),
+        "{result}"
+    );
+    assert_eq!(result["result"]["said"]["exitCode"], json!(0), "{result}");
+    let steps = store.list_steps(&run.id).await.expect("the steps read");
+    assert!(
+        steps.iter().any(|step| step.recording_id == "hello"),
+        "the shell node's record is in the store: {steps:?}"
+    );
+    // The end was written through the fenced finalize, which takes the run out of the queue:
+    // no embedded worker can claim it.
+    let state = store
+        .queue_state(&run.id)
+        .await
+        .expect("the queue state reads");
+    assert_eq!(state, Some(QueueState::Done));
+    let claimed = store
+        .claim_run(&run.id, TEMPORAL_LEASE_HOLDER, Duration::from_secs(5))
+        .await;
+    assert_eq!(claimed.expect_err("an ended run").code(), "RUN_ENDED");
+}
+
+async fn sqlite(dir: &std::path::Path) -> Store {
+    let url = format!("sqlite://{}", dir.join("store.db").display());
+    Store::open(StoreConfig::new(url, Keyring::generate()))
+        .await
+        .expect("the store opens")
+}
+
+/// The worker's services over `store`, with a `local` workspace backend and no models.
+fn services(
+    store: &Store,
+    dir: &std::path::Path,
+    backend: LocalBackend,
+    root: LocalRoot,
+) -> Arc<WorkerServices> {
+    let git = LocalGit::new();
+    Arc::new(WorkerServices {
+        store: store.clone(),
+        workspaces: WorkspaceTemplate::new(
+            Arc::new(backend),
+            "unused".to_owned(),
+            root,
+            ResourceLimits::new(512 * 1024 * 1024, 1_000_000_000, 256),
+        ),
+        models: Arc::new(NoModels),
+        prices: PriceCatalog::builtin(),
+        scm: Arc::new(LocalScm::new(store.clone(), git.clone(), dir.join("repos"))),
+        patterns: Arc::new(StaticPatterns::builtin()),
+        git,
+        tier: Tier::Standard,
+    })
+}
+
+async fn recorded_run(store: &Store) -> String {
+    let spec = spec("a", &json!([{"id": "a", "type": "step", "step": "work"}]));
+    store
+        .create_run(NewRun::new(spec))
+        .await
+        .expect("the run is recorded")
+        .id
+}
+
+fn record(recording_id: &str) -> StepRecord {
+    serde_json::from_value(json!({
+        "recordingId": recording_id, "specNodeId": recording_id, "nodeType": "step",
+        "status": "COMPLETED", "attempt": 1
+    }))
+    .expect("a step record")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_an_embedded_worker_holds_is_not_made_by_temporal_workers() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let Some((backend, root)) = backend(&dir.path().join("sandbox")) else {
+        return;
+    };
+    let store = sqlite(dir.path()).await;
+    let services = services(&store, dir.path(), backend, root);
+    let effects = StoreEffects::new(
+        store.clone(),
+        Arc::new(StepEffects::new(services)),
+        Duration::from_secs(30),
+    );
+    let run = recorded_run(&store).await;
+    store
+        .claim_run(&run, "embedded-worker", Duration::from_secs(30))
+        .await
+        .expect("an embedded worker claims it");
+    let Err(refused) = effects.dispatcher(&run).await else {
+        panic!("a Temporal worker made effects under an embedded worker's lease");
+    };
+    assert_eq!(refused.code, "LEASE_LOST", "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_workers_dispatcher_writes_nothing_once_the_lapsed_lease_is_taken_again() {
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let Some((backend, root)) = backend(&dir.path().join("sandbox")) else {
+        return;
+    };
+    let store = sqlite(dir.path()).await;
+    let services = services(&store, dir.path(), backend, root);
+    let factory = Arc::new(StepEffects::new(services));
+    let run = recorded_run(&store).await;
+
+    // A worker takes the run's lease, writes, and dies (its effects are dropped, its lease
+    // lapses); its dispatcher lives on, as in a process that is only paused.
+    let dying = StoreEffects::new(store.clone(), factory.clone(), Duration::from_secs(1));
+    let zombie = dying
+        .dispatcher(&run)
+        .await
+        .expect("the first worker holds the run");
+    zombie
+        .record_step(&record("before"))
+        .await
+        .expect("a write under a live lease");
+    drop(dying);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+
+    // Another worker takes the lapsed lease with the next epoch.
+    let living = StoreEffects::new(store.clone(), factory, Duration::from_secs(30));
+    let current = living
+        .dispatcher(&run)
+        .await
+        .expect("the lapsed lease is taken again");
+    current
+        .record_step(&record("after"))
+        .await
+        .expect("a write under the new lease");
+
+    let refused = zombie
+        .record_step(&record("zombie"))
+        .await
+        .expect_err("the dead worker's write is fenced out");
+    assert_eq!(refused.code, "LEASE_LOST", "{refused}");
+    let steps: Vec<String> = store
+        .list_steps(&run)
+        .await
+        .expect("the steps read")
+        .into_iter()
+        .map(|step| step.recording_id)
+        .collect();
+    assert!(
+        steps.contains(&"before".to_owned()) && steps.contains(&"after".to_owned()),
+        "{steps:?}"
+    );
+    assert!(!steps.contains(&"zombie".to_owned()), "{steps:?}");
+}
