@@ -83,8 +83,8 @@ async fn a_history_whose_spec_was_changed_diverges_naming_the_recording_id() {
     assert_eq!(recording_id.as_deref(), Some("start"), "{error}");
 }
 
-/// Records the fixture from a live run: `AUTO_SWE_RECORD_HISTORY=1 cargo test -p
-/// auto-swe-engine-temporal -- record_the_fixture --ignored`.
+/// Records the fixture from a live run: `cargo test -p auto-swe-engine-temporal --test it --
+/// record_the_fixture --ignored`, with a dev server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "writes the replay fixture; run by hand when the workflow changes on purpose"]
 async fn record_the_fixture() {
