@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use auto_swe_interpreter::{CancellationToken, DispatchError, Dispatcher};
+use auto_swe_interpreter::{CancellationToken, DispatchError, Dispatcher, SignalWait};
 use auto_swe_worker::RunEnd;
+use serde_json::Value;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use tracing::Instrument;
 
-use crate::wire::{Bookkeeping, BookkeepingReply, StepCall, StepReply};
+use crate::wire::{AnswerCall, Bookkeeping, BookkeepingReply, StepCall, StepReply};
 
 /// What makes a run's effects on a worker: the host's side of the Temporal engine.
 ///
@@ -27,6 +28,19 @@ pub trait RunEffects: Send + Sync {
     async fn dispatcher(&self, run_id: &str) -> Result<Arc<dyn Dispatcher>, DispatchError>;
     /// Records the end of `run_id`.
     async fn finish(&self, run_id: &str, end: &RunEnd) -> Result<(), DispatchError>;
+    /// What a human node's wait delivers, from the `payload` that woke it. The wake-up is a
+    /// signal anyone able to reach the cluster may send, so a host with a store overwrites the
+    /// answerer with the one the store recorded (`StoreEffects`); the default passes the payload
+    /// through, for hosts without people.
+    async fn human_answer(
+        &self,
+        run_id: &str,
+        wait: &SignalWait,
+        payload: Value,
+    ) -> Result<Value, DispatchError> {
+        let _ = (run_id, wait);
+        Ok(payload)
+    }
 }
 
 /// The activities a worker registers.
@@ -103,6 +117,25 @@ impl RunActivities {
         }
         .instrument(span)
         .await
+    }
+
+    /// The answer a human node's wait delivers (see [`RunEffects::human_answer`]).
+    #[activity(name = "auto-swe.answer")]
+    pub async fn answer(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        call: AnswerCall,
+    ) -> Result<Result<Value, DispatchError>, ActivityError> {
+        let span = tracing::info_span!(
+            "temporal.answer",
+            run_id = %call.run_id,
+            recording_id = %call.wait.recording_id,
+        );
+        Ok(self
+            .effects
+            .human_answer(&call.run_id, &call.wait, call.payload)
+            .instrument(span)
+            .await)
     }
 
     /// One bookkeeping effect: a step record, a human step opened or closed, the run's end.

@@ -18,7 +18,8 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use auto_swe_interpreter::{
-    CancellationToken, DispatchError, RunOptions, RunOutcome, SignalWake, run_spec,
+    CancellationToken, DispatchError, RunOptions, RunOutcome, SignalWait, SignalWake, WaitKind,
+    run_spec,
 };
 use auto_swe_spec::WorkflowSpec;
 use serde_json::Value;
@@ -31,7 +32,7 @@ use tokio::sync::oneshot;
 
 use crate::activities::RunActivities;
 use crate::dispatcher::{Call, Shared, WorkflowDispatcher};
-use crate::wire::{ActivityLimits, Bookkeeping, BookkeepingReply, StepCall, StepReply};
+use crate::wire::{ActivityLimits, AnswerCall, Bookkeeping, BookkeepingReply, StepCall, StepReply};
 use crate::workflow::RunWorkflow;
 
 /// Raised when something the interpreter awaits is ready.
@@ -52,10 +53,21 @@ type StepFuture<'a> =
     Pin<Box<dyn CancellableFuture<Output = Result<StepReply, ActivityExecutionError>> + 'a>>;
 type BookFuture<'a> =
     Pin<Box<dyn CancellableFuture<Output = Result<BookkeepingReply, ActivityExecutionError>> + 'a>>;
+type AnswerFuture<'a> = Pin<
+    Box<
+        dyn CancellableFuture<Output = Result<Result<Value, DispatchError>, ActivityExecutionError>>
+            + 'a,
+    >,
+>;
 type TimerFuture<'a> = Pin<Box<dyn CancellableFuture<Output = TimerResult> + 'a>>;
 
 /// A call whose command is under way.
 enum Pending<'a> {
+    /// A human node's wake-up, being made its answer by the host.
+    Answer {
+        future: AnswerFuture<'a>,
+        reply: Option<oneshot::Sender<Result<SignalWake, DispatchError>>>,
+    },
     Step {
         future: StepFuture<'a>,
         cancel: CancellationToken,
@@ -66,7 +78,7 @@ enum Pending<'a> {
         reply: Option<oneshot::Sender<BookkeepingReply>>,
     },
     Wait {
-        name: String,
+        wait: SignalWait,
         seen: u64,
         timer: Option<TimerFuture<'a>>,
         abandoned: CancellationToken,
@@ -115,7 +127,7 @@ pub(crate) async fn drive(
                 progressed = true;
             }
             let before = pending.len();
-            pending.retain_mut(|call| !advance(ctx, call, cx));
+            pending.retain_mut(|call| !advance(ctx, call, cx, limits, &mut ids));
             progressed |= pending.len() != before;
             if !progressed && !flag.0.load(Ordering::Acquire) {
                 break;
@@ -221,8 +233,7 @@ fn start<'a>(
                 return None;
             }
             if let Some(payload) = ctx.state_mut(|state| state.take(&wait.name)) {
-                let _ = reply.send(Ok(SignalWake::Delivered { payload }));
-                return None;
+                return delivered(ctx, &wait, payload, reply, limits, ids);
             }
             let seen = ctx.state(|state| state.deliveries(&wait.name));
             let timer = wait.timeout_ms.map(|ms| {
@@ -230,7 +241,7 @@ fn start<'a>(
                 timer
             });
             Some(Pending::Wait {
-                name: wait.name,
+                wait,
                 seen,
                 timer,
                 abandoned,
@@ -300,10 +311,12 @@ fn activity_failure(error: &ActivityExecutionError) -> DispatchError {
 }
 
 /// Advances one call; `true` when it is done.
-fn advance(
-    ctx: &WorkflowContext<RunWorkflow>,
-    call: &mut Pending<'_>,
+fn advance<'a>(
+    ctx: &'a WorkflowContext<RunWorkflow>,
+    call: &mut Pending<'a>,
     cx: &mut Context<'_>,
+    limits: ActivityLimits,
+    ids: &mut ActivityIds,
 ) -> bool {
     match call {
         Pending::Step {
@@ -342,37 +355,117 @@ fn advance(
             }
             Poll::Pending => false,
         },
+        Pending::Answer { future, reply } => match future.as_mut().poll(cx) {
+            Poll::Ready(done) => {
+                if let Some(reply) = reply.take() {
+                    let answer = match done {
+                        Ok(Ok(payload)) => Ok(SignalWake::Delivered { payload }),
+                        Ok(Err(error)) => Err(error),
+                        Err(error) => {
+                            let mut failure = activity_failure(&error);
+                            failure.non_retryable = true;
+                            Err(failure)
+                        }
+                    };
+                    let _ = reply.send(answer);
+                }
+                true
+            }
+            Poll::Pending => false,
+        },
         Pending::Wait {
-            name,
+            wait,
             seen,
             timer,
             abandoned,
             reply,
         } => {
-            let wake = if abandoned.is_cancelled() {
-                Some(SignalWake::Abandoned)
-            } else if ctx.state(|state| state.deliveries(name)) > *seen {
-                Some(match ctx.state_mut(|state| state.take(name)) {
-                    Some(payload) => SignalWake::Delivered { payload },
-                    None => SignalWake::SlotEmpty,
-                })
-            } else if let Some(timer) = timer.as_mut()
-                && timer.as_mut().poll(cx).is_ready()
-            {
-                Some(SignalWake::TimedOut)
-            } else {
-                None
+            let Some(wake) = wake_of(ctx, &wait.name, *seen, timer, abandoned, cx) else {
+                return false;
             };
-            let Some(wake) = wake else { return false };
             if !matches!(wake, SignalWake::TimedOut)
                 && let Some(timer) = timer.take()
             {
                 timer.cancel();
             }
-            if let Some(reply) = reply.take() {
-                let _ = reply.send(Ok(wake));
+            let Some(reply) = reply.take() else {
+                return true;
+            };
+            match wake {
+                SignalWake::Delivered { payload } => {
+                    let wait = wait.clone();
+                    match delivered(ctx, &wait, payload, reply, limits, ids) {
+                        Some(answering) => {
+                            *call = answering;
+                            // Not done: the answer is under way; poll it at once.
+                            advance(ctx, call, cx, limits, ids)
+                        }
+                        None => true,
+                    }
+                }
+                other => {
+                    let _ = reply.send(Ok(other));
+                    true
+                }
             }
-            true
         }
     }
+}
+
+/// What ends a wait now, if anything: its abandonment, a delivery to its slot since it began, or
+/// its timer.
+fn wake_of(
+    ctx: &WorkflowContext<RunWorkflow>,
+    name: &str,
+    seen: u64,
+    timer: &mut Option<TimerFuture<'_>>,
+    abandoned: &CancellationToken,
+    cx: &mut Context<'_>,
+) -> Option<SignalWake> {
+    if abandoned.is_cancelled() {
+        Some(SignalWake::Abandoned)
+    } else if ctx.state(|state| state.deliveries(name)) > seen {
+        Some(match ctx.state_mut(|state| state.take(name)) {
+            Some(payload) => SignalWake::Delivered { payload },
+            None => SignalWake::SlotEmpty,
+        })
+    } else if let Some(timer) = timer.as_mut()
+        && timer.as_mut().poll(cx).is_ready()
+    {
+        Some(SignalWake::TimedOut)
+    } else {
+        None
+    }
+}
+
+/// Delivers `payload` to `wait`: at once for a `signal` node; for a human node, once the host
+/// made it the answer (the answerer the store recorded, not the signal's claim).
+fn delivered<'a>(
+    ctx: &'a WorkflowContext<RunWorkflow>,
+    wait: &SignalWait,
+    payload: Value,
+    reply: oneshot::Sender<Result<SignalWake, DispatchError>>,
+    limits: ActivityLimits,
+    ids: &mut ActivityIds,
+) -> Option<Pending<'a>> {
+    if wait.kind != WaitKind::Human {
+        let _ = reply.send(Ok(SignalWake::Delivered { payload }));
+        return None;
+    }
+    let call = AnswerCall {
+        run_id: ctx_run_id(ctx),
+        wait: wait.clone(),
+        payload,
+    };
+    let options = LocalActivityOptions::builder()
+        .activity_id(ids.next(format!("answer:{}", wait.recording_id)))
+        .retry_policy(retry(limits.bookkeeping_attempts).into())
+        .start_to_close_timeout(Duration::from_mins(1))
+        .cancellation_token(WorkflowCancellationToken::new())
+        .build();
+    let future = ctx.execute_local_activity(RunActivities::answer, call, options);
+    Some(Pending::Answer {
+        future: Box::pin(future),
+        reply: Some(reply),
+    })
 }

@@ -40,8 +40,8 @@ pub use replay::replay_history;
 pub use settings::{TemporalSettings, TemporalTls};
 pub use store_effects::{StoreEffects, TEMPORAL_LEASE_HOLDER};
 pub use wire::{
-    ActivityLimits, Bookkeeping, BookkeepingReply, RUN_WORKFLOW, RunStart, SIGNAL, SignalDelivery,
-    StepCall, StepReply,
+    ActivityLimits, AnswerCall, Bookkeeping, BookkeepingReply, RUN_WORKFLOW, RunStart, SIGNAL,
+    SignalDelivery, StepCall, StepReply,
 };
 pub use worker::TemporalWorker;
 pub use workflow::RunWorkflow;

@@ -7,11 +7,13 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use auto_swe_interpreter::{DispatchError, Dispatcher};
+use auto_swe_interpreter::{DispatchError, Dispatcher, SignalWait};
 use auto_swe_store::{QueueState, Store};
 use auto_swe_worker::{
     DurableEngine, EffectsFactory, EmbeddedEngine, Parking, RunEnd, RunLease, WorkerError,
+    stamp_answerer,
 };
+use serde_json::Value;
 
 use crate::activities::RunEffects;
 
@@ -214,6 +216,16 @@ impl RunEffects for StoreEffects {
             .await
             .map(|held| Arc::clone(&held.dispatcher))
             .map_err(|error| refused(run_id, &error))
+    }
+
+    #[tracing::instrument(level = "debug", skip(self, wait, payload))]
+    async fn human_answer(
+        &self,
+        run_id: &str,
+        wait: &SignalWait,
+        payload: Value,
+    ) -> Result<Value, DispatchError> {
+        stamp_answerer(&self.store, run_id, wait, payload).await
     }
 
     #[tracing::instrument(level = "debug", skip(self, end))]

@@ -3,7 +3,7 @@
 //! so a history exported from a server reads as the run's effects.
 
 use auto_swe_interpreter::{
-    DispatchError, HumanStepNotice, HumanStepResolution, StepDispatch, StepRecord,
+    DispatchError, HumanStepNotice, HumanStepResolution, SignalWait, StepDispatch, StepRecord,
 };
 use auto_swe_worker::RunEnd;
 use serde::{Deserialize, Serialize};
@@ -80,6 +80,18 @@ pub struct StepCall {
     pub dispatch: StepDispatch,
     /// How often the activity heartbeats, in milliseconds.
     pub heartbeat_every_ms: u64,
+}
+
+/// The payload that woke a human node's wait, to be made its answer by the host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnswerCall {
+    /// The run.
+    pub run_id: String,
+    /// The wait.
+    pub wait: SignalWait,
+    /// What woke it.
+    pub payload: Value,
 }
 
 /// A bookkeeping effect, made by an activity.

@@ -69,6 +69,6 @@ pub use steps::{
     IMPLEMENTER_TIME_LIMIT, MCP_OUTPUT_CHARS, McpNodeStep, ModelRouter, OUTCOME_AMBIGUOUS,
     RunDispatcher, RunScope, STEP_TIMED_OUT, SingleModel, StepContext, StepEffects, StepExecutor,
     StepRegistry, WorkerServices, WorkspaceEgress, WorkspaceTemplate, hashed_embedding,
-    is_budget_question, run_branch, run_gates, step_deadline, with_step_deadline,
+    is_budget_question, run_branch, run_gates, stamp_answerer, step_deadline, with_step_deadline,
 };
 pub use worker::{DriveEnd, DriveReport, EffectsFactory, Worker, WorkerConfig};

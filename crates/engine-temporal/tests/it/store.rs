@@ -13,7 +13,9 @@ use auto_swe_interpreter::{DispatchError, StepRecord};
 use auto_swe_models::{ModelClient, PriceCatalog, Tier};
 use auto_swe_sandbox::{LocalBackend, LocalConfig, LocalRoot, ResourceLimits};
 use auto_swe_spec::TerminalStatus;
-use auto_swe_store::{Keyring, NewRun, NewRunInput, QueueState, RunStatus, Store, StoreConfig};
+use auto_swe_store::{
+    HumanStepStatus, Keyring, NewRun, NewRunInput, QueueState, RunStatus, Store, StoreConfig,
+};
 use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::{LocalScm, ModelRouter, StepEffects, WorkerServices, WorkspaceTemplate};
 use serde_json::json;
@@ -266,4 +268,123 @@ async fn a_dead_workers_dispatcher_writes_nothing_once_the_lapsed_lease_is_taken
         "{steps:?}"
     );
     assert!(!steps.contains(&"zombie".to_owned()), "{steps:?}");
+}
+
+/// Waits for the run's pending human step at `node`, answers it in the store as `by` (none:
+/// only the signal is sent, as a forger can) and wakes the run on Temporal with `payload`.
+async fn answer(
+    store: &Store,
+    engine: &TemporalEngine,
+    run: &str,
+    node: &str,
+    by: &str,
+    payload: &serde_json::Value,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_mins(1);
+    let step = loop {
+        let steps = store
+            .list_human_steps(run)
+            .await
+            .expect("the human steps read");
+        if let Some(step) = steps
+            .into_iter()
+            .find(|s| s.node_id == node && s.status == HumanStepStatus::Pending)
+        {
+            break step;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no pending human step at {node}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    if !by.is_empty() {
+        store
+            .answer_human_step(&step.id, by, payload)
+            .await
+            .expect("the answer is stored");
+    }
+    let signal = step.prompt["signal"]
+        .as_str()
+        .expect("the step names its signal");
+    engine
+        .signal(run, signal, payload.clone())
+        .await
+        .expect("delivered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_human_answer_on_temporal_names_the_answerer_the_store_recorded_not_the_signals_claim() {
+    let Some(address) = temporal_address() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let Some((backend, root)) = backend(&dir.path().join("sandbox")) else {
+        return;
+    };
+    let store = sqlite(dir.path()).await;
+    let services = services(&store, dir.path(), backend, root);
+    let effects = Arc::new(StoreEffects::new(
+        store.clone(),
+        Arc::new(StepEffects::new(services)),
+        Duration::from_secs(30),
+    ));
+    let settings = TemporalSettings::new(address).with_task_queue(task_queue("four-eyes"));
+    let engine = TemporalEngine::connect(settings.clone())
+        .await
+        .expect("the dev server answers")
+        .with_limits(quick_limits());
+    let _worker = WorkerThread::start(settings, Arc::clone(&effects) as Arc<dyn RunEffects>);
+
+    let approval = |id: &str, next: &str| {
+        json!({"id": id, "type": "humanApproval", "title": "Sign off?", "onApprove": next,
+               "onReject": "same"})
+    };
+    let spec = spec(
+        "first",
+        &json!([
+            approval("first", "second"),
+            approval("second", "distinct"),
+            {"id": "distinct", "type": "cond",
+             "expr": "$.nodes.first.output.answeredBy != null && $.nodes.second.output.answeredBy != null && $.nodes.first.output.answeredBy != $.nodes.second.output.answeredBy",
+             "onTrue": "ok", "onFalse": "same"},
+            {"id": "ok", "type": "terminate", "status": "SUCCESS"},
+            {"id": "same", "type": "terminate", "status": "FAILED"}
+        ]),
+    );
+    let run = store
+        .create_run(NewRun::new(spec.clone()))
+        .await
+        .expect("the run is recorded")
+        .id;
+    engine
+        .launch(&run, spec, json!({}))
+        .await
+        .expect("the run starts");
+    // Alice signs off twice, claiming to be Bob the second time.
+    let claim = |who: &str| json!({"decision": "approve", "answeredBy": who});
+    answer(&store, &engine, &run, "first", "alice", &claim("alice")).await;
+    answer(&store, &engine, &run, "second", "alice", &claim("bob")).await;
+    let end = tokio::time::timeout(Duration::from_mins(1), engine.wait_for_end(&run))
+        .await
+        .expect("the run ends")
+        .expect("its result reads");
+    assert_eq!(
+        end.status,
+        TerminalStatus::Failed,
+        "one person signed off twice: {end:?}"
+    );
+    let second = store
+        .list_steps(&run)
+        .await
+        .expect("the steps read")
+        .into_iter()
+        .find(|step| step.recording_id == "second")
+        .expect("the second sign-off is recorded");
+    assert_eq!(
+        second.output["outputs"]["answeredBy"],
+        json!("alice"),
+        "{:?}",
+        second.output
+    );
 }

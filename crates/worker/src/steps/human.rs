@@ -15,7 +15,9 @@ pub const ANSWERED_BY: &str = "answeredBy";
 
 /// `payload` of the wake-up of `wait` with the answerer the store recorded. Signal waits pass
 /// through unchanged; an answer that is not an object is left for the interpreter to refuse.
-pub(crate) async fn stamp_answerer(
+/// Every engine delivers a human node's answer through it (the embedded engine's dispatcher,
+/// the Temporal engine's `StoreEffects`).
+pub async fn stamp_answerer(
     store: &Store,
     run_id: &str,
     wait: &SignalWait,

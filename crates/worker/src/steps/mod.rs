@@ -49,7 +49,7 @@ pub use deadline::{
 };
 pub use egress::{EGRESS_TRACE_KIND, EgressTrace, WorkspaceEgress};
 pub use gates::{GATE_FILE, GateConfig, GateOutcome, GateResult, GateScope, run_gates};
-pub use human::ANSWERED_BY;
+pub use human::{ANSWERED_BY, stamp_answerer};
 pub use mcp::{MCP_OUTPUT_CHARS, McpNodeStep};
 pub use memory::hashed_embedding;
 pub use outcome::OUTCOME_AMBIGUOUS;
