@@ -85,6 +85,22 @@ impl WorkflowDispatcher {
         Self { shared }
     }
 
+    async fn dispatch(
+        &self,
+        request: &StepDispatch,
+        shell: bool,
+        cancellation: &CancellationToken,
+    ) -> StepReply {
+        let (reply, answer) = oneshot::channel();
+        self.shared.push(Call::Step {
+            dispatch: request.clone(),
+            shell,
+            cancel: cancellation.clone(),
+            reply,
+        });
+        answer.await.unwrap_or_else(|_| Err(dropped()))
+    }
+
     fn book(&self, effect: Bookkeeping) -> oneshot::Receiver<BookkeepingReply> {
         let (reply, answer) = oneshot::channel();
         self.shared.push(Call::Book { effect, reply });
@@ -105,14 +121,7 @@ impl Dispatcher for WorkflowDispatcher {
         request: &StepDispatch,
         cancellation: &CancellationToken,
     ) -> Result<Value, DispatchError> {
-        let (reply, answer) = oneshot::channel();
-        self.shared.push(Call::Step {
-            dispatch: request.clone(),
-            shell: false,
-            cancel: cancellation.clone(),
-            reply,
-        });
-        answer.await.unwrap_or_else(|_| Err(dropped()))
+        self.dispatch(request, false, cancellation).await
     }
 
     async fn dispatch_shell(
@@ -120,14 +129,7 @@ impl Dispatcher for WorkflowDispatcher {
         request: &StepDispatch,
         cancellation: &CancellationToken,
     ) -> Result<Value, DispatchError> {
-        let (reply, answer) = oneshot::channel();
-        self.shared.push(Call::Step {
-            dispatch: request.clone(),
-            shell: true,
-            cancel: cancellation.clone(),
-            reply,
-        });
-        answer.await.unwrap_or_else(|_| Err(dropped()))
+        self.dispatch(request, true, cancellation).await
     }
 
     async fn wait_signal(

@@ -62,25 +62,11 @@ async fn a_run_on_temporal_keeps_its_row_steps_and_end_in_the_store() {
     let Some(address) = temporal_address() else {
         return;
     };
-    let dir = tempfile::tempdir().expect("a scratch directory");
-    let Some((backend, root)) = backend(&dir.path().join("sandbox")) else {
+    let Some(host) = Host::new().await else {
         return;
     };
-    let store = sqlite(dir.path()).await;
-    let services = services(&store, dir.path(), backend, root);
-    let effects = Arc::new(StoreEffects::new(
-        store.clone(),
-        Arc::new(StepEffects::new(services)),
-        Duration::from_secs(30),
-    ));
-
-    let queue = task_queue("store");
-    let settings = TemporalSettings::new(address).with_task_queue(queue);
-    let engine = TemporalEngine::connect(settings.clone())
-        .await
-        .expect("the dev server answers")
-        .with_limits(quick_limits());
-    let _worker = WorkerThread::start(settings, Arc::clone(&effects) as Arc<dyn RunEffects>);
+    let (engine, _worker) = host.on_temporal(&address, "store").await;
+    let store = &host.store;
 
     // The host records the run as for any engine, then starts it on Temporal instead of
     // queueing it.
@@ -142,36 +128,68 @@ async fn a_run_on_temporal_keeps_its_row_steps_and_end_in_the_store() {
     assert_eq!(claimed.expect_err("an ended run").code(), "RUN_ENDED");
 }
 
-async fn sqlite(dir: &std::path::Path) -> Store {
-    let url = format!("sqlite://{}", dir.join("store.db").display());
-    Store::open(StoreConfig::new(url, Keyring::generate()))
-        .await
-        .expect("the store opens")
+/// A host with a store and the worker's step executors over it (a `local` workspace backend,
+/// no models).
+struct Host {
+    _dir: tempfile::TempDir,
+    store: Store,
+    factory: Arc<StepEffects>,
 }
 
-/// The worker's services over `store`, with a `local` workspace backend and no models.
-fn services(
-    store: &Store,
-    dir: &std::path::Path,
-    backend: LocalBackend,
-    root: LocalRoot,
-) -> Arc<WorkerServices> {
-    let git = LocalGit::new();
-    Arc::new(WorkerServices {
-        store: store.clone(),
-        workspaces: WorkspaceTemplate::new(
-            Arc::new(backend),
-            "unused".to_owned(),
-            root,
-            ResourceLimits::new(512 * 1024 * 1024, 1_000_000_000, 256),
-        ),
-        models: Arc::new(NoModels),
-        prices: PriceCatalog::builtin(),
-        scm: Arc::new(LocalScm::new(store.clone(), git.clone(), dir.join("repos"))),
-        patterns: Arc::new(StaticPatterns::builtin()),
-        git,
-        tier: Tier::Standard,
-    })
+impl Host {
+    /// `None` (the test skips) without bubblewrap.
+    async fn new() -> Option<Self> {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let (backend, root) = backend(&dir.path().join("sandbox"))?;
+        let url = format!("sqlite://{}", dir.path().join("store.db").display());
+        let store = Store::open(StoreConfig::new(url, Keyring::generate()))
+            .await
+            .expect("the store opens");
+        let git = LocalGit::new();
+        let services = Arc::new(WorkerServices {
+            store: store.clone(),
+            workspaces: WorkspaceTemplate::new(
+                Arc::new(backend),
+                "unused".to_owned(),
+                root,
+                ResourceLimits::new(512 * 1024 * 1024, 1_000_000_000, 256),
+            ),
+            models: Arc::new(NoModels),
+            prices: PriceCatalog::builtin(),
+            scm: Arc::new(LocalScm::new(
+                store.clone(),
+                git.clone(),
+                dir.path().join("repos"),
+            )),
+            patterns: Arc::new(StaticPatterns::builtin()),
+            git,
+            tier: Tier::Standard,
+        });
+        Some(Self {
+            _dir: dir,
+            store,
+            factory: Arc::new(StepEffects::new(services)),
+        })
+    }
+
+    /// Store effects under leases of `lease`.
+    fn effects(&self, lease: Duration) -> StoreEffects {
+        StoreEffects::new(self.store.clone(), self.factory.clone(), lease)
+    }
+
+    /// An engine and a worker with this host's store effects, on a task queue of their own.
+    async fn on_temporal(&self, address: &str, name: &str) -> (TemporalEngine, WorkerThread) {
+        let settings = TemporalSettings::new(address).with_task_queue(task_queue(name));
+        let engine = TemporalEngine::connect(settings.clone())
+            .await
+            .expect("the dev server answers")
+            .with_limits(quick_limits());
+        let effects = Arc::new(self.effects(Duration::from_secs(30)));
+        (
+            engine,
+            WorkerThread::start(settings, effects as Arc<dyn RunEffects>),
+        )
+    }
 }
 
 async fn recorded_run(store: &Store) -> String {
@@ -193,18 +211,11 @@ fn record(recording_id: &str) -> StepRecord {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_an_embedded_worker_holds_is_not_made_by_temporal_workers() {
-    let dir = tempfile::tempdir().expect("a scratch directory");
-    let Some((backend, root)) = backend(&dir.path().join("sandbox")) else {
+    let Some(host) = Host::new().await else {
         return;
     };
-    let store = sqlite(dir.path()).await;
-    let services = services(&store, dir.path(), backend, root);
-    let effects = StoreEffects::new(
-        store.clone(),
-        Arc::new(StepEffects::new(services)),
-        Duration::from_secs(30),
-    );
-    let run = recorded_run(&store).await;
+    let (store, effects) = (&host.store, host.effects(Duration::from_secs(30)));
+    let run = recorded_run(store).await;
     store
         .claim_run(&run, "embedded-worker", Duration::from_secs(30))
         .await
@@ -217,18 +228,15 @@ async fn a_run_an_embedded_worker_holds_is_not_made_by_temporal_workers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_workers_dispatcher_writes_nothing_once_the_lapsed_lease_is_taken_again() {
-    let dir = tempfile::tempdir().expect("a scratch directory");
-    let Some((backend, root)) = backend(&dir.path().join("sandbox")) else {
+    let Some(host) = Host::new().await else {
         return;
     };
-    let store = sqlite(dir.path()).await;
-    let services = services(&store, dir.path(), backend, root);
-    let factory = Arc::new(StepEffects::new(services));
-    let run = recorded_run(&store).await;
+    let store = &host.store;
+    let run = recorded_run(store).await;
 
     // A worker takes the run's lease, writes, and dies (its effects are dropped, its lease
     // lapses); its dispatcher lives on, as in a process that is only paused.
-    let dying = StoreEffects::new(store.clone(), factory.clone(), Duration::from_secs(1));
+    let dying = host.effects(Duration::from_secs(1));
     let zombie = dying
         .dispatcher(&run)
         .await
@@ -241,7 +249,7 @@ async fn a_dead_workers_dispatcher_writes_nothing_once_the_lapsed_lease_is_taken
     tokio::time::sleep(Duration::from_millis(1_500)).await;
 
     // Another worker takes the lapsed lease with the next epoch.
-    let living = StoreEffects::new(store.clone(), factory, Duration::from_secs(30));
+    let living = host.effects(Duration::from_secs(30));
     let current = living
         .dispatcher(&run)
         .await
@@ -318,23 +326,11 @@ async fn a_human_answer_on_temporal_names_the_answerer_the_store_recorded_not_th
     let Some(address) = temporal_address() else {
         return;
     };
-    let dir = tempfile::tempdir().expect("a scratch directory");
-    let Some((backend, root)) = backend(&dir.path().join("sandbox")) else {
+    let Some(host) = Host::new().await else {
         return;
     };
-    let store = sqlite(dir.path()).await;
-    let services = services(&store, dir.path(), backend, root);
-    let effects = Arc::new(StoreEffects::new(
-        store.clone(),
-        Arc::new(StepEffects::new(services)),
-        Duration::from_secs(30),
-    ));
-    let settings = TemporalSettings::new(address).with_task_queue(task_queue("four-eyes"));
-    let engine = TemporalEngine::connect(settings.clone())
-        .await
-        .expect("the dev server answers")
-        .with_limits(quick_limits());
-    let _worker = WorkerThread::start(settings, Arc::clone(&effects) as Arc<dyn RunEffects>);
+    let (engine, _worker) = host.on_temporal(&address, "four-eyes").await;
+    let store = &host.store;
 
     let approval = |id: &str, next: &str| {
         json!({"id": id, "type": "humanApproval", "title": "Sign off?", "onApprove": next,
@@ -363,8 +359,8 @@ async fn a_human_answer_on_temporal_names_the_answerer_the_store_recorded_not_th
         .expect("the run starts");
     // Alice signs off twice, claiming to be Bob the second time.
     let claim = |who: &str| json!({"decision": "approve", "answeredBy": who});
-    answer(&store, &engine, &run, "first", "alice", &claim("alice")).await;
-    answer(&store, &engine, &run, "second", "alice", &claim("bob")).await;
+    answer(store, &engine, &run, "first", "alice", &claim("alice")).await;
+    answer(store, &engine, &run, "second", "alice", &claim("bob")).await;
     let end = tokio::time::timeout(Duration::from_mins(1), engine.wait_for_end(&run))
         .await
         .expect("the run ends")
