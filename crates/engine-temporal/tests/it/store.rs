@@ -16,6 +16,7 @@ use auto_swe_spec::TerminalStatus;
 use auto_swe_store::{
     HumanStepStatus, Keyring, NewRun, NewRunInput, QueueState, RunStatus, Store, StoreConfig,
 };
+use auto_swe_worker::RunEnd;
 use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::{LocalScm, ModelRouter, StepEffects, WorkerServices, WorkspaceTemplate};
 use serde_json::json;
@@ -383,4 +384,109 @@ async fn a_human_answer_on_temporal_names_the_answerer_the_store_recorded_not_th
         "{:?}",
         second.output
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_temporal_workers_share_a_runs_lease_and_both_write_under_it() {
+    let Some(host) = Host::new().await else {
+        return;
+    };
+    let run = recorded_run(&host.store).await;
+    // Two workers making two branches of one run at once.
+    let (one, two) = (
+        host.effects(Duration::from_secs(30)),
+        host.effects(Duration::from_secs(30)),
+    );
+    let first = one
+        .dispatcher(&run)
+        .await
+        .expect("the first worker takes the lease");
+    let second = two
+        .dispatcher(&run)
+        .await
+        .expect("the second worker shares it");
+    first
+        .record_step(&record("left"))
+        .await
+        .expect("a write from the first");
+    second
+        .record_step(&record("right"))
+        .await
+        .expect("a write from the second");
+    let epochs = match host
+        .store
+        .queue_state(&run)
+        .await
+        .expect("the queue state reads")
+    {
+        Some(QueueState::Leased { worker, epoch, .. }) => (worker, epoch),
+        other => panic!("not leased: {other:?}"),
+    };
+    assert_eq!(
+        epochs,
+        (TEMPORAL_LEASE_HOLDER.to_owned(), 1),
+        "one lease, taken once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_runs_lease_is_kept_past_its_length_while_its_worker_lives() {
+    let Some(host) = Host::new().await else {
+        return;
+    };
+    let run = recorded_run(&host.store).await;
+    let effects = host.effects(Duration::from_secs(1));
+    let dispatcher = effects.dispatcher(&run).await.expect("the run is held");
+    // A step longer than the lease: the lease is renewed beside it.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    dispatcher
+        .record_step(&record("long"))
+        .await
+        .expect("still the run's lease");
+    let taken = host
+        .store
+        .claim_run(&run, "embedded-worker", Duration::from_secs(5))
+        .await
+        .expect_err("a live lease is not taken");
+    assert_eq!(taken.code(), "LEASE_LOST");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_end_is_recorded_once_and_an_unknown_runs_end_is_refused() {
+    let Some(host) = Host::new().await else {
+        return;
+    };
+    let run = recorded_run(&host.store).await;
+    let effects = host.effects(Duration::from_secs(30));
+    let end = RunEnd {
+        status: TerminalStatus::Success,
+        result: Some(json!({"result": "done", "context": {}, "error": null})),
+    };
+    effects
+        .finish(&run, &end)
+        .await
+        .expect("the end is recorded");
+    // A retry of the end after the write landed (its worker died before answering) changes
+    // nothing and is not an error.
+    let other = RunEnd {
+        status: TerminalStatus::Failed,
+        result: None,
+    };
+    effects
+        .finish(&run, &other)
+        .await
+        .expect("a second end is quiet");
+    let row = host.store.get_run(&run).await.expect("the run reads");
+    assert_eq!(row.status, RunStatus::Ended(TerminalStatus::Success));
+    let refused = effects
+        .finish("no-such-run", &end)
+        .await
+        .expect_err("no such run");
+    assert_ne!(refused.code, "RUN_ENDED", "{refused}");
+    let refused = effects
+        .dispatcher(&run)
+        .await
+        .err()
+        .expect("an ended run makes no more effects");
+    assert_eq!(refused.code, "RUN_ENDED", "{refused}");
 }
