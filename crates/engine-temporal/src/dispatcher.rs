@@ -67,6 +67,11 @@ impl Shared {
         self.now_ms.store(now_ms, Ordering::Release);
     }
 
+    /// The run (its `RunStart`'s, which every activity names).
+    pub(crate) fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
     fn push(&self, call: Call) {
         self.calls
             .lock()
@@ -101,10 +106,10 @@ impl WorkflowDispatcher {
         answer.await.unwrap_or_else(|_| Err(dropped()))
     }
 
-    fn book(&self, effect: Bookkeeping) -> oneshot::Receiver<BookkeepingReply> {
+    async fn book(&self, effect: Bookkeeping) -> BookkeepingReply {
         let (reply, answer) = oneshot::channel();
         self.shared.push(Call::Book { effect, reply });
-        answer
+        answer.await.unwrap_or_else(|_| Err(dropped()))
     }
 }
 
@@ -149,15 +154,13 @@ impl Dispatcher for WorkflowDispatcher {
     async fn record_step(&self, record: &StepRecord) -> Result<(), DispatchError> {
         let run_id = self.shared.run_id.clone();
         let record = record.clone();
-        let answer = self.book(Bookkeeping::Record { run_id, record });
-        answer.await.unwrap_or_else(|_| Err(dropped()))
+        self.book(Bookkeeping::Record { run_id, record }).await
     }
 
     async fn notify_human_step(&self, notice: &HumanStepNotice) -> Result<(), DispatchError> {
         let run_id = self.shared.run_id.clone();
         let notice = notice.clone();
-        let answer = self.book(Bookkeeping::Notify { run_id, notice });
-        answer.await.unwrap_or_else(|_| Err(dropped()))
+        self.book(Bookkeeping::Notify { run_id, notice }).await
     }
 
     async fn resolve_human_step(
@@ -166,8 +169,7 @@ impl Dispatcher for WorkflowDispatcher {
     ) -> Result<(), DispatchError> {
         let run_id = self.shared.run_id.clone();
         let resolution = resolution.clone();
-        let answer = self.book(Bookkeeping::Resolve { run_id, resolution });
-        answer.await.unwrap_or_else(|_| Err(dropped()))
+        self.book(Bookkeeping::Resolve { run_id, resolution }).await
     }
 
     async fn now_ms(&self, _recording_id: &str) -> Result<u64, DispatchError> {

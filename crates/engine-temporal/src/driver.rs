@@ -121,13 +121,13 @@ pub(crate) async fn drive(
                 progressed = true;
             }
             for call in shared.take_calls() {
-                if let Some(started) = start(ctx, call, limits, &mut ids) {
+                if let Some(started) = start(ctx, &shared, call, limits, &mut ids) {
                     pending.push(started);
                 }
                 progressed = true;
             }
             let before = pending.len();
-            pending.retain_mut(|call| !advance(ctx, call, cx, limits, &mut ids));
+            pending.retain_mut(|call| !advance(ctx, &shared, call, cx, limits, &mut ids));
             progressed |= pending.len() != before;
             if !progressed && !flag.0.load(Ordering::Acquire) {
                 break;
@@ -179,6 +179,7 @@ fn retry(attempts: u32) -> RetryPolicy {
 /// Starts the command for `call`; `None` when it was answered at once.
 fn start<'a>(
     ctx: &'a WorkflowContext<RunWorkflow>,
+    shared: &Shared,
     call: Call,
     limits: ActivityLimits,
     ids: &mut ActivityIds,
@@ -204,7 +205,7 @@ fn start<'a>(
             .build();
             let heartbeat_every_ms = u64::try_from(heartbeat.as_millis() / 4).unwrap_or(1000);
             let call = StepCall {
-                run_id: ctx_run_id(ctx),
+                run_id: shared.run_id().to_owned(),
                 shell,
                 dispatch,
                 heartbeat_every_ms: heartbeat_every_ms.max(100),
@@ -233,7 +234,7 @@ fn start<'a>(
                 return None;
             }
             if let Some(payload) = ctx.state_mut(|state| state.take(&wait.name)) {
-                return delivered(ctx, &wait, payload, reply, limits, ids);
+                return delivered(ctx, shared, &wait, payload, reply, limits, ids);
             }
             let seen = ctx.state(|state| state.deliveries(&wait.name));
             let timer = wait.timeout_ms.map(|ms| {
@@ -249,10 +250,6 @@ fn start<'a>(
             })
         }
     }
-}
-
-fn ctx_run_id(ctx: &WorkflowContext<RunWorkflow>) -> String {
-    ctx.workflow_id().to_owned()
 }
 
 /// Schedules a bookkeeping activity; it runs whether or not the workflow is being cancelled (a
@@ -281,13 +278,18 @@ fn book<'a>(
     // A record or a human step is one short write: it runs as a local activity, inside the
     // workflow task that asked for it, which spares the run a round trip through the server per
     // node (its result is still a marker in the history, so a replay does not write again).
-    let options = LocalActivityOptions::builder()
+    let options = local_options(id, limits);
+    Box::pin(ctx.execute_local_activity(RunActivities::bookkeeping, effect, options))
+}
+
+/// A short write made inside the workflow task, outside the workflow's cancellation scope.
+fn local_options(id: String, limits: ActivityLimits) -> LocalActivityOptions {
+    LocalActivityOptions::builder()
         .activity_id(id)
         .retry_policy(retry(limits.bookkeeping_attempts).into())
         .start_to_close_timeout(Duration::from_mins(1))
         .cancellation_token(WorkflowCancellationToken::new())
-        .build();
-    Box::pin(ctx.execute_local_activity(RunActivities::bookkeeping, effect, options))
+        .build()
 }
 
 /// Runs the end's bookkeeping: the last command of every run.
@@ -310,9 +312,18 @@ fn activity_failure(error: &ActivityExecutionError) -> DispatchError {
     }
 }
 
+/// A bookkeeping or answer activity that failed as an activity: nothing a retry of the node
+/// would mend.
+fn bookkeeping_failure(error: &ActivityExecutionError) -> DispatchError {
+    let mut failure = activity_failure(error);
+    failure.non_retryable = true;
+    failure
+}
+
 /// Advances one call; `true` when it is done.
 fn advance<'a>(
     ctx: &'a WorkflowContext<RunWorkflow>,
+    shared: &Shared,
     call: &mut Pending<'a>,
     cx: &mut Context<'_>,
     limits: ActivityLimits,
@@ -344,11 +355,7 @@ fn advance<'a>(
         Pending::Book { future, reply } => match future.as_mut().poll(cx) {
             Poll::Ready(done) => {
                 if let Some(reply) = reply.take() {
-                    let answer = done.unwrap_or_else(|error| {
-                        let mut failure = activity_failure(&error);
-                        failure.non_retryable = true;
-                        Err(failure)
-                    });
+                    let answer = done.unwrap_or_else(|error| Err(bookkeeping_failure(&error)));
                     let _ = reply.send(answer);
                 }
                 true
@@ -361,11 +368,7 @@ fn advance<'a>(
                     let answer = match done {
                         Ok(Ok(payload)) => Ok(SignalWake::Delivered { payload }),
                         Ok(Err(error)) => Err(error),
-                        Err(error) => {
-                            let mut failure = activity_failure(&error);
-                            failure.non_retryable = true;
-                            Err(failure)
-                        }
+                        Err(error) => Err(bookkeeping_failure(&error)),
                     };
                     let _ = reply.send(answer);
                 }
@@ -394,11 +397,11 @@ fn advance<'a>(
             match wake {
                 SignalWake::Delivered { payload } => {
                     let wait = wait.clone();
-                    match delivered(ctx, &wait, payload, reply, limits, ids) {
+                    match delivered(ctx, shared, &wait, payload, reply, limits, ids) {
                         Some(answering) => {
                             *call = answering;
                             // Not done: the answer is under way; poll it at once.
-                            advance(ctx, call, cx, limits, ids)
+                            advance(ctx, shared, call, cx, limits, ids)
                         }
                         None => true,
                     }
@@ -442,6 +445,7 @@ fn wake_of(
 /// made it the answer (the answerer the store recorded, not the signal's claim).
 fn delivered<'a>(
     ctx: &'a WorkflowContext<RunWorkflow>,
+    shared: &Shared,
     wait: &SignalWait,
     payload: Value,
     reply: oneshot::Sender<Result<SignalWake, DispatchError>>,
@@ -453,16 +457,11 @@ fn delivered<'a>(
         return None;
     }
     let call = AnswerCall {
-        run_id: ctx_run_id(ctx),
+        run_id: shared.run_id().to_owned(),
         wait: wait.clone(),
         payload,
     };
-    let options = LocalActivityOptions::builder()
-        .activity_id(ids.next(format!("answer:{}", wait.recording_id)))
-        .retry_policy(retry(limits.bookkeeping_attempts).into())
-        .start_to_close_timeout(Duration::from_mins(1))
-        .cancellation_token(WorkflowCancellationToken::new())
-        .build();
+    let options = local_options(ids.next(format!("answer:{}", wait.recording_id)), limits);
     let future = ctx.execute_local_activity(RunActivities::answer, call, options);
     Some(Pending::Answer {
         future: Box::pin(future),

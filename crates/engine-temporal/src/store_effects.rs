@@ -137,12 +137,7 @@ impl StoreEffects {
             .claim_run(run_id, TEMPORAL_LEASE_HOLDER, self.lease)
             .await
         {
-            Ok(claim) => Ok(RunLease {
-                run_id: claim.run_id,
-                worker: claim.worker,
-                fencing_token: claim.epoch,
-                expires_at_ms: claim.lease_until.as_millis(),
-            }),
+            Ok(claim) => Ok(RunLease::from(claim)),
             Err(error) if error.code() == "LEASE_LOST" => {
                 let state = self
                     .store

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use auto_swe_interpreter::{RunOutcome, patches};
 use auto_swe_spec::{TerminalStatus, WorkflowSpec};
-use auto_swe_worker::{RunEnd, result_document};
+use auto_swe_worker::{RunEnd, WorkerError, result_document};
 use serde_json::{Value, json};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
@@ -58,19 +58,26 @@ impl RunWorkflow {
             .map(|id| ((*id).to_owned(), ctx.patched(id)))
             .collect();
         let shared = Shared::new(start.run_id.clone(), answers);
-        let end = match serde_json::from_value::<WorkflowSpec>(start.spec.clone()) {
+        // Read as the embedded worker reads a run's frozen spec, with its refusal.
+        let end = match WorkflowSpec::from_value_tolerant(start.spec.clone()) {
             Ok(spec) => {
                 let outcome = drive(ctx, &spec, start.input.clone(), shared, start.limits).await;
                 run_end(&outcome)
             }
-            Err(error) => RunEnd {
-                status: TerminalStatus::Failed,
-                result: Some(json!({
-                    "result": null,
-                    "context": {},
-                    "error": {"code": "WORKFLOW_SPEC_INVALID", "message": error.to_string()},
-                })),
-            },
+            Err(error) => {
+                let refused = WorkerError::SpecInvalid {
+                    run_id: start.run_id.clone(),
+                    reason: error.to_string(),
+                };
+                RunEnd {
+                    status: TerminalStatus::Failed,
+                    result: Some(json!({
+                        "result": null,
+                        "context": {},
+                        "error": {"code": refused.code(), "message": refused.to_string()},
+                    })),
+                }
+            }
         };
         let effect = Bookkeeping::Finish {
             run_id: start.run_id.clone(),

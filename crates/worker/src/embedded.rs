@@ -50,12 +50,15 @@ fn claim_of(lease: &RunLease) -> Claim {
     }
 }
 
-fn lease_of(claim: Claim) -> RunLease {
-    RunLease {
-        run_id: claim.run_id,
-        worker: claim.worker,
-        fencing_token: claim.epoch,
-        expires_at_ms: claim.lease_until.as_millis(),
+impl From<Claim> for RunLease {
+    /// The lease a store claim is: its epoch is the fencing token.
+    fn from(claim: Claim) -> Self {
+        Self {
+            run_id: claim.run_id,
+            worker: claim.worker,
+            fencing_token: claim.epoch,
+            expires_at_ms: claim.lease_until.as_millis(),
+        }
     }
 }
 
@@ -80,7 +83,7 @@ impl DurableEngine for EmbeddedEngine {
             .claim(&request)
             .await
             .map_err(|e| WorkerError::from_store("", e))?;
-        Ok(claims.into_iter().map(lease_of).collect())
+        Ok(claims.into_iter().map(RunLease::from).collect())
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(run_id = %lease.run_id))]
@@ -127,7 +130,7 @@ impl DurableEngine for EmbeddedEngine {
         self.store
             .heartbeat(&claim_of(lease), self.lease)
             .await
-            .map(lease_of)
+            .map(RunLease::from)
             .map_err(|e| WorkerError::from_store(&lease.run_id, e))
     }
 

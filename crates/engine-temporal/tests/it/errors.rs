@@ -59,3 +59,31 @@ async fn a_signal_for_an_unknown_run_and_a_second_launch_are_refused() {
     cluster.end(&run).await;
     assert_eq!(cluster.effects.ends(&run).len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_spec_that_does_not_read_fails_the_run_as_on_the_embedded_engine() {
+    let Some(address) = temporal_address() else {
+        return;
+    };
+    let cluster = Cluster::start(&address, "bad-spec", Steps::default()).await;
+    let run = run_id("bad-spec");
+    cluster
+        .engine
+        .launch(
+            &run,
+            json!({"specVersion": 1, "name": "no nodes"}),
+            json!({}),
+        )
+        .await
+        .expect("the run starts");
+    let end = cluster.end(&run).await;
+    assert_eq!(end.status, auto_swe_spec::TerminalStatus::Failed, "{end:?}");
+    let document = end.result.expect("a result document");
+    assert_eq!(
+        document["error"]["code"],
+        json!("WORKFLOW_SPEC_FAILED"),
+        "{document}"
+    );
+    assert!(cluster.effects.steps.calls().is_empty(), "nothing ran");
+    assert_eq!(cluster.effects.ends(&run).len(), 1, "the end is recorded");
+}
