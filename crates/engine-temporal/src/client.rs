@@ -191,14 +191,59 @@ impl TemporalEngine {
         }
     }
 
+    /// Whether the cluster can take requests now: `ENGINE_UNAVAILABLE` (with the address) when
+    /// its frontend does not answer in time, `NAMESPACE_NOT_FOUND` when the namespace is gone.
+    pub async fn ready(&self) -> Result<(), TemporalError> {
+        let request = DescribeNamespaceRequest {
+            namespace: self.settings.namespace.clone(),
+            ..DescribeNamespaceRequest::default()
+        };
+        let mut service = self.client.connection().workflow_service();
+        let answer = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            service.describe_namespace(request.into_request()),
+        )
+        .await
+        .map_err(|_| TemporalError::Unavailable {
+            address: self.settings.address.clone(),
+            reason: "no answer in time".to_owned(),
+        })?;
+        answer.map(|_| ()).map_err(|status| match status.code() {
+            Code::NotFound => TemporalError::NamespaceNotFound {
+                namespace: self.settings.namespace.clone(),
+                address: self.settings.address.clone(),
+            },
+            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => {
+                TemporalError::Unavailable {
+                    address: self.settings.address.clone(),
+                    reason: status.message().to_owned(),
+                }
+            }
+            _ => TemporalError::Request(status.message().to_owned()),
+        })
+    }
+
     /// Delivers `payload` to `run_id`'s slot `name`; `RUN_NOT_FOUND` for a run that was never
     /// started or has ended.
-    #[tracing::instrument(level = "info", skip(self, payload))]
     pub async fn signal(
         &self,
         run_id: &str,
         name: &str,
         payload: Value,
+    ) -> Result<(), TemporalError> {
+        self.deliver(run_id, name, payload, None).await
+    }
+
+    /// [`signal`](Self::signal) under a request id: Temporal takes a second delivery with the
+    /// same id for the same run as the first, so a relay that sends again after a crash
+    /// delivers once.
+    #[tracing::instrument(level = "info", skip(self, payload))]
+    pub async fn deliver(
+        &self,
+        run_id: &str,
+        name: &str,
+        payload: Value,
+        request_id: Option<String>,
     ) -> Result<(), TemporalError> {
         let handle = self.client.get_workflow_handle::<RunWorkflow>(run_id);
         let delivery = SignalDelivery {
@@ -209,7 +254,9 @@ impl TemporalEngine {
             .signal(
                 RunWorkflow::deliver,
                 delivery,
-                WorkflowSignalOptions::default(),
+                WorkflowSignalOptions::builder()
+                    .maybe_request_id(request_id)
+                    .build(),
             )
             .await
             .map_err(|error| interaction(run_id, error))

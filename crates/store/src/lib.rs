@@ -53,8 +53,8 @@ pub use records::connections::{
 };
 pub use records::execution::{
     AgentTrace, Artifact, ArtifactStore, HumanStep, HumanStepKind, HumanStepStatus,
-    InteractionStore, NewAgentTrace, NewHumanStep, Signal, StepStatus, StepStore, TraceStore,
-    WorkflowStep,
+    InteractionStore, NewAgentTrace, NewHumanStep, Relayed, Signal, StepStatus, StepStore,
+    TraceStore, WorkflowStep,
 };
 pub use records::integrations::{
     AttemptResult, CiStatus, DeliveryReceipt, IntegrationStore, NewOutboundWebhook, OutboundState,
@@ -74,8 +74,8 @@ pub use records::queue::{
     MAX_LEASE, QueueState, QueueStore, Release, WORK_CHANNEL, WakeOn, WorkWaiter,
 };
 pub use records::runs::{
-    FinalizeOutcome, FinalizeRun, MonthlyUsage, NewRun, NewRunInput, Run, RunInput, RunInputStore,
-    RunPins, RunStatus, RunStore, Spend, SubmitOutcome,
+    FinalizeOutcome, FinalizeRun, MonthlyUsage, NewRun, NewRunInput, Run, RunEngine, RunInput,
+    RunInputStore, RunPins, RunStatus, RunStore, Spend, SubmitOutcome,
 };
 pub use records::templates::{
     NewTemplate, NewTemplateVersion, TemplateStore, TemplateVersion, WorkflowTemplate,

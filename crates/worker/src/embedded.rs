@@ -7,13 +7,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use auto_swe_store::{
     Claim, ClaimRequest, FinalizeOutcome, FinalizeRun, JournalAppend, LeaseToken, QueueState,
-    Release, RunStatus, Spend, Store, TerminalStatus, Timestamp, WakeOn,
+    Release, RunEngine, RunStatus, Spend, Store, TerminalStatus, Timestamp, WakeOn,
 };
 use serde_json::Value;
 
 use crate::engine::{
-    DurableEngine, EffectHistory, EffectKey, EffectKind, ExecutionState, RecordedEffect, RunEnd,
-    RunLease, RunTask, RunWake,
+    DurableEngine, EffectHistory, EffectKey, EffectKind, ExecutionLookup, ExecutionState,
+    RecordedEffect, RunEnd, RunLease, RunTask, RunWake,
 };
 
 /// The name the run reaper takes a stranded run's lease under.
@@ -66,6 +66,53 @@ fn token_of(lease: &RunLease) -> LeaseToken {
     LeaseToken {
         run_id: lease.run_id.clone(),
         epoch: lease.fencing_token,
+    }
+}
+
+#[async_trait]
+impl ExecutionLookup for EmbeddedEngine {
+    fn engine(&self) -> RunEngine {
+        RunEngine::Embedded
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    async fn execution_state(&self, run_id: &str) -> Result<ExecutionState, WorkerError> {
+        let state = self
+            .store
+            .queue_state(run_id)
+            .await
+            .map_err(|e| WorkerError::from_store(run_id, e))?;
+        Ok(match state {
+            // Never queued, dead-lettered, or released without its end written.
+            Some(QueueState::Abandoned | QueueState::Done) | None => ExecutionState::Gone,
+            // Queued, held (a lapsed lease is taken again by the next claim) or parked: the
+            // queue will hand it to a worker.
+            Some(_) => ExecutionState::Live,
+        })
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    async fn end_stranded(
+        &self,
+        run_id: &str,
+        status: TerminalStatus,
+    ) -> Result<bool, WorkerError> {
+        let claim = match self.store.claim_run(run_id, REAPER, self.lease).await {
+            Ok(claim) => claim,
+            Err(error) if matches!(error.code(), "LEASE_LOST" | "RUN_ENDED") => return Ok(false),
+            Err(error) => return Err(WorkerError::from_store(run_id, error)),
+        };
+        let finalize = FinalizeRun {
+            status: RunStatus::Ended(status),
+            usage: Spend::default(),
+            result: None,
+        };
+        match self.store.finalize_run(&claim.token(), finalize).await {
+            Ok(FinalizeOutcome::AlreadyFinalized) => Ok(false),
+            Ok(_) => Ok(true),
+            Err(error) if matches!(error.code(), "LEASE_LOST" | "RUN_ENDED") => Ok(false),
+            Err(error) => Err(WorkerError::from_store(run_id, error)),
+        }
     }
 }
 
@@ -169,46 +216,6 @@ impl DurableEngine for EmbeddedEngine {
             .await
             .map(|run| run.cancel_requested_at.is_some())
             .map_err(|e| WorkerError::from_store(&lease.run_id, e))
-    }
-
-    #[tracing::instrument(level = "debug", skip(self))]
-    async fn execution_state(&self, run_id: &str) -> Result<ExecutionState, WorkerError> {
-        let state = self
-            .store
-            .queue_state(run_id)
-            .await
-            .map_err(|e| WorkerError::from_store(run_id, e))?;
-        Ok(match state {
-            // Never queued, dead-lettered, or released without its end written.
-            Some(QueueState::Abandoned | QueueState::Done) | None => ExecutionState::Gone,
-            // Queued, held (a lapsed lease is taken again by the next claim) or parked: the
-            // queue will hand it to a worker.
-            Some(_) => ExecutionState::Live,
-        })
-    }
-
-    #[tracing::instrument(level = "debug", skip(self))]
-    async fn end_stranded(
-        &self,
-        run_id: &str,
-        status: TerminalStatus,
-    ) -> Result<bool, WorkerError> {
-        let claim = match self.store.claim_run(run_id, REAPER, self.lease).await {
-            Ok(claim) => claim,
-            Err(error) if matches!(error.code(), "LEASE_LOST" | "RUN_ENDED") => return Ok(false),
-            Err(error) => return Err(WorkerError::from_store(run_id, error)),
-        };
-        let finalize = FinalizeRun {
-            status: RunStatus::Ended(status),
-            usage: Spend::default(),
-            result: None,
-        };
-        match self.store.finalize_run(&claim.token(), finalize).await {
-            Ok(FinalizeOutcome::AlreadyFinalized) => Ok(false),
-            Ok(_) => Ok(true),
-            Err(error) if matches!(error.code(), "LEASE_LOST" | "RUN_ENDED") => Ok(false),
-            Err(error) => Err(WorkerError::from_store(run_id, error)),
-        }
     }
 
     async fn wait_for_work(&self, max: Duration) {

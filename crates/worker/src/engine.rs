@@ -171,6 +171,23 @@ pub enum ExecutionState {
     Gone,
 }
 
+/// What the run reaper asks the engine that drives a run about it.
+#[async_trait]
+pub trait ExecutionLookup: Send + Sync {
+    /// The engine whose runs these are: a reaper sweeps only its engine's runs.
+    fn engine(&self) -> auto_swe_store::RunEngine;
+    /// Where `run_id`'s execution stands (see [`ExecutionState`]).
+    async fn execution_state(&self, run_id: &str) -> Result<ExecutionState, WorkerError>;
+    /// Ends a run whose execution finished or vanished without ending it, through the same
+    /// fenced, bill-once finalize as a worker's own end: `true` when this call ended it, `false`
+    /// when the run had already ended or a live lease holds it (it was not stranded after all).
+    async fn end_stranded(
+        &self,
+        run_id: &str,
+        status: auto_swe_spec::TerminalStatus,
+    ) -> Result<bool, WorkerError>;
+}
+
 /// The durable engine the worker drives runs through.
 ///
 /// Implementor's contract: `acquire` hands each runnable run to at most one live lease; a lease
@@ -181,7 +198,7 @@ pub enum ExecutionState {
 /// run is acquirable again only once its wake signal is delivered or its deadline passes (a
 /// signal delivered while the run was still held wakes it at once).
 #[async_trait]
-pub trait DurableEngine: Send + Sync {
+pub trait DurableEngine: ExecutionLookup {
     /// Takes up to `limit` runnable runs for `worker`.
     async fn acquire(&self, worker: &str, limit: u32) -> Result<Vec<RunLease>, WorkerError>;
     /// Opens a held run: its frozen spec, its input and its effect history.
@@ -196,16 +213,6 @@ pub trait DurableEngine: Send + Sync {
     /// Whether a person asked for the held run to be stopped; the worker then stops the walk
     /// and completes the run `CANCELLED`.
     async fn cancel_requested(&self, lease: &RunLease) -> Result<bool, WorkerError>;
-    /// Where `run_id`'s execution stands (see [`ExecutionState`]).
-    async fn execution_state(&self, run_id: &str) -> Result<ExecutionState, WorkerError>;
-    /// Ends a run whose execution finished or vanished without ending it, through the same
-    /// fenced, bill-once finalize as a worker's own end: `true` when this call ended it, `false`
-    /// when the run had already ended or a live lease holds it (it was not stranded after all).
-    async fn end_stranded(
-        &self,
-        run_id: &str,
-        status: auto_swe_spec::TerminalStatus,
-    ) -> Result<bool, WorkerError>;
     /// Waits at most `max` for new work to become acquirable (returns early when it may have).
     /// The default just sleeps.
     async fn wait_for_work(&self, max: std::time::Duration) {

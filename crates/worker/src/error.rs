@@ -47,6 +47,17 @@ pub enum WorkerError {
         /// What is wrong.
         message: String,
     },
+    /// The engine that drives runs could not take the request (`ENGINE_UNAVAILABLE` when it
+    /// cannot be reached, `NAMESPACE_NOT_FOUND`, `RUN_NOT_FOUND`, …).
+    #[error("{code}: {message}")]
+    Engine {
+        /// Stable code.
+        code: &'static str,
+        /// What happened.
+        message: String,
+        /// Whether trying again may succeed.
+        retryable: bool,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),
@@ -61,7 +72,7 @@ impl WorkerError {
             Self::RunEnded { .. } => "RUN_ENDED",
             Self::SpecInvalid { .. } => "WORKFLOW_SPEC_FAILED",
             Self::JournalCorrupt { .. } => "JOURNAL_CORRUPT",
-            Self::LaunchRefused { code, .. } => code,
+            Self::LaunchRefused { code, .. } | Self::Engine { code, .. } => code,
             Self::Store(error) => error.code(),
         }
     }
@@ -75,6 +86,7 @@ impl WorkerError {
             | Self::SpecInvalid { .. }
             | Self::JournalCorrupt { .. }
             | Self::LaunchRefused { .. } => false,
+            Self::Engine { retryable, .. } => *retryable,
             Self::Store(error) => error.is_retryable(),
         }
     }

@@ -1,9 +1,13 @@
 //! Starting a run: the spec is validated against the built-in steps and frozen, the input
 //! checked against what the spec declares and recorded as a work request, and the run queued.
 
-use auto_swe_spec::{ValidateOptions, validate_value};
-use auto_swe_store::{NewRun, NewRunInput, Run, RunInput, Store, SubmitOutcome};
-use serde_json::Value;
+use async_trait::async_trait;
+use auto_swe_spec::{TerminalStatus, ValidateOptions, validate_value};
+use auto_swe_store::{
+    FinalizeRun, NewRun, NewRunInput, Run, RunEngine, RunInput, RunStatus, Spend, Store,
+    SubmitOutcome,
+};
+use serde_json::{Value, json};
 
 use crate::budget::{billing_org, org_budget};
 use crate::error::WorkerError;
@@ -39,6 +43,75 @@ pub struct LaunchOptions {
     /// The stored template and version whose spec this is (recorded on the work request and
     /// the run: the template's team sees the run).
     pub template: Option<(String, String)>,
+}
+
+/// How a recorded run is handed to the engine that drives it.
+///
+/// Implementor's contract: `ready` writes nothing; `start` of the same run twice starts it
+/// once.
+#[async_trait]
+pub trait RunStarter: Send + Sync {
+    /// The engine the runs it starts are recorded on.
+    fn engine(&self) -> RunEngine;
+    /// Checked before the launch writes anything: an engine that cannot take a run now refuses
+    /// here (`ENGINE_UNAVAILABLE`), and nothing is recorded.
+    async fn ready(&self) -> Result<(), WorkerError>;
+    /// Hands over the recorded run, its frozen spec and its prepared input.
+    async fn start(&self, run: &Run, input: &Value) -> Result<(), WorkerError>;
+}
+
+/// The embedded engine's start: the run is queued in the store.
+struct Queue<'a>(&'a Store);
+
+#[async_trait]
+impl RunStarter for Queue<'_> {
+    fn engine(&self) -> RunEngine {
+        RunEngine::Embedded
+    }
+
+    async fn ready(&self) -> Result<(), WorkerError> {
+        Ok(())
+    }
+
+    async fn start(&self, run: &Run, _input: &Value) -> Result<(), WorkerError> {
+        self.0
+            .enqueue(&run.id)
+            .await
+            .map_err(|e| WorkerError::from_store(&run.id, e))
+    }
+}
+
+/// The holder a launch ends a run under when its engine would not start it.
+const LAUNCHER: &str = "launcher";
+
+/// Ends a recorded run its engine refused to start, `FAILED` with the engine's error, through
+/// the same fenced, bill-once finalize as any end: it never ran, and it must not count as in
+/// flight or wait for the reaper.
+async fn end_unstarted(store: &Store, run_id: &str, error: &WorkerError) {
+    let ended = async {
+        let claim = store
+            .claim_run(run_id, LAUNCHER, std::time::Duration::from_secs(30))
+            .await?;
+        let document = json!({
+            "result": Value::Null,
+            "context": {},
+            "error": { "code": error.code(), "message": error.to_string() },
+        });
+        store
+            .finalize_run(
+                &claim.token(),
+                FinalizeRun {
+                    status: RunStatus::Ended(TerminalStatus::Failed),
+                    usage: Spend::default(),
+                    result: Some(document),
+                },
+            )
+            .await
+    }
+    .await;
+    if let Err(failed) = ended {
+        tracing::warn!(run_id, code = failed.code(), %failed, "a run its engine refused could not be ended; the reaper will");
+    }
 }
 
 /// What [`launch_with`] did.
@@ -106,13 +179,18 @@ async fn earlier_launch(
 }
 
 /// [`launch`] with an idempotency key and the launching user.
-#[tracing::instrument(level = "info", skip_all, fields(submitter = %launch.submitter))]
 pub async fn launch_with(
     store: &Store,
     registry: &StepRegistry,
     launch: Launch,
     options: LaunchOptions,
 ) -> Result<Launched, WorkerError> {
+    launch_on(store, registry, launch, options, &Queue(store)).await
+}
+
+/// The launch's input, prepared for its spec, once the spec validates against `registry`'s
+/// steps.
+fn checked_input(registry: &StepRegistry, launch: &Launch) -> Result<Value, WorkerError> {
     let catalog = registry.catalog();
     let report = validate_value(&launch.spec, &ValidateOptions::with_step_catalog(&catalog));
     if !report.is_valid() {
@@ -129,9 +207,20 @@ pub async fn launch_with(
     }
     let spec = auto_swe_spec::WorkflowSpec::from_value_tolerant(launch.spec.clone())
         .map_err(|e| refused("WORKFLOW_SPEC_INVALID", e.to_string()))?;
-    let input = spec
-        .prepare_input(&launch.input)
-        .map_err(|e| refused(e.code(), e.to_string()))?;
+    spec.prepare_input(&launch.input)
+        .map_err(|e| refused(e.code(), e.to_string()))
+}
+
+/// [`launch_with`] on the engine `starter` hands runs to.
+#[tracing::instrument(level = "info", skip_all, fields(submitter = %launch.submitter, engine = %starter.engine()))]
+pub async fn launch_on(
+    store: &Store,
+    registry: &StepRegistry,
+    launch: Launch,
+    options: LaunchOptions,
+    starter: &dyn RunStarter,
+) -> Result<Launched, WorkerError> {
+    let input = checked_input(registry, &launch)?;
     let connection = input
         .get("repository")
         .and_then(Value::as_str)
@@ -160,6 +249,7 @@ pub async fn launch_with(
             ));
         }
     }
+    starter.ready().await?;
     let mut request = NewRunInput::new(launch.submitter, input);
     request.connection_id = connection.clone();
     request.billing_org_id = billing.as_ref().map(|b| b.org_id.clone());
@@ -174,7 +264,9 @@ pub async fn launch_with(
     {
         return Ok(earlier);
     }
-    let mut run = NewRun::new(launch.spec).with_run_input(&recorded.id);
+    let mut run = NewRun::new(launch.spec)
+        .with_run_input(&recorded.id)
+        .on_engine(starter.engine());
     if let Some(user) = options.launched_by {
         run = run.launched_by(user);
     }
@@ -206,10 +298,10 @@ pub async fn launch_with(
         }
         return Err(WorkerError::from_store(&run.id, error));
     }
-    store
-        .enqueue(&run.id)
-        .await
-        .map_err(|e| WorkerError::from_store(&run.id, e))?;
+    if let Err(error) = starter.start(&run, &recorded.payload).await {
+        end_unstarted(store, &run.id, &error).await;
+        return Err(error);
+    }
     tracing::info!(run_id = %run.id, "run launched");
     Ok(Launched::Started(run))
 }

@@ -44,13 +44,14 @@ pub use budget::{BillingOrg, ORG_BUDGET_WINDOW};
 pub use ci::{CiVerdict, LocalCi};
 pub use embedded::EmbeddedEngine;
 pub use engine::{
-    DurableEngine, EffectHistory, EffectKey, EffectKind, ExecutionState, RecordedEffect, RunEnd,
-    RunLease, RunTask, RunWake,
+    DurableEngine, EffectHistory, EffectKey, EffectKind, ExecutionLookup, ExecutionState,
+    RecordedEffect, RunEnd, RunLease, RunTask, RunWake,
 };
 pub use error::WorkerError;
 pub use journaling::{JournalStats, JournalingDispatcher};
 pub use launch::{
-    IDEMPOTENCY_IN_PROGRESS_WINDOW, Launch, LaunchOptions, Launched, launch, launch_with,
+    IDEMPOTENCY_IN_PROGRESS_WINDOW, Launch, LaunchOptions, Launched, RunStarter, launch, launch_on,
+    launch_with,
 };
 pub use parking::{Parking, Working};
 pub use patterns::{LivePatterns, PATTERN_REFRESH_INTERVAL};

@@ -16,7 +16,7 @@ use auto_swe_store::{ReapQuery, Store};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::engine::{DurableEngine, ExecutionState};
+use crate::engine::{ExecutionLookup, ExecutionState};
 use crate::error::WorkerError;
 
 /// How the reaper sweeps.
@@ -76,7 +76,7 @@ pub struct ReapReport {
 #[derive(Clone)]
 pub struct Reaper {
     store: Store,
-    engine: Arc<dyn DurableEngine>,
+    engine: Arc<dyn ExecutionLookup>,
     config: ReaperConfig,
 }
 
@@ -89,9 +89,9 @@ impl std::fmt::Debug for Reaper {
 }
 
 impl Reaper {
-    /// A reaper of `store`'s runs, asking `engine` about their executions.
+    /// A reaper of `store`'s runs on `engine`, asking it about their executions.
     #[must_use]
-    pub fn new(store: Store, engine: Arc<dyn DurableEngine>, config: ReaperConfig) -> Self {
+    pub fn new(store: Store, engine: Arc<dyn ExecutionLookup>, config: ReaperConfig) -> Self {
         Self {
             store,
             engine,
@@ -101,13 +101,18 @@ impl Reaper {
 
     /// One sweep.
     pub async fn sweep(&self) -> Result<ReapReport, WorkerError> {
-        let span = tracing::info_span!("reaper.sweep", batch = self.config.batch);
+        let span = tracing::info_span!(
+            "reaper.sweep",
+            batch = self.config.batch,
+            engine = %self.engine.engine()
+        );
         async {
             let candidates = self
                 .store
                 .reap_candidates(&ReapQuery {
                     older_than: self.config.older_than,
                     limit: self.config.batch,
+                    engine: self.engine.engine(),
                 })
                 .await
                 .map_err(WorkerError::Store)?;

@@ -12,3 +12,4 @@ mod replay;
 mod signals;
 mod store;
 mod support;
+mod ticket_to_merge;

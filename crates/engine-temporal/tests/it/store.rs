@@ -11,7 +11,7 @@ use auto_swe_engine_temporal::{
 };
 use auto_swe_interpreter::{DispatchError, StepRecord};
 use auto_swe_models::{ModelClient, PriceCatalog, Tier};
-use auto_swe_sandbox::{LocalBackend, LocalConfig, LocalRoot, ResourceLimits};
+use auto_swe_sandbox::ResourceLimits;
 use auto_swe_spec::TerminalStatus;
 use auto_swe_store::{
     HumanStepStatus, Keyring, NewRun, NewRunInput, QueueState, RunStatus, Store, StoreConfig,
@@ -21,7 +21,7 @@ use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::{LocalScm, ModelRouter, StepEffects, WorkerServices, WorkspaceTemplate};
 use serde_json::json;
 
-use crate::support::{WorkerThread, quick_limits, spec, task_queue, temporal_address};
+use crate::support::{WorkerThread, backend, quick_limits, spec, task_queue, temporal_address};
 
 /// No agent runs in these tests: any model asked for is refused.
 #[derive(Debug)]
@@ -33,28 +33,6 @@ impl ModelRouter for NoModels {
             "NO_MODEL",
             format!("no model for {agent_key}"),
         ))
-    }
-}
-
-/// A `local` backend, or `None` when bubblewrap is missing (a failure under
-/// `AUTO_SWE_REQUIRE_BWRAP=1`).
-fn backend(state: &std::path::Path) -> Option<(LocalBackend, LocalRoot)> {
-    let root = std::env::var("AUTO_SWE_ROOTFS")
-        .ok()
-        .filter(|r| !r.is_empty())
-        .map_or(LocalRoot::HostSystem, |r| LocalRoot::Rootfs(r.into()));
-    let mut config = LocalConfig::new(root.clone());
-    config.state_dir = state.to_path_buf();
-    match LocalBackend::new(config) {
-        Ok(backend) => Some((backend, root)),
-        Err(error) => {
-            assert!(
-                std::env::var("AUTO_SWE_REQUIRE_BWRAP").as_deref() != Ok("1"),
-                "bubblewrap required: {error}"
-            );
-            eprintln!("skipped: {error}");
-            None
-        }
     }
 }
 

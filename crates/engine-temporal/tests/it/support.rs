@@ -13,6 +13,7 @@ use auto_swe_interpreter::{
     CancellationToken, DispatchError, Dispatcher, SignalWait, SignalWake, StepDispatch, StepEnd,
     StepRecord,
 };
+use auto_swe_sandbox::{LocalBackend, LocalConfig, LocalRoot};
 use auto_swe_worker::RunEnd;
 use serde_json::{Value, json};
 
@@ -258,4 +259,26 @@ impl Cluster {
 /// A spec with a name and version around `entry` and `nodes`.
 pub(crate) fn spec(entry: &str, nodes: &Value) -> Value {
     json!({"specVersion": 1, "name": "engine-test", "entry": entry, "nodes": nodes})
+}
+
+/// A `local` backend, or `None` when bubblewrap is missing (a failure under
+/// `AUTO_SWE_REQUIRE_BWRAP=1`).
+pub(crate) fn backend(state: &std::path::Path) -> Option<(LocalBackend, LocalRoot)> {
+    let root = std::env::var("AUTO_SWE_ROOTFS")
+        .ok()
+        .filter(|r| !r.is_empty())
+        .map_or(LocalRoot::HostSystem, |r| LocalRoot::Rootfs(r.into()));
+    let mut config = LocalConfig::new(root.clone());
+    config.state_dir = state.to_path_buf();
+    match LocalBackend::new(config) {
+        Ok(backend) => Some((backend, root)),
+        Err(error) => {
+            assert!(
+                std::env::var("AUTO_SWE_REQUIRE_BWRAP").as_deref() != Ok("1"),
+                "bubblewrap required: {error}"
+            );
+            eprintln!("skipped: {error}");
+            None
+        }
+    }
 }

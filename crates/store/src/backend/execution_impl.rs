@@ -341,8 +341,9 @@ macro_rules! impl_execution_stores {
                 let payload = limits::json_text("signal payload", payload)?;
                 let mut tx = self.pool.begin().await?;
                 let row = sqlx::query(
-                    "INSERT INTO signals (run_id, name, payload, received_at) \
-                     SELECT id, $2, $3, $4 FROM workflow_runs WHERE id = $1 AND ended_at IS NULL \
+                    "INSERT INTO signals (run_id, name, payload, received_at, relay) \
+                     SELECT id, $2, $3, $4, CASE WHEN engine = 'EMBEDDED' THEN NULL \
+                     ELSE 'PENDING' END FROM workflow_runs WHERE id = $1 AND ended_at IS NULL \
                      RETURNING *",
                 )
                 .bind(run_id)
@@ -369,6 +370,68 @@ macro_rules! impl_execution_stores {
                 tx.commit().await?;
                 self.woke();
                 Ok(signal)
+            }
+
+            async fn pending_relays(
+                &self,
+                engine: crate::records::runs::RunEngine,
+                limit: u32,
+            ) -> StoreResult<Vec<Relayed>> {
+                let limit = validate_page(limit)?;
+                let stops = sqlx::query(
+                    "SELECT id, cancel_requested_at FROM workflow_runs \
+                     WHERE cancel_relay = 'PENDING' AND engine = $1 ORDER BY cancel_requested_at \
+                     LIMIT $2",
+                )
+                .bind(engine.as_str())
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?;
+                let mut items = stops
+                    .iter()
+                    .map(|row| {
+                        Ok(Relayed::Cancel {
+                            run_id: row.try_get("id")?,
+                            requested_at: Timestamp::from_millis(row.try_get("cancel_requested_at")?),
+                        })
+                    })
+                    .collect::<StoreResult<Vec<_>>>()?;
+                let left = limit - i64::try_from(items.len()).unwrap_or(limit);
+                if left > 0 {
+                    let rows = sqlx::query(
+                        "SELECT s.* FROM signals s JOIN workflow_runs r ON r.id = s.run_id \
+                         WHERE s.relay = 'PENDING' AND r.engine = $1 ORDER BY s.seq LIMIT $2",
+                    )
+                    .bind(engine.as_str())
+                    .bind(left)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    for row in &rows {
+                        items.push(Relayed::Signal(Self::signal_from_row(row)?));
+                    }
+                }
+                Ok(items)
+            }
+
+            async fn mark_relayed(&self, item: &Relayed) -> StoreResult<bool> {
+                let done = match item {
+                    Relayed::Signal(signal) => sqlx::query(
+                        "UPDATE signals SET relay = 'FORWARDED' WHERE seq = $1 AND run_id = $2 \
+                         AND relay = 'PENDING'",
+                    )
+                    .bind(signal.seq)
+                    .bind(&signal.run_id)
+                    .execute(&self.pool)
+                    .await?,
+                    Relayed::Cancel { run_id, .. } => sqlx::query(
+                        "UPDATE workflow_runs SET cancel_relay = 'FORWARDED' WHERE id = $1 \
+                         AND cancel_relay = 'PENDING'",
+                    )
+                    .bind(run_id)
+                    .execute(&self.pool)
+                    .await?,
+                };
+                Ok(done.rows_affected() > 0)
             }
 
             async fn list_signals(&self, run_id: &str, name: &str) -> StoreResult<Vec<Signal>> {

@@ -53,7 +53,7 @@ pub(crate) mod prelude {
     };
     pub(crate) use crate::records::execution::{
         AgentTrace, Artifact, ArtifactStore, HumanStep, InteractionStore, NewAgentTrace,
-        NewHumanStep, Signal, StepStatus, StepStore, TraceStore, WorkflowStep,
+        NewHumanStep, Relayed, Signal, StepStatus, StepStore, TraceStore, WorkflowStep,
     };
     pub(crate) use crate::records::integrations::{
         AttemptResult, CiStatus, DeliveryReceipt, IntegrationStore, NewOutboundWebhook,

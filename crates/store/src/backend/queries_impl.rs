@@ -134,12 +134,13 @@ macro_rules! impl_run_queries {
                 let rows = sqlx::query(&format!(
                     "UPDATE workflow_runs SET reap_checked_at = $1 WHERE id IN (\
                      SELECT id FROM workflow_runs WHERE ended_at IS NULL AND created_at <= $2 \
-                     ORDER BY reap_checked_at, created_at LIMIT $3{}) RETURNING *",
+                     AND engine = $4 ORDER BY reap_checked_at, created_at LIMIT $3{}) RETURNING *",
                     Self::SKIP_LOCKED
                 ))
                 .bind(now.as_millis())
                 .bind(cutoff)
                 .bind(limit)
+                .bind(query.engine.as_str())
                 .fetch_all(&self.pool)
                 .await?;
                 let mut runs = rows

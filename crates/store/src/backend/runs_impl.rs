@@ -36,6 +36,7 @@ macro_rules! impl_run_stores {
                     cancel_requested_at: row
                         .try_get::<Option<i64>, _>("cancel_requested_at")?
                         .map(Timestamp::from_millis),
+                    engine: parse_stored("workflow_runs", &row.try_get::<String, _>("engine")?)?,
                 })
             }
 
@@ -112,8 +113,8 @@ macro_rules! impl_run_stores {
                 let row = sqlx::query(
                     "INSERT INTO workflow_runs (id, org_id, team_id, template_version_id, \
                      run_input_id, launched_by, status, spec_snapshot, pins, \
-                     authorized_connection_ids, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', $7, $8, $9, $10, $10) RETURNING *",
+                     authorized_connection_ids, created_at, updated_at, engine) \
+                     VALUES ($1, $2, $3, $4, $5, $6, 'PENDING', $7, $8, $9, $10, $10, $11) RETURNING *",
                 )
                 .bind(&id)
                 .bind(&run.org_id)
@@ -125,6 +126,7 @@ macro_rules! impl_run_stores {
                 .bind(&pins)
                 .bind(&connections)
                 .bind(now)
+                .bind(run.engine.as_str())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| map_write("run", &id, e))?;
@@ -196,7 +198,9 @@ macro_rules! impl_run_stores {
                 let mut tx = self.pool.begin().await?;
                 let row = sqlx::query(
                     "UPDATE workflow_runs SET cancel_requested_at = \
-                     COALESCE(cancel_requested_at, $2) WHERE id = $1 AND ended_at IS NULL \
+                     COALESCE(cancel_requested_at, $2), cancel_relay = CASE \
+                     WHEN engine = 'EMBEDDED' OR cancel_relay IS NOT NULL THEN cancel_relay \
+                     ELSE 'PENDING' END WHERE id = $1 AND ended_at IS NULL \
                      RETURNING cancel_requested_at",
                 )
                 .bind(run_id)

@@ -221,6 +221,33 @@ pub struct Signal {
     pub consumed_epoch: Option<i64>,
 }
 
+/// A signal or stop request written for a run whose engine does not read them from the store,
+/// not yet forwarded to it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Relayed {
+    /// A signal to deliver.
+    Signal(Signal),
+    /// A person asked for the run to stop.
+    Cancel {
+        /// The run.
+        run_id: String,
+        /// When it was asked.
+        requested_at: Timestamp,
+    },
+}
+
+impl Relayed {
+    /// The run it is for.
+    #[must_use]
+    pub fn run_id(&self) -> &str {
+        match self {
+            Relayed::Signal(signal) => &signal.run_id,
+            Relayed::Cancel { run_id, .. } => run_id,
+        }
+    }
+}
+
 /// Steps of runs.
 ///
 /// Implementors guarantee: start and finish are fenced by the run's lease (`LEASE_LOST`,
@@ -281,6 +308,15 @@ pub trait InteractionStore: Send + Sync {
         name: &str,
         payload: &serde_json::Value,
     ) -> StoreResult<Signal>;
+    /// Up to `limit` (1..=500) signals and stop requests of `engine`'s runs that are still to be
+    /// forwarded to it: stop requests first, then signals oldest first.
+    async fn pending_relays(
+        &self,
+        engine: crate::RunEngine,
+        limit: u32,
+    ) -> StoreResult<Vec<Relayed>>;
+    /// Records that `item` reached the run's engine; `false` when it had already been recorded.
+    async fn mark_relayed(&self, item: &Relayed) -> StoreResult<bool>;
     /// A run's signals with this name, oldest first.
     async fn list_signals(&self, run_id: &str, name: &str) -> StoreResult<Vec<Signal>>;
     /// Takes the leased run's oldest unconsumed signal with this name, if any. Each signal is

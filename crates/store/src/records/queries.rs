@@ -104,6 +104,8 @@ pub struct ReapQuery {
     pub older_than: Duration,
     /// At most this many (1..=500).
     pub limit: u32,
+    /// Only runs this engine drives: a reaper asks one engine about its own runs.
+    pub engine: crate::RunEngine,
 }
 
 /// An org's spend for a month: what finalize billed, and what runs still in flight have spent.
@@ -271,7 +273,7 @@ pub(crate) fn like_prefix(prefix: &str) -> String {
 pub(crate) const RUN_COLUMNS: &str = "r.id, r.org_id, r.team_id, r.template_version_id, \
      r.run_input_id, r.launched_by, r.status, r.spec_snapshot, r.pins, \
      r.authorized_connection_ids, r.cost_micros, r.input_tokens, r.output_tokens, r.created_at, \
-     r.ended_at, r.cancel_requested_at";
+     r.ended_at, r.cancel_requested_at, r.engine";
 
 /// The joins the run-visibility predicate reads (`r` is the run).
 pub(crate) const RUN_VISIBILITY_JOINS: &str = "LEFT JOIN run_inputs i ON i.id = r.run_input_id \

@@ -135,6 +135,29 @@ pub struct RunPins {
     pub agent_runtimes: BTreeMap<String, Option<auto_swe_agents::Runtime>>,
 }
 
+crate::enums::string_enum! {
+    /// The durable engine that drives a run. Hosts write a run's signals and stop requests to
+    /// the store whatever its engine; an engine that does not read them from the store learns of
+    /// each one through a relay ([`ExecutionStore::pending_relays`](crate::ExecutionStore::pending_relays)).
+    #[derive(Default)]
+    RunEngine, "run engine" {
+        /// The store's own queue and journal (the worker's embedded engine).
+        #[default]
+        Embedded => "EMBEDDED",
+        /// One Temporal workflow per run.
+        Temporal => "TEMPORAL",
+    }
+}
+
+impl RunEngine {
+    /// Whether the engine reads the run's signals and stop requests from the store itself
+    /// (otherwise each is relayed to it).
+    #[must_use]
+    pub fn reads_the_store(self) -> bool {
+        self == Self::Embedded
+    }
+}
+
 /// A run to create.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
@@ -155,6 +178,8 @@ pub struct NewRun {
     pub pins: RunPins,
     /// Connections the run may use.
     pub authorized_connection_ids: Vec<String>,
+    /// The engine that drives it.
+    pub engine: RunEngine,
 }
 
 impl NewRun {
@@ -185,6 +210,13 @@ impl NewRun {
     #[must_use]
     pub fn with_template_version(mut self, version_id: impl Into<String>) -> Self {
         self.template_version_id = Some(version_id.into());
+        self
+    }
+
+    /// Has `engine` drive the run (the embedded engine unless this is called).
+    #[must_use]
+    pub fn on_engine(mut self, engine: RunEngine) -> Self {
+        self.engine = engine;
         self
     }
 
@@ -249,6 +281,8 @@ pub struct Run {
     pub ended_at: Option<Timestamp>,
     /// When a person asked for the run to be stopped, if they did.
     pub cancel_requested_at: Option<Timestamp>,
+    /// The engine that drives it.
+    pub engine: RunEngine,
 }
 
 /// The final word on a run.

@@ -22,6 +22,7 @@ mod members;
 mod memory;
 mod queries;
 mod queue;
+mod relay;
 mod runs;
 mod runtime_pins;
 mod scale;

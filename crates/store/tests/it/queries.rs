@@ -255,6 +255,7 @@ async fn visibility_inputs_and_reaper_candidates(db: &TestDb) {
     let query = ReapQuery {
         older_than: Duration::from_secs(3_600),
         limit: 2,
+        engine: RunEngine::Embedded,
     };
     let first = db.store.reap_candidates(&query).await.unwrap();
     db.clock.advance(Duration::from_secs(1));
@@ -281,7 +282,8 @@ async fn visibility_inputs_and_reaper_candidates(db: &TestDb) {
         db.store
             .reap_candidates(&ReapQuery {
                 older_than: Duration::ZERO,
-                limit: 0
+                limit: 0,
+                engine: RunEngine::Embedded,
             })
             .await
             .unwrap_err()

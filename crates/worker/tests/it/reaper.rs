@@ -8,7 +8,9 @@ use std::time::Duration;
 use auto_swe_store::{
     Enqueue, NewRun, Release, RunStatus, Spend, Store, SystemClock, TerminalStatus, WakeOn,
 };
-use auto_swe_worker::{DurableEngine, ExecutionState, ReapReport, Reaper, ReaperConfig, RunEnd};
+use auto_swe_worker::{
+    DurableEngine, ExecutionLookup, ExecutionState, ReapReport, Reaper, ReaperConfig, RunEnd,
+};
 use serde_json::json;
 
 use crate::support::{LEASE, TestStore, on_both_backends};
