@@ -41,6 +41,12 @@ pub trait RunEffects: Send + Sync {
         let _ = (run_id, wait);
         Ok(payload)
     }
+    /// Tells readers that `run_id` now waits for a person (`true`, once a human step is opened)
+    /// or works again (`false`, once it is closed). The default records nothing.
+    async fn waiting_for_person(&self, run_id: &str, waiting: bool) -> Result<(), DispatchError> {
+        let _ = (run_id, waiting);
+        Ok(())
+    }
 }
 
 /// The activities a worker registers.
@@ -154,11 +160,20 @@ impl RunActivities {
                 Ok(dispatcher) => dispatcher,
                 Err(error) => return Ok(Err(error)),
             };
+            let run_id = effect.run_id();
             Ok(match &effect {
                 Bookkeeping::Record { record, .. } => dispatcher.record_step(record).await,
-                Bookkeeping::Notify { notice, .. } => dispatcher.notify_human_step(notice).await,
+                Bookkeeping::Notify { notice, .. } => {
+                    match dispatcher.notify_human_step(notice).await {
+                        Ok(()) => self.effects.waiting_for_person(run_id, true).await,
+                        Err(error) => Err(error),
+                    }
+                }
                 Bookkeeping::Resolve { resolution, .. } => {
-                    dispatcher.resolve_human_step(resolution).await
+                    match dispatcher.resolve_human_step(resolution).await {
+                        Ok(()) => self.effects.waiting_for_person(run_id, false).await,
+                        Err(error) => Err(error),
+                    }
                 }
                 Bookkeeping::Finish { .. } => Ok(()),
             })

@@ -130,3 +130,207 @@ impl fmt::Debug for TemporalTls {
             .finish()
     }
 }
+
+/// The Temporal section of a host's configuration (`[temporal]` in the server's TOML, camelCase
+/// keys). Secrets are named by file or environment, never written in it: the API key comes from
+/// `apiKeyFile` or `AUTO_SWE_TEMPORAL_API_KEY`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+#[non_exhaustive]
+pub struct TemporalSection {
+    /// The frontend's address (`host:port` or a URL); `AUTO_SWE_TEMPORAL_ADDRESS` overrides it.
+    pub address: Option<String>,
+    /// The namespace (default `default`); `AUTO_SWE_TEMPORAL_NAMESPACE` overrides it.
+    pub namespace: String,
+    /// The task queue (default `auto-swe`); `AUTO_SWE_TEMPORAL_TASK_QUEUE` overrides it.
+    pub task_queue: String,
+    /// Speak TLS to the frontend (implied by any of the TLS files and by an API key).
+    pub tls: bool,
+    /// The server's root CA (PEM file); absent: the system's roots.
+    pub server_ca_file: Option<std::path::PathBuf>,
+    /// The name the server's certificate must carry.
+    pub server_name: Option<String>,
+    /// A client certificate (PEM file), for mutual TLS; needs `clientKeyFile`.
+    pub client_cert_file: Option<std::path::PathBuf>,
+    /// The client certificate's key (PEM file).
+    pub client_key_file: Option<std::path::PathBuf>,
+    /// A file holding the API key (Temporal Cloud).
+    pub api_key_file: Option<std::path::PathBuf>,
+}
+
+impl Default for TemporalSection {
+    fn default() -> Self {
+        Self {
+            address: None,
+            namespace: "default".to_owned(),
+            task_queue: "auto-swe".to_owned(),
+            tls: false,
+            server_ca_file: None,
+            server_name: None,
+            client_cert_file: None,
+            client_key_file: None,
+            api_key_file: None,
+        }
+    }
+}
+
+impl TemporalSection {
+    /// The settings this section names, after the `AUTO_SWE_TEMPORAL_*` overrides in `env`, with
+    /// its files read; `ENGINE_CONFIG_INVALID` naming what is missing or unreadable.
+    pub fn settings(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<TemporalSettings, crate::TemporalError> {
+        let invalid = |what: String| crate::TemporalError::Config(what);
+        let set = |name: &str| env(name).filter(|v| !v.is_empty());
+        let address = set("AUTO_SWE_TEMPORAL_ADDRESS")
+            .or_else(|| self.address.clone())
+            .ok_or_else(|| {
+                invalid("temporal.address (or AUTO_SWE_TEMPORAL_ADDRESS) is not set".to_owned())
+            })?;
+        let read = |what: &str, path: &std::path::Path| {
+            std::fs::read(path)
+                .map_err(|e| invalid(format!("temporal.{what} {}: {e}", path.display())))
+        };
+        let mut settings = TemporalSettings::new(address)
+            .with_namespace(
+                set("AUTO_SWE_TEMPORAL_NAMESPACE").unwrap_or_else(|| self.namespace.clone()),
+            )
+            .with_task_queue(
+                set("AUTO_SWE_TEMPORAL_TASK_QUEUE").unwrap_or_else(|| self.task_queue.clone()),
+            );
+        let api_key = match (set("AUTO_SWE_TEMPORAL_API_KEY"), &self.api_key_file) {
+            (Some(key), _) => Some(key),
+            (None, Some(path)) => Some(
+                String::from_utf8(read("apiKeyFile", path)?)
+                    .map_err(|_| invalid("temporal.apiKeyFile is not UTF-8".to_owned()))?
+                    .trim()
+                    .to_owned(),
+            ),
+            (None, None) => None,
+        };
+        let identity = match (&self.client_cert_file, &self.client_key_file) {
+            (Some(cert), Some(key)) => {
+                Some((read("clientCertFile", cert)?, read("clientKeyFile", key)?))
+            }
+            (None, None) => None,
+            _ => {
+                return Err(invalid(
+                    "temporal.clientCertFile and temporal.clientKeyFile go together".to_owned(),
+                ));
+            }
+        };
+        if self.tls
+            || self.server_ca_file.is_some()
+            || self.server_name.is_some()
+            || identity.is_some()
+            || api_key.is_some()
+        {
+            let mut tls = TemporalTls::system_roots();
+            if let Some(path) = &self.server_ca_file {
+                tls = tls.with_server_ca(read("serverCaFile", path)?);
+            }
+            tls.domain.clone_from(&self.server_name);
+            tls.client_identity = identity;
+            settings = settings.with_tls(tls);
+        }
+        if let Some(key) = api_key {
+            if key.is_empty() {
+                return Err(invalid("the Temporal API key is empty".to_owned()));
+            }
+            // A bearer token over plain text is readable by anyone on the path.
+            if settings.address.starts_with("http://") {
+                return Err(invalid(
+                    "an API key is only sent over TLS: use an https:// or host:port address"
+                        .to_owned(),
+                ));
+            }
+            settings = settings.with_api_key(key);
+        }
+        Ok(settings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TemporalSection;
+
+    fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            vars.iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (*value).to_owned())
+        }
+    }
+
+    fn section(toml_text: &str) -> TemporalSection {
+        toml::from_str(toml_text).expect("the section reads")
+    }
+
+    #[test]
+    fn the_environment_overrides_the_file_and_plain_text_is_the_default() {
+        let section = section("address = \"temporal:7233\"\ntaskQueue = \"runs\"");
+        let settings = section
+            .settings(&env(&[("AUTO_SWE_TEMPORAL_NAMESPACE", "prod")]))
+            .expect("settings");
+        assert_eq!(
+            (
+                settings.address.as_str(),
+                settings.namespace.as_str(),
+                settings.task_queue.as_str()
+            ),
+            ("temporal:7233", "prod", "runs")
+        );
+        assert_eq!(settings.url(), "http://temporal:7233");
+        let settings = section
+            .settings(&env(&[("AUTO_SWE_TEMPORAL_ADDRESS", "127.0.0.1:9")]))
+            .expect("settings");
+        assert_eq!(settings.address, "127.0.0.1:9");
+        let missing = TemporalSection::default()
+            .settings(&env(&[]))
+            .expect_err("no address");
+        assert_eq!(missing.code(), "ENGINE_CONFIG_INVALID");
+        assert!(toml::from_str::<TemporalSection>("adress = \"x\"").is_err());
+    }
+
+    #[test]
+    fn an_api_key_is_read_from_its_file_implies_tls_and_never_goes_over_plain_text() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let key = dir.path().join("key");
+        std::fs::write(&key, "secret-key-0000\n").expect("the key is written");
+        let mut with_key = section("address = \"ns.tmprl.cloud:7233\"");
+        with_key.api_key_file = Some(key);
+        let settings = with_key.settings(&env(&[])).expect("settings");
+        assert_eq!(settings.api_key.as_deref(), Some("secret-key-0000"));
+        assert_eq!(settings.url(), "https://ns.tmprl.cloud:7233");
+        assert!(!format!("{settings:?}").contains("secret-key"));
+        let from_env = section("address = \"ns.tmprl.cloud:7233\"")
+            .settings(&env(&[("AUTO_SWE_TEMPORAL_API_KEY", "env-key")]))
+            .expect("settings");
+        assert_eq!(from_env.api_key.as_deref(), Some("env-key"));
+        let plain = section("address = \"http://temporal:7233\"")
+            .settings(&env(&[("AUTO_SWE_TEMPORAL_API_KEY", "env-key")]))
+            .expect_err("a key over plain text");
+        assert!(plain.to_string().contains("only sent over TLS"), "{plain}");
+    }
+
+    #[test]
+    fn tls_files_are_read_and_a_certificate_needs_its_key() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, "CA").expect("written");
+        let mut tls = section("address = \"temporal:7233\"\nserverName = \"temporal.internal\"");
+        tls.server_ca_file = Some(ca.clone());
+        let settings = tls.settings(&env(&[])).expect("settings");
+        let read = settings.tls.expect("TLS");
+        assert_eq!(read.server_ca_pem.as_deref(), Some(&b"CA"[..]));
+        assert_eq!(read.domain.as_deref(), Some("temporal.internal"));
+        let mut half = section("address = \"temporal:7233\"");
+        half.client_cert_file = Some(ca);
+        assert!(half.settings(&env(&[])).is_err());
+        let mut unreadable = section("address = \"temporal:7233\"");
+        unreadable.server_ca_file = Some(dir.path().join("missing.pem"));
+        let error = unreadable.settings(&env(&[])).expect_err("no such file");
+        assert!(error.to_string().contains("serverCaFile"), "{error}");
+    }
+}

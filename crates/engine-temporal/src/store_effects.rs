@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use auto_swe_interpreter::{DispatchError, Dispatcher, SignalWait};
-use auto_swe_store::{QueueState, Store};
+use auto_swe_store::{LeaseToken, QueueState, RunStatus, Store};
 use auto_swe_worker::{
     DurableEngine, EffectsFactory, EmbeddedEngine, Parking, RunEnd, RunLease, WorkerError,
     stamp_answerer,
@@ -221,6 +221,28 @@ impl RunEffects for StoreEffects {
         payload: Value,
     ) -> Result<Value, DispatchError> {
         stamp_answerer(&self.store, run_id, wait, payload).await
+    }
+
+    #[tracing::instrument(level = "debug", skip(self))]
+    async fn waiting_for_person(&self, run_id: &str, waiting: bool) -> Result<(), DispatchError> {
+        let held = self
+            .hold(run_id)
+            .await
+            .map_err(|error| refused(run_id, &error))?;
+        let lease = held.lease();
+        let status = if waiting {
+            RunStatus::Waiting
+        } else {
+            RunStatus::Running
+        };
+        let token = LeaseToken {
+            run_id: lease.run_id,
+            epoch: lease.fencing_token,
+        };
+        self.store
+            .set_run_status(&token, status)
+            .await
+            .map_err(|error| refused(run_id, &WorkerError::Store(error)))
     }
 
     #[tracing::instrument(level = "debug", skip(self, end))]

@@ -152,6 +152,13 @@ pub struct ServerConfig {
     /// GitHub: the provider pull requests go to, and the webhook route. Absent: local
     /// repositories only, and `/api/v1/webhooks/github` answers 404.
     pub github: Option<crate::github::GitHubSection>,
+    /// The engine new runs are started on: `embedded` (the store's queue; the default) or
+    /// `temporal` (a Temporal cluster, `[temporal]`); `AUTO_SWE_ENGINE` overrides it. Runs
+    /// keep the engine they started on.
+    pub engine: auto_swe_store::RunEngine,
+    /// Where the Temporal cluster is, for `engine = "temporal"`.
+    #[cfg(feature = "temporal")]
+    pub temporal: auto_swe_engine_temporal::TemporalSection,
 }
 
 impl Default for ServerConfig {
@@ -167,6 +174,9 @@ impl Default for ServerConfig {
             pool: PoolConfig::default(),
             public_url: None,
             github: None,
+            engine: auto_swe_store::RunEngine::Embedded,
+            #[cfg(feature = "temporal")]
+            temporal: auto_swe_engine_temporal::TemporalSection::default(),
         }
     }
 }
@@ -204,6 +214,16 @@ impl ServerConfig {
         if let Some(url) = set("AUTO_SWE_STORE_URL") {
             config.store_url = Some(url);
         }
+        if let Some(engine) = set("AUTO_SWE_ENGINE") {
+            config.engine = engine
+                .parse()
+                .or_else(|_| engine.to_ascii_uppercase().parse())
+                .map_err(|_| {
+                    ConfigError::Invalid(format!(
+                        "AUTO_SWE_ENGINE {engine:?}: embedded or temporal"
+                    ))
+                })?;
+        }
         if let Some(workers) = set("AUTO_SWE_WORKERS") {
             config.pool.workers = workers
                 .parse()
@@ -235,6 +255,12 @@ impl ServerConfig {
                 "pool.sandbox {:?}: use auto, local or docker",
                 self.pool.sandbox
             ));
+        }
+        #[cfg(not(feature = "temporal"))]
+        if self.engine == auto_swe_store::RunEngine::Temporal {
+            return bad(
+                "engine = \"temporal\" needs a server built with the temporal feature".to_owned(),
+            );
         }
         if let Some(url) = &self.public_url
             && !(url.starts_with("https://") || url.starts_with("http://"))

@@ -13,7 +13,7 @@ use auto_swe_scm_github::{
 use auto_swe_store::{SecretString, Store};
 use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::templates::template;
-use auto_swe_worker::{Launch, LaunchOptions, launch_with};
+use auto_swe_worker::{Launch, LaunchOptions};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -240,22 +240,21 @@ pub async fn webhook(
             }
             let mut options = LaunchOptions::default();
             options.idempotency_key = Some(format!("github-delivery-{delivery}"));
-            let launched = launch_with(
-                state.store(),
-                state.registry(),
-                Launch {
-                    spec: found.spec(),
-                    input: json!({
-                        "ticket": { "title": trigger.title, "body": body,
-                                    "id": format!("#{}", trigger.issue_number) },
-                        "repository": trigger.connection_id,
-                    }),
-                    submitter: format!("github:{}", trigger.sender),
-                },
-                options,
-            )
-            .await
-            .map_err(|e| crate::routes::launch::launch_error(&e))?;
+            let launched = state
+                .launch(
+                    Launch {
+                        spec: found.spec(),
+                        input: json!({
+                            "ticket": { "title": trigger.title, "body": body,
+                                        "id": format!("#{}", trigger.issue_number) },
+                            "repository": trigger.connection_id,
+                        }),
+                        submitter: format!("github:{}", trigger.sender),
+                    },
+                    options,
+                )
+                .await
+                .map_err(|e| crate::routes::launch::launch_error(&e))?;
             Ok((
                 StatusCode::ACCEPTED,
                 Json(json!({ "outcome": "trigger", "runId": launched.run().id })),

@@ -35,11 +35,13 @@ pub mod pool;
 pub mod routes;
 pub mod standard_webhooks;
 pub mod state;
+#[cfg(feature = "temporal")]
+mod temporal_pool;
 pub mod viewer;
 
 pub use auth::{AccessLevel, Authenticator, Caller};
 pub use bootstrap::{BootstrapError, bootstrap_admin};
 pub use error::{ApiError, ApiResult};
-pub use pool::WorkerPool;
+pub use pool::{PoolEngine, WorkerPool};
 pub use routes::{ApiDoc, metrics_router, router};
 pub use state::{AppState, WorkerGauge};

@@ -9,13 +9,14 @@ use auto_swe_agents::PatternsProvider;
 use auto_swe_server::config::ServerConfig;
 use auto_swe_server::github::GitHub;
 use auto_swe_server::{
-    AppState, Authenticator, WorkerGauge, WorkerPool, bootstrap_admin, metrics_router, router,
+    AppState, Authenticator, PoolEngine, WorkerGauge, WorkerPool, bootstrap_admin, metrics_router,
+    router,
 };
 use auto_swe_store::{Keyring, SecretString, Store, StoreConfig};
 use auto_swe_telemetry::{
     Metrics, OtlpConfig, SdkTracerProvider, metrics_layer, otel_layer, otlp_provider,
 };
-use auto_swe_worker::{LivePatterns, PATTERN_REFRESH_INTERVAL, Scm};
+use auto_swe_worker::{LivePatterns, PATTERN_REFRESH_INTERVAL, RunStarter, Scm};
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::Layer as _;
@@ -110,6 +111,38 @@ fn install_telemetry(metrics: &Metrics) -> Result<Option<SdkTracerProvider>, Str
     Ok(provider)
 }
 
+/// The engine the configuration names, and what starts runs on it (none: the embedded queue).
+#[cfg_attr(
+    not(feature = "temporal"),
+    expect(clippy::unused_async, reason = "only the Temporal engine connects")
+)]
+async fn engine(
+    config: &ServerConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(PoolEngine, Option<Arc<dyn RunStarter>>), String> {
+    match config.engine {
+        #[cfg(feature = "temporal")]
+        auto_swe_store::RunEngine::Temporal => {
+            let settings = config.temporal.settings(env).map_err(|e| e.to_string())?;
+            let engine = auto_swe_engine_temporal::TemporalEngine::connect(settings)
+                .await
+                .map_err(|e| e.to_string())?;
+            tracing::info!(settings = ?engine.settings(), "runs start on Temporal");
+            let starter: Arc<dyn RunStarter> = Arc::new(engine.clone());
+            Ok((
+                PoolEngine::Temporal {
+                    engine: Box::new(engine),
+                },
+                Some(starter),
+            ))
+        }
+        _ => {
+            let _ = env;
+            Ok((PoolEngine::Embedded, None))
+        }
+    }
+}
+
 async fn serve(args: Args, metrics: Metrics) -> Result<(), String> {
     let env = |name: &str| std::env::var(name).ok();
     let mut config = ServerConfig::load(args.config.as_deref(), &env)
@@ -146,16 +179,21 @@ async fn serve(args: Args, metrics: Metrics) -> Result<(), String> {
     // refreshes them at once.
     let patterns = LivePatterns::load(store.clone()).await;
     let refresher = patterns.spawn_refresh(PATTERN_REFRESH_INTERVAL);
-    let pool = WorkerPool::start(
+    let (engine, starter) = engine(&config, &env).await?;
+    let pool = WorkerPool::start_on(
         &store,
         &config.pool,
         &gauge,
         github.as_ref().map(|g| Arc::clone(&g.scm) as Arc<dyn Scm>),
         Arc::clone(&patterns) as Arc<dyn PatternsProvider>,
+        &engine,
     )
     .await
     .map_err(|e| e.to_string())?;
     let mut state = AppState::new(store, auth, gauge, github).with_patterns(patterns);
+    if let Some(starter) = starter {
+        state = state.with_starter(starter);
+    }
     if let Some(url) = &config.public_url {
         state = state.with_public_url(url.trim_end_matches('/'));
     }

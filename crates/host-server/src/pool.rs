@@ -39,15 +39,43 @@ pub struct WorkerPool {
     stop: CancellationToken,
 }
 
+/// The engine a pool drives runs through.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub enum PoolEngine {
+    /// The store's queue and journal.
+    #[default]
+    Embedded,
+    /// A Temporal cluster: the pool's workers poll its task queue, and the pool relays the
+    /// store's signals and stop requests to it.
+    #[cfg(feature = "temporal")]
+    Temporal {
+        /// The host's client.
+        engine: Box<auto_swe_engine_temporal::TemporalEngine>,
+    },
+}
+
 impl WorkerPool {
     /// Starts `config.workers` workers (and, when there is at least one, a reaper and local CI)
-    /// over `store`, each counted in `gauge`, scanning with `patterns`.
+    /// over `store`, each counted in `gauge`, scanning with `patterns`, on the embedded engine.
     pub async fn start(
         store: &Store,
         config: &PoolConfig,
         gauge: &WorkerGauge,
         scm: Option<Arc<dyn Scm>>,
         patterns: Arc<dyn PatternsProvider>,
+    ) -> Result<Self, PoolError> {
+        Self::start_on(store, config, gauge, scm, patterns, &PoolEngine::Embedded).await
+    }
+
+    /// [`start`](Self::start) on `engine`.
+    pub async fn start_on(
+        store: &Store,
+        config: &PoolConfig,
+        gauge: &WorkerGauge,
+        scm: Option<Arc<dyn Scm>>,
+        patterns: Arc<dyn PatternsProvider>,
+        engine: &PoolEngine,
     ) -> Result<Self, PoolError> {
         let stop = CancellationToken::new();
         let mut tasks = JoinSet::new();
@@ -56,6 +84,16 @@ impl WorkerPool {
         }
         let services = services(store, config, scm, patterns).await?;
         let lease = Duration::from_secs(config.lease_seconds);
+        #[cfg(not(feature = "temporal"))]
+        let PoolEngine::Embedded = engine;
+        #[cfg(feature = "temporal")]
+        if let PoolEngine::Temporal { engine } = engine {
+            crate::temporal_pool::start(store, config, gauge, &services, engine, &stop, &mut tasks);
+            let ci = LocalCi::new(services);
+            let token = stop.clone();
+            tasks.spawn(async move { ci.serve(token).await });
+            return Ok(Self { tasks, stop });
+        }
         let engine = Arc::new(EmbeddedEngine::new(store.clone(), lease));
         for index in 0..config.workers {
             let worker = Worker::with_effects(

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use auto_swe_store::Store;
-use auto_swe_worker::{LivePatterns, StepRegistry};
+use auto_swe_worker::{
+    Launch, LaunchOptions, Launched, LivePatterns, RunStarter, StepRegistry, WorkerError,
+    launch_on, launch_with,
+};
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
@@ -32,6 +35,7 @@ struct Inner {
     workers: WorkerGauge,
     github: Option<crate::github::GitHub>,
     patterns: std::sync::OnceLock<Arc<LivePatterns>>,
+    starter: std::sync::OnceLock<Arc<dyn RunStarter>>,
     public_url: std::sync::OnceLock<String>,
     login_codes: crate::viewer::LoginCodes,
 }
@@ -106,6 +110,7 @@ impl AppState {
                 workers,
                 github,
                 patterns: std::sync::OnceLock::new(),
+                starter: std::sync::OnceLock::new(),
                 public_url: std::sync::OnceLock::new(),
                 login_codes: crate::viewer::LoginCodes::default(),
             }),
@@ -118,6 +123,35 @@ impl AppState {
     pub fn with_patterns(self, patterns: Arc<LivePatterns>) -> Self {
         let _ = self.inner.patterns.set(patterns);
         self
+    }
+
+    /// Starts runs on the engine `starter` hands them to (set once; without it, runs are
+    /// queued for the embedded engine).
+    #[must_use]
+    pub fn with_starter(self, starter: Arc<dyn RunStarter>) -> Self {
+        let _ = self.inner.starter.set(starter);
+        self
+    }
+
+    /// Validates, records and starts a run on this server's engine.
+    pub(crate) async fn launch(
+        &self,
+        launch: Launch,
+        options: LaunchOptions,
+    ) -> Result<Launched, WorkerError> {
+        match self.inner.starter.get() {
+            Some(starter) => {
+                launch_on(
+                    self.store(),
+                    self.registry(),
+                    launch,
+                    options,
+                    starter.as_ref(),
+                )
+                .await
+            }
+            None => launch_with(self.store(), self.registry(), launch, options).await,
+        }
     }
 
     /// The address people reach this server at (`https://…`), when configured: the run

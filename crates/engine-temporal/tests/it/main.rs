@@ -8,6 +8,7 @@
 mod conformance;
 mod crash;
 mod errors;
+mod host;
 mod replay;
 mod signals;
 mod store;

@@ -1,7 +1,7 @@
 //! Launching runs: `POST /api/v1/work-requests`, with an `Idempotency-Key`.
 
 use auto_swe_worker::templates::template;
-use auto_swe_worker::{Launch, LaunchOptions, Launched, WorkerError, launch_with};
+use auto_swe_worker::{Launch, LaunchOptions, Launched, WorkerError};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -88,18 +88,17 @@ pub async fn create(
         Caller::User(user) => Some(user.id.clone()),
         Caller::Service(_) => None,
     };
-    let launched = launch_with(
-        state.store(),
-        state.registry(),
-        Launch {
-            spec: found.spec(),
-            input,
-            submitter: caller.id().to_owned(),
-        },
-        options,
-    )
-    .await
-    .map_err(|e| launch_error(&e))?;
+    let launched = state
+        .launch(
+            Launch {
+                spec: found.spec(),
+                input,
+                submitter: caller.id().to_owned(),
+            },
+            options,
+        )
+        .await
+        .map_err(|e| launch_error(&e))?;
     let (status, created) = match &launched {
         Launched::Started(_) => (StatusCode::CREATED, true),
         _ => (StatusCode::OK, false),
@@ -156,6 +155,11 @@ pub(crate) fn launch_error(error: &WorkerError) -> ApiError {
         "REPOSITORY_NOT_FOUND" => ApiError::not_found("REPOSITORY_NOT_FOUND", error.to_string()),
         code if matches!(error, WorkerError::LaunchRefused { .. }) => {
             ApiError::bad_request(code, error.to_string())
+        }
+        // The engine's own words name its address, never a secret.
+        code @ "ENGINE_UNAVAILABLE" => {
+            tracing::warn!(%error, code, "launch refused: the engine cannot be reached");
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, error.to_string()).retry_after(5)
         }
         code if error.is_retryable() => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

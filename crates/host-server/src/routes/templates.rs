@@ -3,7 +3,7 @@
 
 use auto_swe_spec::{ValidateOptions, validate_value};
 use auto_swe_store::{NewTemplate, NewTemplateVersion, WorkflowTemplate};
-use auto_swe_worker::{Launch, LaunchOptions, Launched, launch_with};
+use auto_swe_worker::{Launch, LaunchOptions, Launched};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -319,18 +319,17 @@ pub async fn start_run(
         Caller::Service(_) => None,
     };
     options.template = Some((template.id.clone(), version.id.clone()));
-    let launched = launch_with(
-        state.store(),
-        state.registry(),
-        Launch {
-            spec: version.spec.clone(),
-            input: body.input,
-            submitter: caller.id().to_owned(),
-        },
-        options,
-    )
-    .await
-    .map_err(|e| launch_error(&e))?;
+    let launched = state
+        .launch(
+            Launch {
+                spec: version.spec.clone(),
+                input: body.input,
+                submitter: caller.id().to_owned(),
+            },
+            options,
+        )
+        .await
+        .map_err(|e| launch_error(&e))?;
     let created = matches!(launched, Launched::Started(_));
     let run = launched.run();
     Ok((

@@ -11,7 +11,7 @@
 use auto_swe_store::{
     Admission, NewTrigger, SecretString, Trigger, TriggerLimit, TriggerUpdate, WorkflowTemplate,
 };
-use auto_swe_worker::{Launch, LaunchOptions, launch_with};
+use auto_swe_worker::{Launch, LaunchOptions};
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
@@ -669,17 +669,16 @@ async fn start_run(
     options.idempotency_key = Some(format!("webhook:{webhook_id}"));
     options.launched_by = Some(creator.id);
     options.template = Some((template.id.clone(), version.id.clone()));
-    let launched = launch_with(
-        state.store(),
-        state.registry(),
-        Launch {
-            spec: version.spec.clone(),
-            input,
-            submitter: format!("trigger:{trigger_id}"),
-        },
-        options,
-    )
-    .await
-    .map_err(|e| launch_error(&e))?;
+    let launched = state
+        .launch(
+            Launch {
+                spec: version.spec.clone(),
+                input,
+                submitter: format!("trigger:{trigger_id}"),
+            },
+            options,
+        )
+        .await
+        .map_err(|e| launch_error(&e))?;
     Ok(launched.run().id.clone())
 }

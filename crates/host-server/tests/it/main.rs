@@ -19,6 +19,7 @@ mod skills;
 mod support;
 mod team_agents;
 mod template_versions;
+mod temporal;
 mod triggers;
 mod viewer;
 mod viewer_support;

@@ -143,8 +143,10 @@ crate::enums::string_enum! {
     RunEngine, "run engine" {
         /// The store's own queue and journal (the worker's embedded engine).
         #[default]
+        #[serde(alias = "embedded")]
         Embedded => "EMBEDDED",
         /// One Temporal workflow per run.
+        #[serde(alias = "temporal")]
         Temporal => "TEMPORAL",
     }
 }

@@ -18,6 +18,7 @@ mod resume;
 mod scm;
 mod services;
 mod sign_off;
+mod starters;
 mod support;
 mod telemetry;
 mod telemetry_scenario;
