@@ -23,6 +23,12 @@ pub(crate) struct Config {
     pub(crate) budgets: BudgetsConfig,
     /// The network of the workspaces runs' steps get (`[workspaces]`).
     pub(crate) workspaces: auto_swe_egress::EgressSettings,
+    /// The engine runs start on: `embedded` (the store's queue; the default) or `temporal`
+    /// (`[temporal]`); `AUTO_SWE_ENGINE` overrides it.
+    pub(crate) engine: auto_swe_store::RunEngine,
+    /// Where the Temporal cluster is (`address`, `namespace`, `taskQueue`, TLS files,
+    /// `apiKeyFile`), for `engine = "temporal"`.
+    pub(crate) temporal: auto_swe_engine_temporal::TemporalSection,
 }
 
 /// The `[budgets]` table.

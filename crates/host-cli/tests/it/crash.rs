@@ -489,3 +489,53 @@ fn cancel_stops_a_run_a_worker_is_driving() {
     let again = output(&env, &["cancel", &run]);
     assert!(!again.status.success(), "{again:?}");
 }
+
+/// The demo on a Temporal cluster, named by the home's `config.toml`: `demo` starts the run's
+/// workflow, two `auto-swe worker` processes poll its task queue, local CI's signals and
+/// `pr merge` reach the workflow through the store, and the run ends `SUCCESS` with no finished
+/// node run twice.
+#[test]
+fn the_demo_runs_on_temporal_with_two_worker_processes_and_merges() {
+    let Some(address) = std::env::var("AUTO_SWE_TEMPORAL_ADDRESS")
+        .ok()
+        .filter(|a| !a.is_empty())
+    else {
+        assert!(
+            std::env::var("AUTO_SWE_REQUIRE_TEMPORAL").as_deref() != Ok("1"),
+            "AUTO_SWE_REQUIRE_TEMPORAL=1 but AUTO_SWE_TEMPORAL_ADDRESS is not set"
+        );
+        return;
+    };
+    if !sandbox_available() {
+        return;
+    }
+    let env = Env::sqlite();
+    let queue = format!(
+        "cli-{}-{}",
+        std::process::id(),
+        std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos()
+    );
+    std::fs::write(
+        env.path().join("config.toml"),
+        format!(
+            "engine = \"temporal\"\n[temporal]\naddress = \"{address}\"\ntaskQueue = \"{queue}\"\n"
+        ),
+    )
+    .unwrap();
+    let run = start_demo(&env);
+    let first = worker(&env, &[]);
+    // The second judges no CI: one local CI is enough.
+    let second = worker(&env, &["--no-ci"]);
+    let shown = wait_for(&env, &run, "green CI after the fix", |s| {
+        s["pullRequests"][0]["ciStatus"] == "SUCCESS" && finished(s, "ciWait") == 2
+    });
+    assert_ne!(shown["status"], "FAILED", "{shown}");
+    let merged = output(&env, &["pr", "merge", &run]);
+    assert!(merged.status.success(), "{merged:?}");
+    let shown = wait_for(&env, &run, "the end", |s| s["status"] == "SUCCESS");
+    stop(first);
+    stop(second);
+    for (node, times) in [("implement", 1), ("openPr", 2), ("ciFix", 1), ("lesson", 1)] {
+        assert_eq!(finished(&shown, node), times, "{node}: {shown}");
+    }
+}

@@ -138,7 +138,7 @@ pub struct RunPins {
 crate::enums::string_enum! {
     /// The durable engine that drives a run. Hosts write a run's signals and stop requests to
     /// the store whatever its engine; an engine that does not read them from the store learns of
-    /// each one through a relay ([`ExecutionStore::pending_relays`](crate::ExecutionStore::pending_relays)).
+    /// each one through a relay ([`InteractionStore::pending_relays`](crate::InteractionStore::pending_relays)).
     #[derive(Default)]
     RunEngine, "run engine" {
         /// The store's own queue and journal (the worker's embedded engine).

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use auto_swe_store::{
-    HumanStepStatus, OutcomeState, PullRequestQuery, QueueState, RunListQuery, Store, StoreError,
-    WakeOn,
+    HumanStepStatus, OutcomeState, PullRequestQuery, QueueState, RunEngine, RunListQuery, Store,
+    StoreError, WakeOn,
 };
 use auto_swe_worker::templates::{TEMPLATES, template};
 use auto_swe_worker::{CI_SIGNAL, WorkerError};
@@ -615,6 +615,11 @@ pub(crate) struct WorkerArgs {
     /// address is printed).
     #[arg(long, value_name = "HOST:PORT")]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// Where runs are driven from: `embedded` (the store's queue) or `temporal` (the cluster
+    /// `[temporal]` in the configuration names). Default: `AUTO_SWE_ENGINE`, else the
+    /// configuration's `engine`.
+    #[arg(long, value_parser = super::temporal::parse_engine)]
+    engine: Option<RunEngine>,
 }
 
 pub(crate) fn worker(args: &WorkerArgs) -> anyhow::Result<Status> {
@@ -625,19 +630,17 @@ pub(crate) fn worker(args: &WorkerArgs) -> anyhow::Result<Status> {
             Some(address) => Some(crate::telemetry::bind(address).await?),
             None => None,
         };
+        let engine = super::temporal::chosen(args.engine)?;
         let (home, store) = open_store().await?;
         let model = args
             .model
             .clone()
             .unwrap_or_else(|| super::DEMO_MODEL.to_owned());
-        let host = LocalHost::open_with_lease(
-            &home,
-            store,
-            args.sandbox,
-            &model,
-            Duration::from_secs(args.lease),
-        )
-        .await?;
+        let lease = Duration::from_secs(args.lease);
+        let temporal = match engine {
+            RunEngine::Temporal => Some(super::temporal::connect().await?),
+            _ => None,
+        };
         let shutdown = CancellationToken::new();
         let stop = shutdown.clone();
         tokio::spawn(async move {
@@ -653,20 +656,6 @@ pub(crate) fn worker(args: &WorkerArgs) -> anyhow::Result<Status> {
                 terminate.cancel();
             }
         });
-        output::print_diagnostic(&format!(
-            "auto-swe worker: serving runs on {model} (Ctrl-C stops)"
-        ))?;
-        let ci = host.ci.clone();
-        let ci_stop = shutdown.clone();
-        let judge = !args.no_ci;
-        let ci_task = tokio::spawn(async move {
-            if judge {
-                ci.serve(ci_stop).await;
-            }
-        });
-        let reaper = host.reaper.clone();
-        let reaper_stop = shutdown.clone();
-        let reaper_task = tokio::spawn(async move { reaper.serve(reaper_stop).await });
         let metrics_task = match listener {
             Some(listener) => {
                 output::print_diagnostic(&format!(
@@ -681,17 +670,59 @@ pub(crate) fn worker(args: &WorkerArgs) -> anyhow::Result<Status> {
             }
             None => None,
         };
-        let served = host.worker.serve(shutdown.clone()).await;
+        let served = match temporal {
+            Some(temporal) => {
+                let services = super::services(&home, &store, args.sandbox, &model).await?;
+                output::print_diagnostic(&format!(
+                    "auto-swe worker: serving runs on {model} from Temporal at {} (task queue {}; Ctrl-C stops)",
+                    temporal.settings().address,
+                    temporal.settings().task_queue
+                ))?;
+                super::temporal::serve(&store, &services, &temporal, lease, !args.no_ci, &shutdown)
+                    .await
+            }
+            None => serve_embedded(&home, store, args, &model, lease, &shutdown).await,
+        };
         shutdown.cancel();
-        let _ = ci_task.await;
-        let _ = reaper_task.await;
         if let Some(task) = metrics_task {
             let _ = task.await;
         }
         installed.shutdown().await;
-        served.map_err(|e: WorkerError| anyhow::anyhow!("{e} ({})", e.code()))?;
+        served?;
         Ok(Status::Success)
     })
+}
+
+/// Drives runs from the store's queue until `shutdown` fires, with local CI (unless
+/// `--no-ci`) and the reaper beside it.
+async fn serve_embedded(
+    home: &std::path::Path,
+    store: auto_swe_store::Store,
+    args: &WorkerArgs,
+    model: &str,
+    lease: Duration,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let host = LocalHost::open_with_lease(home, store, args.sandbox, model, lease).await?;
+    output::print_diagnostic(&format!(
+        "auto-swe worker: serving runs on {model} (Ctrl-C stops)"
+    ))?;
+    let ci = host.ci.clone();
+    let ci_stop = shutdown.clone();
+    let judge = !args.no_ci;
+    let ci_task = tokio::spawn(async move {
+        if judge {
+            ci.serve(ci_stop).await;
+        }
+    });
+    let reaper = host.reaper.clone();
+    let reaper_stop = shutdown.clone();
+    let reaper_task = tokio::spawn(async move { reaper.serve(reaper_stop).await });
+    let served = host.worker.serve(shutdown.clone()).await;
+    shutdown.cancel();
+    let _ = ci_task.await;
+    let _ = reaper_task.await;
+    served.map_err(|e: WorkerError| anyhow::anyhow!("{e} ({})", e.code()))
 }
 
 #[cfg(test)]

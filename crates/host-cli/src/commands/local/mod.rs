@@ -7,6 +7,7 @@ pub(crate) mod inspect;
 pub(crate) mod pr;
 mod progress;
 pub(crate) mod run;
+pub(crate) mod temporal;
 mod web;
 
 use std::io::Read as _;
@@ -48,6 +49,44 @@ pub(crate) enum SandboxChoice {
     Docker,
     /// bubblewrap on this host.
     Local,
+}
+
+/// The worker's services over `store` in this process: `sandbox` workspaces, every agent on
+/// `model`, the local SCM under `home`, and the store's scanner rules.
+pub(crate) async fn services(
+    home: &Path,
+    store: &Store,
+    sandbox: SandboxChoice,
+    model: &str,
+) -> anyhow::Result<Arc<WorkerServices>> {
+    let client = model_client(model)?;
+    let (backend, settings) = backend(sandbox, home).await?;
+    let local_scm = scm(home, store);
+    // The store's own scanner rules (an admin's, through the server) join the built-in
+    // ones, read again every half minute while this process runs.
+    let patterns = LivePatterns::load(store.clone()).await;
+    drop(patterns.spawn_refresh(PATTERN_REFRESH_INTERVAL));
+    let mut workspaces = WorkspaceTemplate::new(
+        backend,
+        settings.image.clone(),
+        settings.local_root.clone(),
+        settings.limits,
+    );
+    if let Some(egress) = workspace_egress(&crate::config::load()?.workspaces)? {
+        workspaces = workspaces.with_egress(egress);
+    }
+    let services = Arc::new(WorkerServices {
+        store: store.clone(),
+        workspaces,
+        models: Arc::new(SingleModel::new(client)),
+        prices: PriceCatalog::builtin(),
+        scm: Arc::new(local_scm.clone()),
+        patterns,
+        git: LocalGit::new(),
+        tier: Tier::Standard,
+    });
+    apply_budget(&local_scm, store).await?;
+    Ok(services)
 }
 
 /// The runtime local-mode commands run on.
@@ -254,33 +293,7 @@ impl LocalHost {
         model: &str,
         lease: Duration,
     ) -> anyhow::Result<Self> {
-        let client = model_client(model)?;
-        let (backend, settings) = backend(sandbox, home).await?;
-        let local_scm = scm(home, &store);
-        // The store's own scanner rules (an admin's, through the server) join the built-in
-        // ones, read again every half minute while this process runs.
-        let patterns = LivePatterns::load(store.clone()).await;
-        drop(patterns.spawn_refresh(PATTERN_REFRESH_INTERVAL));
-        let mut workspaces = WorkspaceTemplate::new(
-            backend,
-            settings.image.clone(),
-            settings.local_root.clone(),
-            settings.limits,
-        );
-        if let Some(egress) = workspace_egress(&crate::config::load()?.workspaces)? {
-            workspaces = workspaces.with_egress(egress);
-        }
-        let services = Arc::new(WorkerServices {
-            store: store.clone(),
-            workspaces,
-            models: Arc::new(SingleModel::new(client)),
-            prices: PriceCatalog::builtin(),
-            scm: Arc::new(local_scm.clone()),
-            patterns,
-            git: LocalGit::new(),
-            tier: Tier::Standard,
-        });
-        apply_budget(&local_scm, &store).await?;
+        let services = services(home, &store, sandbox, model).await?;
         let engine = Arc::new(EmbeddedEngine::new(store.clone(), lease));
         let worker_id = format!("cli-{}", std::process::id());
         let reaper = Reaper::new(

@@ -5,9 +5,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
-use auto_swe_store::Store;
+use auto_swe_store::{RunEngine, Store};
 use auto_swe_worker::templates::{DEFAULT_TEMPLATE, template};
-use auto_swe_worker::{CI_SIGNAL, DriveEnd, Launch, MERGE_SIGNAL, StepRegistry, launch};
+use auto_swe_worker::{
+    CI_SIGNAL, DriveEnd, Launch, LaunchOptions, MERGE_SIGNAL, StepRegistry, launch, launch_on,
+};
 use serde_json::{Value, json};
 
 use super::progress::Progress;
@@ -223,8 +225,13 @@ async fn start_and_follow(
             "name a model with --model provider/name (for example anthropic/claude-sonnet-5-5), or try `auto-swe demo`"
         );
     };
-    // Refuse a model without a key before anything is recorded.
+    // Refuse a model without a key, and an engine that does not answer, before anything is
+    // recorded.
     super::model_client(&model)?;
+    let temporal = match super::temporal::chosen(None)? {
+        RunEngine::Temporal => Some(super::temporal::connect().await?),
+        _ => None,
+    };
     let (home, store) = open_store().await?;
     let progress = Progress::for_format(follow.format);
     if let Some(label) = label {
@@ -240,29 +247,37 @@ async fn start_and_follow(
         .register(source, &name)
         .await
         .map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?;
-    let run = launch(
-        &store,
-        &StepRegistry::builtin(),
-        Launch {
-            spec,
-            input: json!({
-                "ticket": ticket,
-                "repository": repo.connection_id,
-                "tier": follow.tier.as_str(),
-                "model": model,
-            }),
-            submitter: "local".to_owned(),
-        },
-    )
-    .await
+    let request = Launch {
+        spec,
+        input: json!({
+            "ticket": ticket,
+            "repository": repo.connection_id,
+            "tier": follow.tier.as_str(),
+            "model": model,
+        }),
+        submitter: "local".to_owned(),
+    };
+    let registry = StepRegistry::builtin();
+    let run = match &temporal {
+        Some(engine) => launch_on(&store, &registry, request, LaunchOptions::default(), engine)
+            .await
+            .map(|launched| launched.run().clone()),
+        None => launch(&store, &registry, request).await,
+    }
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     progress.say(&format!(
         "run {} started on {} ({})",
         run.id, repo.name, model
     ));
-    if follow.detach {
+    // A run on Temporal is driven by the cluster's workers (`auto-swe worker` with the same
+    // engine), never by this process.
+    if follow.detach || temporal.is_some() {
         if follow.format == Format::Json {
             output::print_json(&json!({ "runId": run.id, "status": "PENDING" }))?;
+        } else if temporal.is_some() {
+            progress.say(
+                "on Temporal: `auto-swe worker --engine temporal` drives it; `auto-swe runs show RUN` follows it",
+            );
         } else {
             progress
                 .say("detached: `auto-swe worker` drives it; `auto-swe runs show RUN` follows it");
