@@ -9,9 +9,11 @@
 //! time, each patch is Temporal's patch marker, and a person's stop is the workflow's
 //! cancellation, after which the run still records its end.
 //!
-//! The host side is [`TemporalEngine`] (launch, signal, cancel, describe); the worker side is
-//! [`TemporalWorker`] with the host's [`RunEffects`]. [`replay_history`] replays a recorded
-//! history against the current code.
+//! The host side is [`TemporalEngine`] (launch, signal, cancel, describe; the worker's
+//! `RunStarter` for launches), [`SignalRelay`] (forwards the signals and stop requests hosts
+//! write to the store) and [`TemporalLookup`] (the reaper's questions); the worker side is
+//! [`TemporalWorker`] with the host's [`RunEffects`] ([`StoreEffects`] over the store).
+//! [`replay_history`] replays a recorded history against the current code.
 
 #[expect(
     missing_docs,
