@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use auto_swe_spec::TerminalStatus;
-use auto_swe_store::{Relayed, Run, RunEngine, Store};
+use auto_swe_store::{Relayed, Run, RunEngine, Store, Timestamp};
 use auto_swe_worker::{EmbeddedEngine, ExecutionLookup, ExecutionState, RunStarter, WorkerError};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -116,6 +116,12 @@ impl ExecutionLookup for TemporalLookup {
 /// How often the relay looks for what to forward when it found nothing last time.
 pub const RELAY_INTERVAL: Duration = Duration::from_millis(200);
 
+/// How long an item waits for its run's workflow to exist. A launch records the run and starts
+/// its workflow within seconds; a workflow Temporal still does not know after this was never
+/// started or was removed (an operator's terminate and the retention period), and the item is
+/// dropped with a warning rather than kept at the head of every pass.
+pub const RELAY_GIVE_UP: Duration = Duration::from_mins(5);
+
 /// Forwards the signals and stop requests hosts write to the store for runs on Temporal, each
 /// to its run's workflow, and marks each one forwarded once Temporal took it. A signal goes
 /// under a request id made of the run and its position, so sending it again after a crash
@@ -132,7 +138,8 @@ pub struct SignalRelay {
 pub struct RelayPass {
     /// Items Temporal took.
     pub forwarded: usize,
-    /// Items for runs that ended before Temporal took them, marked and dropped.
+    /// Items for runs that ended before Temporal took them, or whose workflow Temporal did not
+    /// know for [`RELAY_GIVE_UP`], marked and dropped.
     pub dropped: usize,
     /// Items left for a later pass (the workflow not started yet, Temporal unreachable).
     pub left: usize,
@@ -153,6 +160,14 @@ impl SignalRelay {
             .await
             .map_err(WorkerError::Store)?;
         let mut pass = RelayPass::default();
+        if items.is_empty() {
+            return Ok(pass);
+        }
+        let now = self
+            .store
+            .database_time()
+            .await
+            .map_err(WorkerError::Store)?;
         for item in items {
             let sent = match &item {
                 Relayed::Signal(signal) => {
@@ -178,6 +193,13 @@ impl SignalRelay {
                 Err(TemporalError::RunNotFound { .. }) if self.ended(item.run_id()).await? => {
                     pass.dropped += 1;
                 }
+                Err(TemporalError::RunNotFound { .. }) if given_up(&item, now) => {
+                    tracing::warn!(
+                        run_id = item.run_id(),
+                        "no workflow for this run after the relay's wait: the item is dropped"
+                    );
+                    pass.dropped += 1;
+                }
                 Err(error) => {
                     tracing::debug!(run_id = item.run_id(), code = error.code(), %error, "not forwarded yet");
                     pass.left += 1;
@@ -192,6 +214,7 @@ impl SignalRelay {
         Ok(pass)
     }
 
+    /// Whether the run has ended (or is gone from the store).
     async fn ended(&self, run_id: &str) -> Result<bool, WorkerError> {
         match self.store.get_run(run_id).await {
             Ok(run) => Ok(run.status.is_terminal()),
@@ -222,5 +245,35 @@ impl SignalRelay {
         }
         .instrument(span)
         .await;
+    }
+}
+
+/// Whether `item` has waited for its workflow longer than [`RELAY_GIVE_UP`] at `now`.
+fn given_up(item: &Relayed, now: Timestamp) -> bool {
+    let since = match item {
+        Relayed::Signal(signal) => signal.received_at,
+        Relayed::Cancel { requested_at, .. } => *requested_at,
+        _ => return false,
+    };
+    now.as_millis() - since.as_millis()
+        > i64::try_from(RELAY_GIVE_UP.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use auto_swe_store::{Relayed, Timestamp};
+
+    use super::{RELAY_GIVE_UP, given_up};
+
+    #[test]
+    fn an_item_is_given_up_only_after_the_relays_wait() {
+        let stop = Relayed::Cancel {
+            run_id: "r".to_owned(),
+            requested_at: Timestamp::from_millis(1_000),
+        };
+        let wait = i64::try_from(RELAY_GIVE_UP.as_millis()).unwrap_or(i64::MAX);
+        assert!(!given_up(&stop, Timestamp::from_millis(1_000)));
+        assert!(!given_up(&stop, Timestamp::from_millis(1_000 + wait)));
+        assert!(given_up(&stop, Timestamp::from_millis(1_001 + wait)));
     }
 }

@@ -39,7 +39,7 @@ mod workflow;
 pub use activities::{RunActivities, RunEffects};
 pub use client::{RunState, TemporalEngine};
 pub use error::TemporalError;
-pub use host::{RELAY_INTERVAL, RelayPass, SignalRelay, TemporalLookup};
+pub use host::{RELAY_GIVE_UP, RELAY_INTERVAL, RelayPass, SignalRelay, TemporalLookup};
 pub use replay::replay_history;
 pub use settings::{TemporalSection, TemporalSettings, TemporalTls};
 pub use store_effects::{StoreEffects, TEMPORAL_LEASE_HOLDER};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use auto_swe_engine_temporal::{TemporalEngine, TemporalLookup, TemporalSettings};
+use auto_swe_engine_temporal::{SignalRelay, TemporalEngine, TemporalLookup, TemporalSettings};
 use auto_swe_spec::TerminalStatus;
 use auto_swe_store::{Keyring, NewRun, RunEngine, RunListQuery, RunStatus, Store, StoreConfig};
 use auto_swe_worker::{Launch, LaunchOptions, Reaper, ReaperConfig, StepRegistry, launch_on};
@@ -194,6 +194,15 @@ async fn the_temporal_reaper_ends_a_run_without_a_workflow_and_leaves_live_and_e
         .expect("recorded")
         .id;
 
+    // A signal for the run whose workflow never started waits: Temporal does not know it yet.
+    store
+        .send_signal(&unstarted, "go", &json!({}))
+        .await
+        .expect("the signal is written");
+    let relay = SignalRelay::new(store.clone(), cluster.engine.clone());
+    let pass = relay.pass().await.expect("a relay pass");
+    assert_eq!((pass.forwarded, pass.dropped, pass.left), (0, 0, 1));
+
     let reaper = Reaper::new(
         store.clone(),
         Arc::new(TemporalLookup::new(cluster.engine.clone(), store.clone())),
@@ -210,6 +219,16 @@ async fn the_temporal_reaper_ends_a_run_without_a_workflow_and_leaves_live_and_e
         async move { store.get_run(&run).await.expect("the run reads").status }
     };
     assert_eq!(status(unstarted).await, RunStatus::FAILED);
+    // Its run ended: the waiting signal is dropped, and nothing is left pending.
+    let pass = relay.pass().await.expect("a relay pass");
+    assert_eq!((pass.forwarded, pass.dropped, pass.left), (0, 1, 0));
+    assert!(
+        store
+            .pending_relays(RunEngine::Temporal, 10)
+            .await
+            .expect("the relay's items read")
+            .is_empty()
+    );
     assert!(!status(live.clone()).await.is_terminal());
     assert_eq!(status(embedded).await, RunStatus::Pending);
     cluster
