@@ -231,7 +231,9 @@ impl TemporalSection {
                 tls = tls.with_server_ca(read("serverCaFile", path)?);
             }
             tls.domain.clone_from(&self.server_name);
-            tls.client_identity = identity;
+            if let Some((cert, key)) = identity {
+                tls = tls.with_client_identity(cert, key);
+            }
             settings = settings.with_tls(tls);
         }
         if let Some(key) = api_key {
@@ -303,7 +305,12 @@ mod tests {
         let settings = with_key.settings(&env(&[])).expect("settings");
         assert_eq!(settings.api_key.as_deref(), Some("secret-key-0000"));
         assert_eq!(settings.url(), "https://ns.tmprl.cloud:7233");
-        assert!(!format!("{settings:?}").contains("secret-key"));
+        let shown = format!("{settings:?}");
+        assert!(!shown.contains("secret-key"), "{shown}");
+        assert!(
+            shown.contains("<redacted>") && shown.contains("ns.tmprl.cloud"),
+            "{shown}"
+        );
         let from_env = section("address = \"ns.tmprl.cloud:7233\"")
             .settings(&env(&[("AUTO_SWE_TEMPORAL_API_KEY", "env-key")]))
             .expect("settings");
@@ -325,6 +332,31 @@ mod tests {
         let read = settings.tls.expect("TLS");
         assert_eq!(read.server_ca_pem.as_deref(), Some(&b"CA"[..]));
         assert_eq!(read.domain.as_deref(), Some("temporal.internal"));
+        let named = section("address = \"temporal:7233\"\nserverName = \"temporal.internal\"")
+            .settings(&env(&[]))
+            .expect("settings");
+        assert_eq!(
+            named.url(),
+            "https://temporal:7233",
+            "a server name alone means TLS"
+        );
+        let (cert, key) = (dir.path().join("client.pem"), dir.path().join("client.key"));
+        std::fs::write(&cert, "CERT").expect("written");
+        std::fs::write(&key, "PRIVATE KEY 0000").expect("written");
+        let mut mutual = section("address = \"temporal:7233\"");
+        mutual.client_cert_file = Some(cert);
+        mutual.client_key_file = Some(key);
+        let settings = mutual.settings(&env(&[])).expect("settings");
+        let tls = settings.tls.clone().expect("mutual TLS");
+        assert_eq!(
+            tls.client_identity,
+            Some((b"CERT".to_vec(), b"PRIVATE KEY 0000".to_vec()))
+        );
+        let shown = format!("{settings:?}");
+        assert!(
+            !shown.contains("PRIVATE KEY") && shown.contains("<redacted>"),
+            "{shown}"
+        );
         let mut half = section("address = \"temporal:7233\"");
         half.client_cert_file = Some(ca);
         assert!(half.settings(&env(&[])).is_err());

@@ -1,5 +1,6 @@
 //! Starting a run: the spec is validated against the built-in steps and frozen, the input
-//! checked against what the spec declares and recorded as a work request, and the run queued.
+//! checked against what the spec declares and recorded as a work request, and the run handed to
+//! its engine (queued, for the embedded engine).
 
 use async_trait::async_trait;
 use auto_swe_spec::{TerminalStatus, ValidateOptions, validate_value};
