@@ -39,8 +39,13 @@ impl Socket<'_> {
     }
 }
 
-/// The most bytes moved by one `splice` call (the default pipe holds 64 KiB).
-const CHUNK: usize = 64 * 1024;
+/// The pipe each direction asks for: a bulk download then moves in a sixteenth of the `splice`
+/// calls and wake-ups the default 64 KiB pipe needs. `/proc/sys/fs/pipe-max-size` caps it (1 MiB
+/// by default); a refusal keeps the default.
+const PIPE_BYTES: usize = 1024 * 1024;
+
+/// The default pipe's size, moved per call when a larger pipe was refused.
+const DEFAULT_PIPE_BYTES: usize = 64 * 1024;
 
 fn flags() -> SpliceFFlags {
     SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK
@@ -50,12 +55,19 @@ fn flags() -> SpliceFFlags {
 async fn one_way(from: Socket<'_>, to: Socket<'_>) -> io::Result<u64> {
     let (pipe_out, pipe_in): (OwnedFd, OwnedFd) =
         nix::unistd::pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)?;
+    let chunk = i32::try_from(PIPE_BYTES)
+        .ok()
+        .and_then(|size| {
+            nix::fcntl::fcntl(pipe_in.as_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(size)).ok()
+        })
+        .and_then(|size| usize::try_from(size).ok())
+        .unwrap_or(DEFAULT_PIPE_BYTES);
     let mut total = 0_u64;
     loop {
         // Fill the (empty) pipe from the source; a would-block here is the socket's.
         let filled = from
             .ready(Interest::READABLE, || {
-                splice(from.fd(), None, pipe_in.as_fd(), None, CHUNK, flags())
+                splice(from.fd(), None, pipe_in.as_fd(), None, chunk, flags())
                     .map_err(io::Error::from)
             })
             .await?;
