@@ -7,21 +7,13 @@ use std::time::Duration;
 
 use auto_swe_engine_temporal::{SignalRelay, TemporalEngine, TemporalLookup, TemporalSettings};
 use auto_swe_spec::TerminalStatus;
-use auto_swe_store::{Keyring, NewRun, RunEngine, RunListQuery, RunStatus, Store, StoreConfig};
+use auto_swe_store::{NewRun, RunEngine, RunListQuery, RunStatus};
 use auto_swe_worker::{Launch, LaunchOptions, Reaper, ReaperConfig, StepRegistry, launch_on};
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
-use crate::support::{Cluster, Steps, run_id, spec, task_queue, temporal_address};
-
-/// A store in a scratch directory.
-async fn scratch_store(dir: &tempfile::TempDir) -> Store {
-    let url = format!("sqlite://{}", dir.path().join("store.db").display());
-    Store::open(StoreConfig::new(url, Keyring::generate()))
-        .await
-        .expect("the store opens")
-}
+use crate::support::{Cluster, Steps, run_id, scratch_store, spec, task_queue, temporal_address};
 
 /// A loopback TCP forwarder to `target`, cut (listener and every connection) when dropped.
 struct Forwarder {
@@ -62,7 +54,7 @@ async fn a_launch_while_temporal_is_unreachable_is_refused_and_writes_nothing() 
         return;
     };
     let dir = tempfile::tempdir().expect("a scratch directory");
-    let store = scratch_store(&dir).await;
+    let store = scratch_store(dir.path()).await;
     let forwarder = Forwarder::to(&address).await;
     let through = forwarder.address.clone();
     let engine = TemporalEngine::connect(
@@ -158,7 +150,7 @@ async fn the_temporal_reaper_ends_a_run_without_a_workflow_and_leaves_live_and_e
         return;
     };
     let dir = tempfile::tempdir().expect("a scratch directory");
-    let store = scratch_store(&dir).await;
+    let store = scratch_store(dir.path()).await;
     let cluster = Cluster::start(&address, "reaper", Steps::default()).await;
     let waits = spec(
         "hold",

@@ -5,23 +5,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use auto_swe_agents::StaticPatterns;
 use auto_swe_engine_temporal::{
     RunEffects, StoreEffects, TEMPORAL_LEASE_HOLDER, TemporalEngine, TemporalSettings,
 };
 use auto_swe_interpreter::{DispatchError, StepRecord};
-use auto_swe_models::{ModelClient, PriceCatalog, Tier};
-use auto_swe_sandbox::ResourceLimits;
+use auto_swe_models::ModelClient;
 use auto_swe_spec::TerminalStatus;
-use auto_swe_store::{
-    HumanStepStatus, Keyring, NewRun, NewRunInput, QueueState, RunStatus, Store, StoreConfig,
-};
+use auto_swe_store::{HumanStepStatus, NewRun, NewRunInput, QueueState, RunStatus, Store};
 use auto_swe_worker::RunEnd;
-use auto_swe_worker::local_git::LocalGit;
-use auto_swe_worker::{LocalScm, ModelRouter, StepEffects, WorkerServices, WorkspaceTemplate};
+use auto_swe_worker::{ModelRouter, StepEffects};
 use serde_json::json;
 
-use crate::support::{WorkerThread, backend, quick_limits, spec, task_queue, temporal_address};
+use crate::support::{
+    WorkerThread, host_services, quick_limits, spec, task_queue, temporal_address,
+};
 
 /// No agent runs in these tests: any model asked for is refused.
 #[derive(Debug)]
@@ -119,31 +116,7 @@ impl Host {
     /// `None` (the test skips) without bubblewrap.
     async fn new() -> Option<Self> {
         let dir = tempfile::tempdir().expect("a scratch directory");
-        let (backend, root) = backend(&dir.path().join("sandbox"))?;
-        let url = format!("sqlite://{}", dir.path().join("store.db").display());
-        let store = Store::open(StoreConfig::new(url, Keyring::generate()))
-            .await
-            .expect("the store opens");
-        let git = LocalGit::new();
-        let services = Arc::new(WorkerServices {
-            store: store.clone(),
-            workspaces: WorkspaceTemplate::new(
-                Arc::new(backend),
-                "unused".to_owned(),
-                root,
-                ResourceLimits::new(512 * 1024 * 1024, 1_000_000_000, 256),
-            ),
-            models: Arc::new(NoModels),
-            prices: PriceCatalog::builtin(),
-            scm: Arc::new(LocalScm::new(
-                store.clone(),
-                git.clone(),
-                dir.path().join("repos"),
-            )),
-            patterns: Arc::new(StaticPatterns::builtin()),
-            git,
-            tier: Tier::Standard,
-        });
+        let (store, services) = host_services(dir.path(), Arc::new(NoModels)).await?;
         Some(Self {
             _dir: dir,
             store,

@@ -282,3 +282,46 @@ pub(crate) fn backend(state: &std::path::Path) -> Option<(LocalBackend, LocalRoo
         }
     }
 }
+
+/// A store in `dir` (an `SQLite` file).
+pub(crate) async fn scratch_store(dir: &std::path::Path) -> auto_swe_store::Store {
+    let url = format!("sqlite://{}", dir.join("store.db").display());
+    auto_swe_store::Store::open(auto_swe_store::StoreConfig::new(
+        url,
+        auto_swe_store::Keyring::generate(),
+    ))
+    .await
+    .expect("the store opens")
+}
+
+/// A store in `dir` and the worker's services over it: `local` workspaces under `dir/sandbox`,
+/// agents on `models`, the local SCM under `dir/repos`. `None` (the test skips) without
+/// bubblewrap.
+pub(crate) async fn host_services(
+    dir: &std::path::Path,
+    models: Arc<dyn auto_swe_worker::ModelRouter>,
+) -> Option<(auto_swe_store::Store, Arc<auto_swe_worker::WorkerServices>)> {
+    let (backend, root) = backend(&dir.join("sandbox"))?;
+    let store = scratch_store(dir).await;
+    let git = auto_swe_worker::local_git::LocalGit::new();
+    let services = Arc::new(auto_swe_worker::WorkerServices {
+        store: store.clone(),
+        workspaces: auto_swe_worker::WorkspaceTemplate::new(
+            Arc::new(backend),
+            "unused".to_owned(),
+            root,
+            auto_swe_sandbox::ResourceLimits::new(512 * 1024 * 1024, 1_000_000_000, 256),
+        ),
+        models,
+        prices: auto_swe_models::PriceCatalog::builtin(),
+        scm: Arc::new(auto_swe_worker::LocalScm::new(
+            store.clone(),
+            git.clone(),
+            dir.join("repos"),
+        )),
+        patterns: Arc::new(auto_swe_agents::StaticPatterns::builtin()),
+        git,
+        tier: auto_swe_models::Tier::Standard,
+    });
+    Some((store, services))
+}

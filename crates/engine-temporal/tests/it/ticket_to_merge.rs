@@ -8,29 +8,24 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use auto_swe_agents::StaticPatterns;
 use auto_swe_engine_temporal::{SignalRelay, StoreEffects, TemporalEngine, TemporalSettings};
 use auto_swe_models::testing::MockServer;
 use auto_swe_models::{
-    Api, ApiKey, ClientConfig, Endpoint, ModelClient, ModelSpec, PriceCatalog, ProviderClient, Tier,
+    Api, ApiKey, ClientConfig, Endpoint, ModelClient, ModelSpec, ProviderClient,
 };
-use auto_swe_sandbox::ResourceLimits;
 use auto_swe_scanners::UrlPolicy;
 use auto_swe_spec::TerminalStatus;
-use auto_swe_store::{
-    CiStatus, Keyring, PullRequestQuery, PullRequestState, RunEngine, RunStatus, Store, StoreConfig,
-};
+use auto_swe_store::{CiStatus, PullRequestQuery, PullRequestState, RunEngine, RunStatus, Store};
 use auto_swe_worker::demo::{DEMO_CASSETTE, demo_ticket, write_demo_repository};
-use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::templates::template;
 use auto_swe_worker::{
-    Launch, LaunchOptions, LocalCi, LocalRepository, LocalScm, MERGE_SIGNAL, SingleModel,
-    StepEffects, StepRegistry, WorkerServices, WorkspaceTemplate, launch_on, run_branch,
+    Launch, LaunchOptions, LocalCi, LocalRepository, MERGE_SIGNAL, SingleModel, StepEffects,
+    StepRegistry, WorkerServices, launch_on, run_branch,
 };
 use serde_json::json;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::support::{WorkerThread, backend, task_queue, temporal_address};
+use crate::support::{WorkerThread, host_services, task_queue, temporal_address};
 
 /// A mock Anthropic Messages server on loopback answering the demo's recorded exchanges, and
 /// the real Anthropic client pointed at it.
@@ -68,28 +63,9 @@ struct Demo {
 impl Demo {
     /// `None` (the test skips) without bubblewrap.
     async fn new(dir: &Path) -> Option<Self> {
-        let (backend, root) = backend(&dir.join("sandbox"))?;
-        let url = format!("sqlite://{}", dir.join("store.db").display());
-        let store = Store::open(StoreConfig::new(url, Keyring::generate()))
-            .await
-            .expect("the store opens");
         let (server, client) = demo_over_the_wire().await;
-        let git = LocalGit::new();
-        let services = Arc::new(WorkerServices {
-            store: store.clone(),
-            workspaces: WorkspaceTemplate::new(
-                Arc::new(backend),
-                "unused".to_owned(),
-                root,
-                ResourceLimits::new(512 * 1024 * 1024, 1_000_000_000, 256),
-            ),
-            models: Arc::new(SingleModel::new(client)),
-            prices: PriceCatalog::builtin(),
-            scm: Arc::new(LocalScm::new(store.clone(), git.clone(), dir.join("repos"))),
-            patterns: Arc::new(StaticPatterns::builtin()),
-            git: git.clone(),
-            tier: Tier::Standard,
-        });
+        let (store, services) = host_services(dir, Arc::new(SingleModel::new(client))).await?;
+        let git = services.git.clone();
         let scm = services.scm.as_local().expect("the local SCM");
         let source = dir.join("source");
         write_demo_repository(&source, &git)
