@@ -53,7 +53,8 @@ pub struct WorkRequestAccepted {
     responses((status = 201, body = Data<WorkRequestAccepted>), (status = 200, body = Data<WorkRequestAccepted>),
               (status = 400, body = crate::routes::ErrorBody), (status = 402, body = crate::routes::ErrorBody),
               (status = 404, body = crate::routes::ErrorBody), (status = 409, body = crate::routes::ErrorBody),
-              (status = 413, body = crate::routes::ErrorBody)),
+              (status = 413, body = crate::routes::ErrorBody),
+              (status = 503, body = crate::routes::ErrorBody, description = "the engine (ENGINE_UNAVAILABLE) or the store cannot take the run now; nothing was started")),
     security(("bearer" = [])))]
 pub async fn create(
     State(state): State<AppState>,

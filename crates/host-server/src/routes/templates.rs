@@ -284,7 +284,8 @@ pub async fn detail(
     request_body = TemplateRunBody, tag = "templates",
     responses((status = 201, body = Data<WorkRequestAccepted>), (status = 200, body = Data<WorkRequestAccepted>),
               (status = 400, body = crate::routes::ErrorBody), (status = 404, body = crate::routes::ErrorBody),
-              (status = 409, body = crate::routes::ErrorBody)),
+              (status = 409, body = crate::routes::ErrorBody),
+              (status = 503, body = crate::routes::ErrorBody, description = "the engine (ENGINE_UNAVAILABLE) or the store cannot take the run now; nothing was started")),
     security(("bearer" = [])))]
 pub async fn start_run(
     State(state): State<AppState>,
