@@ -223,10 +223,12 @@ async fn the_temporal_reaper_ends_a_run_without_a_workflow_and_leaves_live_and_e
     );
     assert!(!status(live.clone()).await.is_terminal());
     assert_eq!(status(embedded).await, RunStatus::Pending);
-    cluster
-        .engine
-        .signal(&live, "go", json!({}))
+    // The live run's signal, written to the store, is forwarded and ends it.
+    store
+        .send_signal(&live, "go", &json!({}))
         .await
-        .expect("delivered");
+        .expect("the signal is written");
+    let pass = relay.pass().await.expect("a relay pass");
+    assert_eq!((pass.forwarded, pass.dropped, pass.left), (1, 0, 0));
     assert_eq!(cluster.end(&live).await.status, TerminalStatus::Success);
 }
