@@ -146,16 +146,8 @@ async fn temporal(address: &str) -> f64 {
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let local = tokio::task::LocalSet::new();
-        local
-            .block_on(
-                &runtime,
-                TemporalWorker::new(settings, Arc::new(Instant0)).run(stop),
-            )
+        TemporalWorker::new(settings, Arc::new(Instant0))
+            .run_blocking(stop)
             .unwrap();
     });
     let mut samples = Vec::new();

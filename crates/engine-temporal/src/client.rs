@@ -86,32 +86,45 @@ pub(crate) async fn connect(settings: &TemporalSettings) -> Result<Client, Tempo
         .await
         .map_err(|_| unavailable("no answer in time".to_owned()))?
         .map_err(|error| unavailable(error.to_string()))?;
-    let request = DescribeNamespaceRequest {
-        namespace: settings.namespace.clone(),
-        ..DescribeNamespaceRequest::default()
-    };
-    match connection
-        .workflow_service()
-        .describe_namespace(request.into_request())
-        .await
-    {
-        Ok(_) => {}
-        Err(status) if status.code() == Code::NotFound => {
-            return Err(TemporalError::NamespaceNotFound {
-                namespace: settings.namespace.clone(),
-                address: settings.address.clone(),
-            });
-        }
-        Err(status) if status.code() == Code::Unavailable => {
-            return Err(unavailable(status.message().to_owned()));
-        }
-        Err(status) => return Err(TemporalError::Request(status.message().to_owned())),
-    }
+    check_namespace(&connection, settings).await?;
     Client::new(
         connection,
         ClientOptions::new(settings.namespace.clone()).build(),
     )
     .map_err(|error| TemporalError::Config(error.to_string()))
+}
+
+/// Asks the frontend about the namespace: `ENGINE_UNAVAILABLE` (with the address) when it does
+/// not answer in time, `NAMESPACE_NOT_FOUND` when the namespace does not exist.
+async fn check_namespace(
+    connection: &Connection,
+    settings: &TemporalSettings,
+) -> Result<(), TemporalError> {
+    let unavailable = |reason: String| TemporalError::Unavailable {
+        address: settings.address.clone(),
+        reason,
+    };
+    let request = DescribeNamespaceRequest {
+        namespace: settings.namespace.clone(),
+        ..DescribeNamespaceRequest::default()
+    };
+    let mut service = connection.workflow_service();
+    let answer = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        service.describe_namespace(request.into_request()),
+    )
+    .await
+    .map_err(|_| unavailable("no answer in time".to_owned()))?;
+    answer.map(|_| ()).map_err(|status| match status.code() {
+        Code::NotFound => TemporalError::NamespaceNotFound {
+            namespace: settings.namespace.clone(),
+            address: settings.address.clone(),
+        },
+        Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => {
+            unavailable(status.message().to_owned())
+        }
+        _ => TemporalError::Request(status.message().to_owned()),
+    })
 }
 
 fn interaction(run_id: &str, error: WorkflowInteractionError) -> TemporalError {
@@ -194,33 +207,7 @@ impl TemporalEngine {
     /// Whether the cluster can take requests now: `ENGINE_UNAVAILABLE` (with the address) when
     /// its frontend does not answer in time, `NAMESPACE_NOT_FOUND` when the namespace is gone.
     pub async fn ready(&self) -> Result<(), TemporalError> {
-        let request = DescribeNamespaceRequest {
-            namespace: self.settings.namespace.clone(),
-            ..DescribeNamespaceRequest::default()
-        };
-        let mut service = self.client.connection().workflow_service();
-        let answer = tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            service.describe_namespace(request.into_request()),
-        )
-        .await
-        .map_err(|_| TemporalError::Unavailable {
-            address: self.settings.address.clone(),
-            reason: "no answer in time".to_owned(),
-        })?;
-        answer.map(|_| ()).map_err(|status| match status.code() {
-            Code::NotFound => TemporalError::NamespaceNotFound {
-                namespace: self.settings.namespace.clone(),
-                address: self.settings.address.clone(),
-            },
-            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => {
-                TemporalError::Unavailable {
-                    address: self.settings.address.clone(),
-                    reason: status.message().to_owned(),
-                }
-            }
-            _ => TemporalError::Request(status.message().to_owned()),
-        })
+        check_namespace(self.client.connection(), &self.settings).await
     }
 
     /// Delivers `payload` to `run_id`'s slot `name`; `RUN_NOT_FOUND` for a run that was never

@@ -41,7 +41,9 @@ pub use client::{RunState, TemporalEngine};
 pub use error::TemporalError;
 pub use host::{RELAY_GIVE_UP, RELAY_INTERVAL, RelayPass, SignalRelay, TemporalLookup};
 pub use replay::replay_history;
-pub use settings::{TemporalSection, TemporalSettings, TemporalTls};
+pub use settings::{
+    DEFAULT_NAMESPACE, DEFAULT_TASK_QUEUE, TemporalSection, TemporalSettings, TemporalTls,
+};
 pub use store_effects::{StoreEffects, TEMPORAL_LEASE_HOLDER};
 pub use wire::{
     ActivityLimits, AnswerCall, Bookkeeping, BookkeepingReply, RUN_WORKFLOW, RunStart, SIGNAL,

@@ -2,6 +2,12 @@
 
 use std::fmt;
 
+/// The namespace runs start in unless the settings name another.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// The task queue runs start on and workers poll unless the settings name another.
+pub const DEFAULT_TASK_QUEUE: &str = "auto-swe";
+
 /// How to reach a Temporal cluster: a dev server on loopback, a self-hosted cluster, or
 /// Temporal Cloud (TLS, an API key).
 #[derive(Clone, PartialEq, Eq)]
@@ -20,13 +26,14 @@ pub struct TemporalSettings {
 }
 
 impl TemporalSettings {
-    /// A cluster at `address` with namespace `default` and task queue `auto-swe`.
+    /// A cluster at `address` with namespace [`DEFAULT_NAMESPACE`] and task queue
+    /// [`DEFAULT_TASK_QUEUE`].
     #[must_use]
     pub fn new(address: impl Into<String>) -> Self {
         Self {
             address: address.into(),
-            namespace: "default".to_owned(),
-            task_queue: "auto-swe".to_owned(),
+            namespace: DEFAULT_NAMESPACE.to_owned(),
+            task_queue: DEFAULT_TASK_QUEUE.to_owned(),
             tls: None,
             api_key: None,
         }
@@ -162,8 +169,8 @@ impl Default for TemporalSection {
     fn default() -> Self {
         Self {
             address: None,
-            namespace: "default".to_owned(),
-            task_queue: "auto-swe".to_owned(),
+            namespace: DEFAULT_NAMESPACE.to_owned(),
+            task_queue: DEFAULT_TASK_QUEUE.to_owned(),
             tls: false,
             server_ca_file: None,
             server_name: None,

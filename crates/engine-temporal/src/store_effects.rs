@@ -229,18 +229,13 @@ impl RunEffects for StoreEffects {
             .hold(run_id)
             .await
             .map_err(|error| refused(run_id, &error))?;
-        let lease = held.lease();
         let status = if waiting {
             RunStatus::Waiting
         } else {
             RunStatus::Running
         };
-        let token = LeaseToken {
-            run_id: lease.run_id,
-            epoch: lease.fencing_token,
-        };
         self.store
-            .set_run_status(&token, status)
+            .set_run_status(&LeaseToken::from(&held.lease()), status)
             .await
             .map_err(|error| refused(run_id, &WorkerError::Store(error)))
     }

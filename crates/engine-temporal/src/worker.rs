@@ -33,9 +33,21 @@ impl TemporalWorker {
         Self { settings, effects }
     }
 
+    /// [`run`](Self::run) on the calling thread, with a current-thread runtime and a `LocalSet`
+    /// of its own: what a host calls from a thread it gives the worker (`std::thread::spawn`,
+    /// `spawn_blocking`). Blocks until the worker stops.
+    pub fn run_blocking(self, shutdown: CancellationToken) -> Result<(), TemporalError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| TemporalError::Config(format!("a runtime for the worker: {error}")))?;
+        tokio::task::LocalSet::new().block_on(&runtime, self.run(shutdown))
+    }
+
     /// Polls until `shutdown` fires, then finishes the tasks it holds and returns. Workflows
     /// run on the calling thread (their state is not `Send`), so call it from a thread of its
-    /// own or a `LocalSet`; it needs a tokio runtime.
+    /// own or a `LocalSet` ([`run_blocking`](Self::run_blocking) does both); it needs a tokio
+    /// runtime.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), TemporalError> {
         let client = connect(&self.settings).await?;
         let runtime =

@@ -215,14 +215,9 @@ impl ServerConfig {
             config.store_url = Some(url);
         }
         if let Some(engine) = set("AUTO_SWE_ENGINE") {
-            config.engine = engine
-                .parse()
-                .or_else(|_| engine.to_ascii_uppercase().parse())
-                .map_err(|_| {
-                    ConfigError::Invalid(format!(
-                        "AUTO_SWE_ENGINE {engine:?}: embedded or temporal"
-                    ))
-                })?;
+            config.engine = auto_swe_store::RunEngine::from_setting(&engine).map_err(|_| {
+                ConfigError::Invalid(format!("AUTO_SWE_ENGINE {engine:?}: embedded or temporal"))
+            })?;
         }
         if let Some(workers) = set("AUTO_SWE_WORKERS") {
             config.pool.workers = workers

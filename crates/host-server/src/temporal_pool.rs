@@ -39,18 +39,7 @@ pub(crate) fn start(
         // A run's workflow state is not `Send`: each worker polls on a thread of its own.
         tasks.spawn_blocking(move || {
             let _running = running;
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    tracing::error!(%error, "a Temporal worker could not start its runtime");
-                    return;
-                }
-            };
-            let local = tokio::task::LocalSet::new();
-            if let Err(error) = local.block_on(&runtime, worker.run(token)) {
+            if let Err(error) = worker.run_blocking(token) {
                 tracing::error!(%error, code = error.code(), "a Temporal worker stopped");
             }
         });

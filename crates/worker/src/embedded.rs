@@ -62,10 +62,13 @@ impl From<Claim> for RunLease {
     }
 }
 
-fn token_of(lease: &RunLease) -> LeaseToken {
-    LeaseToken {
-        run_id: lease.run_id.clone(),
-        epoch: lease.fencing_token,
+impl From<&RunLease> for LeaseToken {
+    /// The store's fence a lease writes under: its fencing token is the run's epoch.
+    fn from(lease: &RunLease) -> Self {
+        LeaseToken {
+            run_id: lease.run_id.clone(),
+            epoch: lease.fencing_token,
+        }
     }
 }
 
@@ -148,7 +151,7 @@ impl DurableEngine for EmbeddedEngine {
         }
         if run.status != RunStatus::Running {
             self.store
-                .set_run_status(&token_of(lease), RunStatus::Running)
+                .set_run_status(&LeaseToken::from(lease), RunStatus::Running)
                 .await
                 .map_err(|e| WorkerError::from_store(run_id, e))?;
         }
@@ -167,7 +170,7 @@ impl DurableEngine for EmbeddedEngine {
             input,
             history: Arc::new(StoreHistory {
                 store: self.store.clone(),
-                token: token_of(lease),
+                token: LeaseToken::from(lease),
             }),
         })
     }
@@ -185,7 +188,7 @@ impl DurableEngine for EmbeddedEngine {
     async fn complete(&self, lease: &RunLease, end: RunEnd) -> Result<(), WorkerError> {
         let result = match end.result {
             Some(document) => Some(
-                crate::spill::spill_document(&*self.store, &token_of(lease), document)
+                crate::spill::spill_document(&*self.store, &LeaseToken::from(lease), document)
                     .await
                     .map_err(|e| WorkerError::from_store(&lease.run_id, e))?,
             ),
@@ -198,7 +201,7 @@ impl DurableEngine for EmbeddedEngine {
         };
         match self
             .store
-            .finalize_run(&token_of(lease), finalize)
+            .finalize_run(&LeaseToken::from(lease), finalize)
             .await
             .map_err(|e| WorkerError::from_store(&lease.run_id, e))?
         {
@@ -234,7 +237,7 @@ impl DurableEngine for EmbeddedEngine {
     async fn park(&self, lease: &RunLease, wake: RunWake) -> Result<(), WorkerError> {
         // A run waiting on anything is `WAITING` for readers; the queue row holds the wake.
         self.store
-            .set_run_status(&token_of(lease), RunStatus::Waiting)
+            .set_run_status(&LeaseToken::from(lease), RunStatus::Waiting)
             .await
             .map_err(|e| WorkerError::from_store(&lease.run_id, e))?;
         let on = WakeOn::Signal { name: wake.signal };

@@ -101,18 +101,10 @@ fn worker_process() {
     else {
         return;
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
     let settings = TemporalSettings::new(address).with_task_queue(queue);
     let effects = Arc::new(LoggedSteps { log: log.into() });
-    let local = tokio::task::LocalSet::new();
-    local
-        .block_on(
-            &runtime,
-            TemporalWorker::new(settings, effects).run(CancellationToken::new()),
-        )
+    TemporalWorker::new(settings, effects)
+        .run_blocking(CancellationToken::new())
         .expect("the worker runs until it is killed");
 }
 

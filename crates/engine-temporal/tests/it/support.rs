@@ -71,13 +71,7 @@ impl WorkerThread {
         let shutdown = CancellationToken::new();
         let stop = shutdown.clone();
         let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime for the worker");
-            let local = tokio::task::LocalSet::new();
-            let ran = local.block_on(&runtime, TemporalWorker::new(settings, effects).run(stop));
-            if let Err(error) = ran {
+            if let Err(error) = TemporalWorker::new(settings, effects).run_blocking(stop) {
                 eprintln!("worker ended: {error}");
             }
         });

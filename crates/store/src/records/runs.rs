@@ -158,6 +158,12 @@ impl RunEngine {
     pub fn reads_the_store(self) -> bool {
         self == Self::Embedded
     }
+
+    /// Reads a host's setting (`embedded`, `temporal`, in any case); the stored spelling is
+    /// read with [`str::parse`].
+    pub fn from_setting(text: &str) -> StoreResult<Self> {
+        text.to_ascii_uppercase().parse()
+    }
 }
 
 /// A run to create.

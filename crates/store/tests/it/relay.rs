@@ -133,3 +133,26 @@ async fn the_reaper_asks_each_engine_only_about_its_own_runs(db: &TestDb) {
         vec![temporal.id]
     );
 }
+
+#[test]
+fn an_engine_setting_reads_in_any_case_and_nothing_else() {
+    assert_eq!(
+        RunEngine::from_setting("embedded").unwrap(),
+        RunEngine::Embedded
+    );
+    assert_eq!(
+        RunEngine::from_setting("Temporal").unwrap(),
+        RunEngine::Temporal
+    );
+    assert_eq!(
+        RunEngine::from_setting("TEMPORAL").unwrap(),
+        RunEngine::Temporal
+    );
+    for wrong in ["", "temporal ", "kafka"] {
+        assert_eq!(
+            RunEngine::from_setting(wrong).unwrap_err().code(),
+            "STORE_INVALID_INPUT",
+            "{wrong:?}"
+        );
+    }
+}

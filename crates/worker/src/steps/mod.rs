@@ -778,10 +778,7 @@ impl crate::worker::EffectsFactory for StepEffects {
     ) -> Result<Arc<dyn Dispatcher>, crate::error::WorkerError> {
         let run = RunScope {
             run_id: lease.run_id.clone(),
-            token: LeaseToken {
-                run_id: lease.run_id.clone(),
-                epoch: lease.fencing_token,
-            },
+            token: LeaseToken::from(lease),
             input: task.input.clone(),
         };
         Ok(Arc::new(RunDispatcher::new(

@@ -30,9 +30,7 @@ pub(crate) fn chosen(flag: Option<RunEngine>) -> anyhow::Result<RunEngine> {
 
 /// Reads `embedded` or `temporal`.
 pub(crate) fn parse_engine(text: &str) -> Result<RunEngine, String> {
-    text.to_ascii_uppercase()
-        .parse()
-        .map_err(|_| format!("{text:?}: embedded or temporal"))
+    RunEngine::from_setting(text).map_err(|_| format!("{text:?}: embedded or temporal"))
 }
 
 /// The Temporal cluster the configuration's `[temporal]` (and `AUTO_SWE_TEMPORAL_*`) names,
@@ -66,15 +64,7 @@ pub(crate) async fn serve(
     let worker = TemporalWorker::new(engine.settings().clone(), effects);
     let token = shutdown.clone();
     // A run's workflow state is not `Send`: the worker polls on a thread of its own.
-    let polling = tokio::task::spawn_blocking(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let local = tokio::task::LocalSet::new();
-        local
-            .block_on(&runtime, worker.run(token))
-            .map_err(|e| anyhow::anyhow!("{e}"))
-    });
+    let polling = tokio::task::spawn_blocking(move || worker.run_blocking(token));
     let mut tasks = tokio::task::JoinSet::new();
     let relay = SignalRelay::new(store.clone(), engine.clone());
     let token = shutdown.clone();
@@ -95,5 +85,7 @@ pub(crate) async fn serve(
     // The worker stops on shutdown or on its own failure: either way, so does the rest.
     shutdown.cancel();
     while tasks.join_next().await.is_some() {}
-    polled.map_err(|e| anyhow::anyhow!("the Temporal worker's thread: {e}"))?
+    polled
+        .map_err(|e| anyhow::anyhow!("the Temporal worker's thread: {e}"))?
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
