@@ -183,10 +183,11 @@ impl Default for TemporalSection {
 
 impl TemporalSection {
     /// The settings this section names, after the `AUTO_SWE_TEMPORAL_*` overrides in `env`, with
-    /// its files read; `ENGINE_CONFIG_INVALID` naming what is missing or unreadable.
-    pub fn settings(
+    /// its files read off the runtime's threads; `ENGINE_CONFIG_INVALID` naming what is missing
+    /// or unreadable.
+    pub async fn settings(
         &self,
-        env: &dyn Fn(&str) -> Option<String>,
+        env: &(dyn Fn(&str) -> Option<String> + Sync),
     ) -> Result<TemporalSettings, crate::TemporalError> {
         let invalid = |what: String| crate::TemporalError::Config(what);
         let set = |name: &str| env(name).filter(|v| !v.is_empty());
@@ -195,8 +196,9 @@ impl TemporalSection {
             .ok_or_else(|| {
                 invalid("temporal.address (or AUTO_SWE_TEMPORAL_ADDRESS) is not set".to_owned())
             })?;
-        let read = |what: &str, path: &std::path::Path| {
-            std::fs::read(path)
+        let read = async |what: &str, path: &std::path::Path| {
+            tokio::fs::read(path)
+                .await
                 .map_err(|e| invalid(format!("temporal.{what} {}: {e}", path.display())))
         };
         let mut settings = TemporalSettings::new(address)
@@ -209,7 +211,7 @@ impl TemporalSection {
         let api_key = match (set("AUTO_SWE_TEMPORAL_API_KEY"), &self.api_key_file) {
             (Some(key), _) => Some(key),
             (None, Some(path)) => Some(
-                String::from_utf8(read("apiKeyFile", path)?)
+                String::from_utf8(read("apiKeyFile", path).await?)
                     .map_err(|_| invalid("temporal.apiKeyFile is not UTF-8".to_owned()))?
                     .trim()
                     .to_owned(),
@@ -217,9 +219,10 @@ impl TemporalSection {
             (None, None) => None,
         };
         let identity = match (&self.client_cert_file, &self.client_key_file) {
-            (Some(cert), Some(key)) => {
-                Some((read("clientCertFile", cert)?, read("clientKeyFile", key)?))
-            }
+            (Some(cert), Some(key)) => Some((
+                read("clientCertFile", cert).await?,
+                read("clientKeyFile", key).await?,
+            )),
             (None, None) => None,
             _ => {
                 return Err(invalid(
@@ -235,7 +238,7 @@ impl TemporalSection {
         {
             let mut tls = TemporalTls::system_roots();
             if let Some(path) = &self.server_ca_file {
-                tls = tls.with_server_ca(read("serverCaFile", path)?);
+                tls = tls.with_server_ca(read("serverCaFile", path).await?);
             }
             tls.domain.clone_from(&self.server_name);
             if let Some((cert, key)) = identity {
@@ -276,11 +279,12 @@ mod tests {
         toml::from_str(toml_text).expect("the section reads")
     }
 
-    #[test]
-    fn the_environment_overrides_the_file_and_plain_text_is_the_default() {
+    #[tokio::test]
+    async fn the_environment_overrides_the_file_and_plain_text_is_the_default() {
         let section = section("address = \"temporal:7233\"\ntaskQueue = \"runs\"");
         let settings = section
             .settings(&env(&[("AUTO_SWE_TEMPORAL_NAMESPACE", "prod")]))
+            .await
             .expect("settings");
         assert_eq!(
             (
@@ -293,23 +297,25 @@ mod tests {
         assert_eq!(settings.url(), "http://temporal:7233");
         let settings = section
             .settings(&env(&[("AUTO_SWE_TEMPORAL_ADDRESS", "127.0.0.1:9")]))
+            .await
             .expect("settings");
         assert_eq!(settings.address, "127.0.0.1:9");
         let missing = TemporalSection::default()
             .settings(&env(&[]))
+            .await
             .expect_err("no address");
         assert_eq!(missing.code(), "ENGINE_CONFIG_INVALID");
         assert!(toml::from_str::<TemporalSection>("adress = \"x\"").is_err());
     }
 
-    #[test]
-    fn an_api_key_is_read_from_its_file_implies_tls_and_never_goes_over_plain_text() {
+    #[tokio::test]
+    async fn an_api_key_is_read_from_its_file_implies_tls_and_never_goes_over_plain_text() {
         let dir = tempfile::tempdir().expect("a directory");
         let key = dir.path().join("key");
         std::fs::write(&key, "secret-key-0000\n").expect("the key is written");
         let mut with_key = section("address = \"ns.tmprl.cloud:7233\"");
         with_key.api_key_file = Some(key);
-        let settings = with_key.settings(&env(&[])).expect("settings");
+        let settings = with_key.settings(&env(&[])).await.expect("settings");
         assert_eq!(settings.api_key.as_deref(), Some("secret-key-0000"));
         assert_eq!(settings.url(), "https://ns.tmprl.cloud:7233");
         let shown = format!("{settings:?}");
@@ -320,27 +326,30 @@ mod tests {
         );
         let from_env = section("address = \"ns.tmprl.cloud:7233\"")
             .settings(&env(&[("AUTO_SWE_TEMPORAL_API_KEY", "env-key")]))
+            .await
             .expect("settings");
         assert_eq!(from_env.api_key.as_deref(), Some("env-key"));
         let plain = section("address = \"http://temporal:7233\"")
             .settings(&env(&[("AUTO_SWE_TEMPORAL_API_KEY", "env-key")]))
+            .await
             .expect_err("a key over plain text");
         assert!(plain.to_string().contains("only sent over TLS"), "{plain}");
     }
 
-    #[test]
-    fn tls_files_are_read_and_a_certificate_needs_its_key() {
+    #[tokio::test]
+    async fn tls_files_are_read_and_a_certificate_needs_its_key() {
         let dir = tempfile::tempdir().expect("a directory");
         let ca = dir.path().join("ca.pem");
         std::fs::write(&ca, "CA").expect("written");
         let mut tls = section("address = \"temporal:7233\"\nserverName = \"temporal.internal\"");
         tls.server_ca_file = Some(ca.clone());
-        let settings = tls.settings(&env(&[])).expect("settings");
+        let settings = tls.settings(&env(&[])).await.expect("settings");
         let read = settings.tls.expect("TLS");
         assert_eq!(read.server_ca_pem.as_deref(), Some(&b"CA"[..]));
         assert_eq!(read.domain.as_deref(), Some("temporal.internal"));
         let named = section("address = \"temporal:7233\"\nserverName = \"temporal.internal\"")
             .settings(&env(&[]))
+            .await
             .expect("settings");
         assert_eq!(
             named.url(),
@@ -353,7 +362,7 @@ mod tests {
         let mut mutual = section("address = \"temporal:7233\"");
         mutual.client_cert_file = Some(cert);
         mutual.client_key_file = Some(key);
-        let settings = mutual.settings(&env(&[])).expect("settings");
+        let settings = mutual.settings(&env(&[])).await.expect("settings");
         let tls = settings.tls.clone().expect("mutual TLS");
         assert_eq!(
             tls.client_identity,
@@ -366,10 +375,13 @@ mod tests {
         );
         let mut half = section("address = \"temporal:7233\"");
         half.client_cert_file = Some(ca);
-        assert!(half.settings(&env(&[])).is_err());
+        assert!(half.settings(&env(&[])).await.is_err());
         let mut unreadable = section("address = \"temporal:7233\"");
         unreadable.server_ca_file = Some(dir.path().join("missing.pem"));
-        let error = unreadable.settings(&env(&[])).expect_err("no such file");
+        let error = unreadable
+            .settings(&env(&[]))
+            .await
+            .expect_err("no such file");
         assert!(error.to_string().contains("serverCaFile"), "{error}");
     }
 }

@@ -118,12 +118,16 @@ fn install_telemetry(metrics: &Metrics) -> Result<Option<SdkTracerProvider>, Str
 )]
 async fn engine(
     config: &ServerConfig,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> Result<(PoolEngine, Option<Arc<dyn RunStarter>>), String> {
     match config.engine {
         #[cfg(feature = "temporal")]
         auto_swe_store::RunEngine::Temporal => {
-            let settings = config.temporal.settings(env).map_err(|e| e.to_string())?;
+            let settings = config
+                .temporal
+                .settings(env)
+                .await
+                .map_err(|e| e.to_string())?;
             let engine = auto_swe_engine_temporal::TemporalEngine::connect(settings)
                 .await
                 .map_err(|e| e.to_string())?;

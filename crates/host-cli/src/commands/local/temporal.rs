@@ -40,6 +40,7 @@ pub(crate) async fn connect() -> anyhow::Result<TemporalEngine> {
     let settings = crate::config::load()?
         .temporal
         .settings(&env)
+        .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     TemporalEngine::connect(settings)
         .await
