@@ -12,6 +12,8 @@
 )]
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,7 +34,8 @@ use tokio_util::sync::CancellationToken;
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 const BIG: usize = 100 * 1024 * 1024;
-const ROUNDS: usize = 3;
+/// Rounds per row, each a direct and a proxied download; the medians are reported.
+const ROUNDS: usize = 9;
 const SMALL_REQUESTS: usize = 300;
 
 /// A loopback listener, registered with the runtime that first polls the server using it.
@@ -251,48 +254,76 @@ fn cpu_time() -> Duration {
     )
 }
 
-/// One row's best round: its rate, and how many cores the process kept busy meanwhile (near 2
-/// on two cores means the row is bound by CPU, well under it that some party waits).
+/// One download: its rate, and how many cores the process kept busy meanwhile (near 2 on two
+/// cores means the download is bound by CPU, well under it that some party waits).
 #[derive(Clone, Copy)]
 struct Measure {
     mb_per_s: f64,
     cores: f64,
 }
 
-async fn best_of<F, Fut>(mut run: F) -> Measure
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = usize>,
-{
-    let mut best = Measure {
-        mb_per_s: 0.0,
-        cores: 0.0,
-    };
-    for _ in 0..ROUNDS {
-        let (start, cpu) = (Instant::now(), cpu_time());
-        let bytes = run().await;
-        let (elapsed, used) = (start.elapsed(), cpu_time().saturating_sub(cpu));
-        assert_eq!(bytes, BIG);
-        let rate = mb_per_s(bytes, elapsed);
-        if rate > best.mb_per_s {
-            best = Measure {
-                mb_per_s: rate,
-                cores: used.as_secs_f64() / elapsed.as_secs_f64(),
-            };
-        }
+async fn timed(run: impl Future<Output = usize>) -> Measure {
+    let (start, cpu) = (Instant::now(), cpu_time());
+    let bytes = run.await;
+    let (elapsed, used) = (start.elapsed(), cpu_time().saturating_sub(cpu));
+    assert_eq!(bytes, BIG);
+    Measure {
+        mb_per_s: mb_per_s(bytes, elapsed),
+        cores: used.as_secs_f64() / elapsed.as_secs_f64(),
     }
-    best
 }
 
-/// A row: both rates, their ratio and the cores each kept busy.
-fn row(what: &str, direct: Measure, proxied: Measure, target: &str) {
+/// A download direct and through the proxy: each side's median round and the rounds' ratios,
+/// sorted.
+struct Pair {
+    direct: Measure,
+    proxied: Measure,
+    ratios: Vec<f64>,
+}
+
+/// The median of `measures` by rate.
+fn median(mut measures: Vec<Measure>) -> Measure {
+    measures.sort_by(|a, b| a.mb_per_s.total_cmp(&b.mb_per_s));
+    measures[measures.len() / 2]
+}
+
+/// `ROUNDS` rounds, each a direct download then a proxied one, so a drift in the machine's
+/// speed (a neighbour on the host, the clock) falls on both sides of a round alike.
+async fn paired<D, DF, P, PF>(mut direct: D, mut proxied: P) -> Pair
+where
+    D: FnMut() -> DF,
+    DF: Future<Output = usize>,
+    P: FnMut() -> PF,
+    PF: Future<Output = usize>,
+{
+    let (mut directs, mut proxieds, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        let (one, other) = (timed(direct()).await, timed(proxied()).await);
+        ratios.push(other.mb_per_s / one.mb_per_s);
+        directs.push(one);
+        proxieds.push(other);
+    }
+    ratios.sort_by(f64::total_cmp);
+    Pair {
+        direct: median(directs),
+        proxied: median(proxieds),
+        ratios,
+    }
+}
+
+/// A row: each side's median rate and the cores it kept busy, and the median of the rounds'
+/// ratios with their range.
+fn row(what: &str, pair: &Pair, target: &str) {
+    let ratios = &pair.ratios;
     println!(
-        "{what}: direct {:.0} MB/s ({:.2} cores busy), through the proxy {:.0} MB/s ({:.2} cores busy), ratio {:.2}{target}",
-        direct.mb_per_s,
-        direct.cores,
-        proxied.mb_per_s,
-        proxied.cores,
-        proxied.mb_per_s / direct.mb_per_s,
+        "{what}: direct {:.0} MB/s ({:.2} cores busy), through the proxy {:.0} MB/s ({:.2} cores busy), ratio {:.2} (rounds {:.2}-{:.2}){target}",
+        pair.direct.mb_per_s,
+        pair.direct.cores,
+        pair.proxied.mb_per_s,
+        pair.proxied.cores,
+        ratios[ratios.len() / 2],
+        ratios[0],
+        ratios[ratios.len() - 1],
     );
 }
 
@@ -350,11 +381,8 @@ fn upstreams(acceptor: &TlsAcceptor) -> (Upstreams, impl Future<Output = ()> + S
 }
 
 /// A proxy allowing `registry.test` on each upstream's port (resolved to loopback, allowed
-/// though private), listening on a loopback port; returns its address and the serving future.
-fn proxy(
-    upstreams: Upstreams,
-    shutdown: CancellationToken,
-) -> (SocketAddr, impl Future<Output = ()> + Send) {
+/// though private).
+fn egress_proxy(upstreams: Upstreams) -> Arc<EgressProxy> {
     let mut addresses = UrlPolicy::new();
     let mut policy = EgressPolicy::deny_all();
     for upstream in [
@@ -368,22 +396,116 @@ fn proxy(
         policy.allow(Rule::parse(&origin).unwrap());
     }
     let resolver = StaticResolver::new().with("registry.test", &[LOOPBACK]);
-    let proxy = Arc::new(EgressProxy::new(
+    Arc::new(EgressProxy::new(
         policy.with_address_policy(addresses),
         Arc::new(resolver),
         Arc::new(MemorySink::new()),
         ProxyConfig::default(),
-    ));
-    let (address, listener) = bind();
-    let serve = async move {
-        let listener = TcpListener::from_std(listener).unwrap();
-        proxy.serve(listener, shutdown).await;
-    };
-    (address, serve)
+    ))
+}
+
+/// The workspace's bridge program: `AUTO_SWE_NETBRIDGE`, else `auto-swe-netbridge` in this
+/// build's directory (`cargo build --release -p auto-swe-sandbox --bin auto-swe-netbridge`).
+fn bridge_program() -> Option<PathBuf> {
+    let path = std::env::var_os("AUTO_SWE_NETBRIDGE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let benchmark = std::env::current_exe().ok()?;
+            Some(benchmark.parent()?.parent()?.join("auto-swe-netbridge"))
+        })?;
+    path.is_file().then_some(path)
+}
+
+/// A bridge process, the copy a workspace runs in the background, on a loopback port; ended,
+/// by its PID, when dropped.
+struct Bridge {
+    child: Child,
+    address: SocketAddr,
+}
+
+impl Bridge {
+    /// The CPU time the bridge process has used so far, in clock ticks (its threads included).
+    fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // After the command name, in parentheses: state is field 3; utime and stime 14 and 15.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `program` carrying a free loopback port to `socket`, bound to `cpu` when given.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the benchmark runs the workspace's bridge program, as a workspace does"
+)]
+fn start_bridge(program: &Path, socket: &Path, cpu: Option<usize>) -> Bridge {
+    let address = std::net::TcpListener::bind((LOOPBACK, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut child = Command::new(program)
+        .arg("--serve")
+        .arg(address.to_string())
+        .arg(socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(cpu) = cpu {
+        let mut set = nix::sched::CpuSet::new();
+        set.set(cpu).unwrap();
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+        nix::sched::sched_setaffinity(pid, &set).unwrap();
+    }
+    let mut said = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut said,
+    )
+    .unwrap();
+    assert_eq!(said.trim_end(), "listening", "the bridge did not start");
+    Bridge { child, address }
+}
+
+/// The proxy as the benchmark reaches it: on a loopback port, and on a Unix socket behind a
+/// bridge process as a `local` or `docker` workspace reaches it (when the bridge program is
+/// built). Call it on the runtime that is to serve the proxy.
+struct Served {
+    tcp: SocketAddr,
+    bridged: Option<Bridge>,
+    _dir: tempfile::TempDir,
+}
+
+fn serve_proxy(
+    upstreams: Upstreams,
+    shutdown: &CancellationToken,
+    bridge_cpu: Option<usize>,
+) -> Served {
+    let proxy = egress_proxy(upstreams);
+    let (tcp, listener) = bind();
+    let listener = TcpListener::from_std(listener).unwrap();
+    tokio::spawn(Arc::clone(&proxy).serve(listener, shutdown.clone()));
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("egress.sock");
+    let unix = tokio::net::UnixListener::bind(&socket).unwrap();
+    tokio::spawn(proxy.serve_unix(unix, shutdown.clone()));
+    let bridged = bridge_program().map(|program| start_bridge(&program, &socket, bridge_cpu));
+    Served {
+        tcp,
+        bridged,
+        _dir: dir,
+    }
 }
 
 /// One throughput row: what was downloaded, direct and through the proxy.
-type Row = (&'static str, Measure, Measure, &'static str);
+type Row = (&'static str, Pair, String);
 
 const TARGET: &str = " (target >= 0.80)";
 
@@ -391,39 +513,70 @@ const TARGET: &str = " (target >= 0.80)";
 /// when `paced`.
 async fn throughput(
     upstreams: Upstreams,
-    proxy_address: SocketAddr,
+    served: &Served,
     connector: &TlsConnector,
     paced: bool,
 ) -> Vec<Row> {
+    let proxy_address = served.tcp;
     let host = format!("registry.test:{}", upstreams.http.port());
     let absolute = format!("http://{host}/big");
     let (http, tls, raw) = (upstreams.http, upstreams.tls, upstreams.raw);
     let mut rows = vec![(
         "100 MB over HTTP",
-        best_of(|| get(http, "/big", &host)).await,
-        best_of(|| get(proxy_address, &absolute, &host)).await,
-        TARGET,
+        paired(
+            || get(http, "/big", &host),
+            || get(proxy_address, &absolute, &host),
+        )
+        .await,
+        TARGET.to_owned(),
     )];
     rows.push((
         "100 MB over TLS through a tunnel (an HTTPS download)",
-        best_of(|| tls_download(None, tls, connector)).await,
-        best_of(|| tls_download(Some(proxy_address), tls, connector)).await,
-        TARGET,
+        paired(
+            || tls_download(None, tls, connector),
+            || tls_download(Some(proxy_address), tls, connector),
+        )
+        .await,
+        TARGET.to_owned(),
     ));
     if paced {
         let paced = upstreams.paced;
         rows.push((
             "100 MB over TLS through a tunnel from a host paced at 250 MB/s",
-            best_of(|| tls_download(None, paced, connector)).await,
-            best_of(|| tls_download(Some(proxy_address), paced, connector)).await,
-            TARGET,
+            paired(
+                || tls_download(None, paced, connector),
+                || tls_download(Some(proxy_address), paced, connector),
+            )
+            .await,
+            TARGET.to_owned(),
+        ));
+    }
+    if let Some(bridge) = &served.bridged {
+        let (address, ticks) = (bridge.address, bridge.cpu_ticks());
+        let pair = paired(
+            || tls_download(None, tls, connector),
+            || tls_download(Some(address), tls, connector),
+        )
+        .await;
+        // Clock ticks are hundredths of a second on Linux.
+        let seconds = (bridge.cpu_ticks() - ticks) as f64 / 100.0;
+        rows.push((
+            "100 MB over TLS through the workspace's bridge, the proxy's Unix socket and a tunnel",
+            pair,
+            format!(
+                "{TARGET}; the bridge process used {:.2} CPU-seconds per GB",
+                seconds / (ROUNDS * BIG) as f64 * 1e9
+            ),
         ));
     }
     rows.push((
         "100 MB of raw bytes through a tunnel (the worst case: nothing but copying)",
-        best_of(|| tunnel_download(None, raw, "registry.test")).await,
-        best_of(|| tunnel_download(Some(proxy_address), raw, "registry.test")).await,
-        "",
+        paired(
+            || tunnel_download(None, raw, "registry.test"),
+            || tunnel_download(Some(proxy_address), raw, "registry.test"),
+        )
+        .await,
+        String::new(),
     ));
     rows
 }
@@ -435,14 +588,12 @@ async fn shared() {
     let (upstreams, serve_upstreams) = upstreams(&acceptor);
     tokio::spawn(serve_upstreams);
     let shutdown = CancellationToken::new();
-    let (proxy_address, serve_proxy) = proxy(upstreams, shutdown.clone());
-    tokio::spawn(serve_proxy);
+    let served = serve_proxy(upstreams, &shutdown, None);
+    let proxy_address = served.tcp;
 
     println!("-- all parties sharing the cores");
-    for (what, direct, proxied, target) in
-        throughput(upstreams, proxy_address, &connector, true).await
-    {
-        row(what, direct, proxied, target);
+    for (what, pair, target) in throughput(upstreams, &served, &connector, true).await {
+        row(what, &pair, &target);
     }
 
     let host = format!("registry.test:{}", upstreams.http.port());
@@ -504,17 +655,19 @@ fn pinned(upstream_cpu: usize, client_cpu: usize) {
     drop(on_cpu("upstream", upstream_cpu, serve_upstreams));
     let rows = on_cpu("client", client_cpu, async move {
         let shutdown = CancellationToken::new();
-        let (proxy_address, serve_proxy) = proxy(upstreams, shutdown.clone());
-        tokio::spawn(serve_proxy);
-        let rows = throughput(upstreams, proxy_address, &connector, false).await;
+        let served = serve_proxy(upstreams, &shutdown, Some(client_cpu));
+        let rows = throughput(upstreams, &served, &connector, false).await;
+        drop(served);
         shutdown.cancel();
         rows
     })
     .join()
     .unwrap();
-    println!("-- the upstream on CPU {upstream_cpu}, the client and the proxy on CPU {client_cpu}");
-    for (what, direct, proxied, target) in rows {
-        row(what, direct, proxied, target);
+    println!(
+        "-- the upstream on CPU {upstream_cpu}, the client, the proxy and the bridge on CPU {client_cpu}"
+    );
+    for (what, pair, target) in rows {
+        row(what, &pair, &target);
     }
 }
 
@@ -525,6 +678,11 @@ fn main() {
         return;
     }
     println!("load before: {}", load());
+    if bridge_program().is_none() {
+        println!(
+            "no bridge program (AUTO_SWE_NETBRIDGE, or `cargo build --release -p auto-swe-sandbox --bin auto-swe-netbridge`): no row through the workspace's bridge"
+        );
+    }
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
