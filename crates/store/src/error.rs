@@ -306,8 +306,26 @@ pub(crate) const REFERENCED_ROW: &str = "referenced row";
 
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
+        if refuses_a_character(&error) {
+            // The value came from the caller (a NUL in a name or a query parameter): bad input,
+            // not a failing database.
+            return Self::InvalidInput {
+                field: "value",
+                reason: "a text value holds a character the database cannot store (a NUL byte)"
+                    .to_owned(),
+            };
+        }
         Self::Database(DatabaseError::from_sqlx(error))
     }
+}
+
+/// `PostgreSQL` refuses a text value holding a NUL byte (`22021`, or `22P05` where the
+/// server's encoding lacks a character); `SQLite` stores such text as given.
+fn refuses_a_character(error: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = error else {
+        return false;
+    };
+    matches!(db.code().as_deref(), Some("22021" | "22P05"))
 }
 
 impl From<sqlx::migrate::MigrateError> for StoreError {

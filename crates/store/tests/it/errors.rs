@@ -2,6 +2,32 @@
 
 use auto_swe_store::*;
 
+use crate::conformance;
+use crate::support::{Kind, TestDb};
+
+conformance!(a_nul_in_a_text_value_is_bad_input_not_a_database_failure);
+
+/// A NUL byte in a filter: `PostgreSQL` cannot hold it, which is the caller's bad input
+/// (`STORE_INVALID_INPUT`, a 400 at the API), never `STORE_DATABASE` (a 500); `SQLite` takes it
+/// as any other character.
+async fn a_nul_in_a_text_value_is_bad_input_not_a_database_failure(db: &TestDb) {
+    let org = db.store.create_org("acme", "Acme").await.unwrap();
+    let team = db.store.create_team(&org.id, "core").await.unwrap();
+    let listed = db.store.list_connections(Some("team\0x")).await;
+    match db.kind {
+        Kind::Postgres => assert_eq!(listed.unwrap_err().code(), "STORE_INVALID_INPUT"),
+        Kind::Sqlite => assert!(listed.unwrap().is_empty()),
+    }
+    // The store goes on serving the same caller.
+    assert!(
+        db.store
+            .list_connections(Some(&team.id))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 #[tokio::test]
 async fn unsupported_urls_are_typed_errors() {
     for url in ["mysql://localhost/db", "", "file:///tmp/x"] {
