@@ -459,10 +459,7 @@ fn start_bridge(program: &Path, socket: &Path, cpu: Option<usize>) -> Bridge {
         .spawn()
         .unwrap();
     if let Some(cpu) = cpu {
-        let mut set = nix::sched::CpuSet::new();
-        set.set(cpu).unwrap();
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
-        nix::sched::sched_setaffinity(pid, &set).unwrap();
+        pin(i32::try_from(child.id()).unwrap(), cpu);
     }
     let mut said = String::new();
     std::io::BufRead::read_line(
@@ -614,6 +611,14 @@ async fn shared() {
     shutdown.cancel();
 }
 
+/// Binds the thread or process `pid` (0: the calling thread) to `cpu`; threads it starts later
+/// inherit the binding.
+fn pin(pid: i32, cpu: usize) {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu).unwrap();
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(pid), &set).unwrap();
+}
+
 /// The first two CPUs this process may run on.
 fn two_cpus() -> Option<(usize, usize)> {
     let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()?;
@@ -631,9 +636,7 @@ fn on_cpu<T: Send + 'static>(
     let thread = std::thread::Builder::new().name(format!("{name}-cpu{cpu}"));
     thread
         .spawn(move || {
-            let mut set = nix::sched::CpuSet::new();
-            set.set(cpu).unwrap();
-            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).unwrap();
+            pin(0, cpu);
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
