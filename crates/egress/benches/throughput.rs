@@ -1,8 +1,11 @@
 //! Egress proxy cost on loopback: a 100 MB download direct and through the proxy (plain HTTP
-//! forwarding, a `CONNECT` tunnel carrying TLS as an HTTPS download does, and a tunnel carrying
+//! forwarding, a `CONNECT` tunnel carrying TLS as an HTTPS download does, from a host as fast as
+//! the cores allow and from hosts paced like a remote one behind a link, and a tunnel carrying
 //! raw bytes: the worst case, where moving bytes is all any party does), and the latency a small
-//! request gains by going through it. Prints the machine's load average before and after, since
-//! the numbers mean little on a busy host.
+//! request gains by going through it. The TLS rows run once more with the client's receive
+//! buffer fixed rather than autotuned, which separates the proxy's own cost from the small
+//! window a client's kernel sizes for a loopback peer. Prints the machine's load average before
+//! and after, since the numbers mean little on a busy host.
 
 #![expect(
     clippy::print_stdout,
@@ -119,16 +122,17 @@ fn tls_ends() -> (TlsAcceptor, TlsConnector) {
     )
 }
 
-/// The pace of the link-paced TLS server: 250 MB/s, a fast data-centre link (2 Gbit/s).
-const LINK_BYTES_PER_SECOND: f64 = 250.0 * 1024.0 * 1024.0;
+/// The paces of the link-paced TLS servers, in MB/s: a remote host behind a 2, 4 or 8 Gbit/s
+/// link. Where the proxied download falls behind the direct one says how fast a link the proxy
+/// keeps up with while it shares the cores with both ends.
+const LINK_MB_PER_SECOND: [u32; 3] = [250, 500, 1000];
 
-/// A TLS server for tunnels: completes the handshake, then sends 100 MB, at most
-/// `LINK_BYTES_PER_SECOND` when `paced` (as a remote host behind a link would), else as fast
-/// as it can.
+/// A TLS server for tunnels: completes the handshake, then sends 100 MB, at most `pace` MB/s
+/// when a pace is given (as a remote host behind a link would), else as fast as it can.
 fn tls_upstream(
     big: Bytes,
     acceptor: TlsAcceptor,
-    paced: bool,
+    pace: Option<u32>,
 ) -> (SocketAddr, impl Future<Output = ()> + Send) {
     let (address, listener) = bind();
     let serve = async move {
@@ -141,11 +145,12 @@ fn tls_upstream(
                 let Ok(mut tls) = acceptor.accept(stream).await else {
                     return;
                 };
-                if paced {
+                if let Some(pace) = pace {
+                    let bytes_per_second = f64::from(pace) * 1024.0 * 1024.0;
                     let start = Instant::now();
                     let mut sent = 0_usize;
                     for chunk in big.chunks(256 * 1024) {
-                        let due = Duration::from_secs_f64(sent as f64 / LINK_BYTES_PER_SECOND);
+                        let due = Duration::from_secs_f64(sent as f64 / bytes_per_second);
                         tokio::time::sleep_until((start + due).into()).await;
                         if tls.write_all(chunk).await.is_err() {
                             return;
@@ -186,9 +191,29 @@ async fn get(connect_to: SocketAddr, uri: &str, host: &str) -> usize {
     length
 }
 
+/// How the downloading client sizes its socket's receive buffer.
+#[derive(Clone, Copy)]
+enum ClientBuffer {
+    /// As nearly every tool does: the kernel's autotuning, which sizes the window to the round
+    /// trip to the peer (tens of microseconds on loopback, so a small window).
+    Autotuned,
+    /// Fixed with `SO_RCVBUF` before connecting, as a tool may choose to; the kernel caps it at
+    /// `net.core.rmem_max` and doubles it.
+    Fixed(u32),
+}
+
 /// A connection to `upstream`, through a `CONNECT` tunnel of the proxy when one is given.
-async fn open(proxy: Option<SocketAddr>, upstream: SocketAddr, host: &str) -> TcpStream {
-    let mut stream = TcpStream::connect(proxy.unwrap_or(upstream)).await.unwrap();
+async fn open(
+    proxy: Option<SocketAddr>,
+    upstream: SocketAddr,
+    host: &str,
+    buffer: ClientBuffer,
+) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    if let ClientBuffer::Fixed(bytes) = buffer {
+        socket.set_recv_buffer_size(bytes).unwrap();
+    }
+    let mut stream = socket.connect(proxy.unwrap_or(upstream)).await.unwrap();
     stream.set_nodelay(true).unwrap();
     if proxy.is_some() {
         let head = format!("CONNECT {host}:{} HTTP/1.1\r\n\r\n", upstream.port());
@@ -209,8 +234,9 @@ async fn tls_download(
     proxy: Option<SocketAddr>,
     upstream: SocketAddr,
     connector: &TlsConnector,
+    buffer: ClientBuffer,
 ) -> usize {
-    let stream = open(proxy, upstream, "registry.test").await;
+    let stream = open(proxy, upstream, "registry.test", buffer).await;
     let name = ServerName::try_from("registry.test").unwrap();
     let mut tls = connector.connect(name, stream).await.unwrap();
     let mut buffer = vec![0_u8; 256 * 1024];
@@ -226,7 +252,7 @@ async fn tls_download(
 /// Reads `BIG` bytes from a tunnel (through the proxy when `proxy` is given) after sending a
 /// `ClientHello`.
 async fn tunnel_download(proxy: Option<SocketAddr>, upstream: SocketAddr, host: &str) -> usize {
-    let mut stream = open(proxy, upstream, host).await;
+    let mut stream = open(proxy, upstream, host, ClientBuffer::Autotuned).await;
     stream
         .write_all(&client_hello_for_tests(&[host]))
         .await
@@ -355,19 +381,32 @@ struct Upstreams {
     http: SocketAddr,
     raw: SocketAddr,
     tls: SocketAddr,
-    paced: SocketAddr,
+    /// One TLS server per pace of `LINK_MB_PER_SECOND`, in its order.
+    paced: [SocketAddr; LINK_MB_PER_SECOND.len()],
 }
 
-/// Binds the four upstreams; returns their addresses and one future that serves them all, on
+/// Binds the upstreams; returns their addresses and one future that serves them all, on
 /// whichever runtime polls it.
 fn upstreams(acceptor: &TlsAcceptor) -> (Upstreams, impl Future<Output = ()> + Send + use<>) {
     let big = Bytes::from(vec![0x5a_u8; BIG]);
     let (http, serve_http) = http_upstream(big.clone());
     let (raw, serve_raw) = raw_upstream(big.clone());
-    let (tls, serve_tls) = tls_upstream(big.clone(), acceptor.clone(), false);
-    let (paced, serve_paced) = tls_upstream(big, acceptor.clone(), true);
+    let (tls, serve_tls) = tls_upstream(big.clone(), acceptor.clone(), None);
+    let [
+        (slow, serve_slow),
+        (fast, serve_fast),
+        (fastest, serve_fastest),
+    ] = LINK_MB_PER_SECOND.map(|pace| tls_upstream(big.clone(), acceptor.clone(), Some(pace)));
+    let paced = [slow, fast, fastest];
     let serve = async move {
-        tokio::join!(serve_http, serve_raw, serve_tls, serve_paced);
+        tokio::join!(
+            serve_http,
+            serve_raw,
+            serve_tls,
+            serve_slow,
+            serve_fast,
+            serve_fastest
+        );
     };
     (
         Upstreams {
@@ -385,12 +424,10 @@ fn upstreams(acceptor: &TlsAcceptor) -> (Upstreams, impl Future<Output = ()> + S
 fn egress_proxy(upstreams: Upstreams) -> Arc<EgressProxy> {
     let mut addresses = UrlPolicy::new();
     let mut policy = EgressPolicy::deny_all();
-    for upstream in [
-        upstreams.http,
-        upstreams.raw,
-        upstreams.tls,
-        upstreams.paced,
-    ] {
+    for upstream in [upstreams.http, upstreams.raw, upstreams.tls]
+        .into_iter()
+        .chain(upstreams.paced)
+    {
         let origin = format!("registry.test:{}", upstream.port());
         addresses.allow_private_origin(&origin).unwrap();
         policy.allow(Rule::parse(&origin).unwrap());
@@ -502,11 +539,22 @@ fn serve_proxy(
 }
 
 /// One throughput row: what was downloaded, direct and through the proxy.
-type Row = (&'static str, Pair, String);
+type Row = (String, Pair, String);
+
+/// The client's fixed receive buffer for the row that takes autotuning out of the picture:
+/// 4 MiB asked (what the kernel grants is printed).
+const FIXED_CLIENT_BUFFER: u32 = 4 * 1024 * 1024;
+
+/// What the kernel grants a socket that asks for `FIXED_CLIENT_BUFFER`, in KiB.
+fn granted_client_buffer() -> u32 {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(FIXED_CLIENT_BUFFER).unwrap();
+    socket.recv_buffer_size().unwrap() / 1024
+}
 
 const TARGET: &str = " (target >= 0.80)";
 
-/// Measures each download direct and through the proxy at `proxy_address`; the paced one only
+/// Measures each download direct and through the proxy at `proxy_address`; the paced ones only
 /// when `paced`.
 async fn throughput(
     upstreams: Upstreams,
@@ -518,8 +566,9 @@ async fn throughput(
     let host = format!("registry.test:{}", upstreams.http.port());
     let absolute = format!("http://{host}/big");
     let (http, tls, raw) = (upstreams.http, upstreams.tls, upstreams.raw);
+    let autotuned = ClientBuffer::Autotuned;
     let mut rows = vec![(
-        "100 MB over HTTP",
+        "100 MB over HTTP".to_owned(),
         paired(
             || get(http, "/big", &host),
             || get(proxy_address, &absolute, &host),
@@ -528,46 +577,61 @@ async fn throughput(
         TARGET.to_owned(),
     )];
     rows.push((
-        "100 MB over TLS through a tunnel (an HTTPS download)",
+        "100 MB over TLS through a tunnel (an HTTPS download)".to_owned(),
         paired(
-            || tls_download(None, tls, connector),
-            || tls_download(Some(proxy_address), tls, connector),
+            || tls_download(None, tls, connector, autotuned),
+            || tls_download(Some(proxy_address), tls, connector, autotuned),
         )
         .await,
         TARGET.to_owned(),
     ));
+    let fixed = ClientBuffer::Fixed(FIXED_CLIENT_BUFFER);
+    rows.push((
+        "100 MB over TLS through a tunnel, the client's receive buffer fixed (SO_RCVBUF) rather than autotuned".to_owned(),
+        paired(
+            || tls_download(None, tls, connector, fixed),
+            || tls_download(Some(proxy_address), tls, connector, fixed),
+        )
+        .await,
+        format!("; the kernel granted {} KiB", granted_client_buffer()),
+    ));
     if paced {
-        let paced = upstreams.paced;
-        rows.push((
-            "100 MB over TLS through a tunnel from a host paced at 250 MB/s",
-            paired(
-                || tls_download(None, paced, connector),
-                || tls_download(Some(proxy_address), paced, connector),
-            )
-            .await,
-            TARGET.to_owned(),
-        ));
+        for (pace, upstream) in LINK_MB_PER_SECOND.into_iter().zip(upstreams.paced) {
+            rows.push((
+                format!("100 MB over TLS through a tunnel from a host paced at {pace} MB/s"),
+                paired(
+                    || tls_download(None, upstream, connector, autotuned),
+                    || tls_download(Some(proxy_address), upstream, connector, autotuned),
+                )
+                .await,
+                TARGET.to_owned(),
+            ));
+        }
     }
     if let Some(bridge) = &served.bridged {
-        let (address, ticks) = (bridge.address, bridge.cpu_ticks());
-        let pair = paired(
-            || tls_download(None, tls, connector),
-            || tls_download(Some(address), tls, connector),
-        )
-        .await;
-        // Clock ticks are hundredths of a second on Linux.
-        let seconds = (bridge.cpu_ticks() - ticks) as f64 / 100.0;
-        rows.push((
-            "100 MB over TLS through the workspace's bridge, the proxy's Unix socket and a tunnel",
-            pair,
-            format!(
-                "{TARGET}; the bridge process used {:.2} CPU-seconds per GB",
-                seconds / (ROUNDS * BIG) as f64 * 1e9
-            ),
-        ));
+        for (buffer, how) in [(autotuned, ""), (fixed, ", the client's buffer fixed")] {
+            let (address, ticks) = (bridge.address, bridge.cpu_ticks());
+            let pair = paired(
+                || tls_download(None, tls, connector, buffer),
+                || tls_download(Some(address), tls, connector, buffer),
+            )
+            .await;
+            // Clock ticks are hundredths of a second on Linux.
+            let seconds = (bridge.cpu_ticks() - ticks) as f64 / 100.0;
+            rows.push((
+                format!(
+                    "100 MB over TLS through the workspace's bridge, the proxy's Unix socket and a tunnel{how}"
+                ),
+                pair,
+                format!(
+                    "{TARGET}; the bridge process used {:.2} CPU-seconds per GB",
+                    seconds / (ROUNDS * BIG) as f64 * 1e9
+                ),
+            ));
+        }
     }
     rows.push((
-        "100 MB of raw bytes through a tunnel (the worst case: nothing but copying)",
+        "100 MB of raw bytes through a tunnel (the worst case: nothing but copying)".to_owned(),
         paired(
             || tunnel_download(None, raw, "registry.test"),
             || tunnel_download(Some(proxy_address), raw, "registry.test"),
@@ -590,7 +654,7 @@ async fn shared() {
 
     println!("-- all parties sharing the cores");
     for (what, pair, target) in throughput(upstreams, &served, &connector, true).await {
-        row(what, &pair, &target);
+        row(&what, &pair, &target);
     }
 
     let host = format!("registry.test:{}", upstreams.http.port());
@@ -670,7 +734,7 @@ fn pinned(upstream_cpu: usize, client_cpu: usize) {
         "-- the upstream on CPU {upstream_cpu}, the client, the proxy and the bridge on CPU {client_cpu}"
     );
     for (what, pair, target) in rows {
-        row(what, &pair, &target);
+        row(&what, &pair, &target);
     }
 }
 
