@@ -41,9 +41,11 @@ pub trait RunEffects: Send + Sync {
         let _ = (run_id, wait);
         Ok(payload)
     }
-    /// Tells readers that `run_id` now waits for a person (`true`, once a human step is opened)
-    /// or works again (`false`, once it is closed). The default records nothing.
-    async fn waiting_for_person(&self, run_id: &str, waiting: bool) -> Result<(), DispatchError> {
+    /// Tells readers that `run_id` now waits (`true`: a human step was opened, or every effect
+    /// in flight is a wait for a signal, a person or a timer) or works again (`false`). Only
+    /// what readers see changes; the run goes on whatever this answers. The default records
+    /// nothing.
+    async fn waiting(&self, run_id: &str, waiting: bool) -> Result<(), DispatchError> {
         let _ = (run_id, waiting);
         Ok(())
     }
@@ -144,7 +146,8 @@ impl RunActivities {
             .await)
     }
 
-    /// One bookkeeping effect: a step record, a human step opened or closed, the run's end.
+    /// One bookkeeping effect: a step record, a human step opened or closed, the run only
+    /// waiting or working again, the run's end.
     #[activity(name = "auto-swe.bookkeeping")]
     pub async fn bookkeeping(
         self: Arc<Self>,
@@ -153,8 +156,14 @@ impl RunActivities {
     ) -> Result<BookkeepingReply, ActivityError> {
         let span = tracing::info_span!("temporal.bookkeeping", run_id = %effect.run_id());
         async move {
-            if let Bookkeeping::Finish { run_id, end } = &effect {
-                return Ok(self.effects.finish(run_id, end).await);
+            match &effect {
+                Bookkeeping::Finish { run_id, end } => {
+                    return Ok(self.effects.finish(run_id, end).await);
+                }
+                Bookkeeping::Waiting { run_id, waiting } => {
+                    return Ok(self.effects.waiting(run_id, *waiting).await);
+                }
+                _ => {}
             }
             let dispatcher = match self.effects.dispatcher(effect.run_id()).await {
                 Ok(dispatcher) => dispatcher,
@@ -165,17 +174,17 @@ impl RunActivities {
                 Bookkeeping::Record { record, .. } => dispatcher.record_step(record).await,
                 Bookkeeping::Notify { notice, .. } => {
                     match dispatcher.notify_human_step(notice).await {
-                        Ok(()) => self.effects.waiting_for_person(run_id, true).await,
+                        Ok(()) => self.effects.waiting(run_id, true).await,
                         Err(error) => Err(error),
                     }
                 }
                 Bookkeeping::Resolve { resolution, .. } => {
                     match dispatcher.resolve_human_step(resolution).await {
-                        Ok(()) => self.effects.waiting_for_person(run_id, false).await,
+                        Ok(()) => self.effects.waiting(run_id, false).await,
                         Err(error) => Err(error),
                     }
                 }
-                Bookkeeping::Finish { .. } => Ok(()),
+                Bookkeeping::Waiting { .. } | Bookkeeping::Finish { .. } => Ok(()),
             })
         }
         .instrument(span)

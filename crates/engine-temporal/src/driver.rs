@@ -86,13 +86,83 @@ enum Pending<'a> {
     },
 }
 
-/// Runs `spec` to its end inside the workflow.
+impl Pending<'_> {
+    /// Whether the call is a wait (for a signal, a person's answer or a timer) rather than work.
+    fn is_wait(&self) -> bool {
+        matches!(self, Self::Wait { .. })
+    }
+}
+
+/// What readers are shown of a run that waits: `WAITING` once every call in flight is a wait,
+/// `RUNNING` again once one is not, as the embedded engine shows a parked run. A change is
+/// written by a bookkeeping activity, one at a time; it is decided only where the walk has
+/// settled (nothing more to poll), so the moment between one call ending and the next starting
+/// is never taken for a wait, and a replay decides the same at the same points.
+struct WaitStatus<'a> {
+    /// Whether this run reports its waits (a run recorded before it did replays without).
+    enabled: bool,
+    /// What the last write said.
+    shown_waiting: bool,
+    /// The write under way and what it says.
+    writing: Option<(BookFuture<'a>, bool)>,
+}
+
+impl<'a> WaitStatus<'a> {
+    /// Polls the write under way; `true` when it finished. A failed write is not retried
+    /// further: the status is only what readers see, and the run goes on.
+    fn advance(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some((future, waiting)) = self.writing.as_mut() else {
+            return false;
+        };
+        let Poll::Ready(done) = future.as_mut().poll(cx) else {
+            return false;
+        };
+        if let Err(error) = done
+            .map_err(|error| bookkeeping_failure(&error))
+            .and_then(|r| r)
+        {
+            tracing::warn!(code = %error.code, "the run's waiting status was not written");
+        }
+        self.shown_waiting = *waiting;
+        self.writing = None;
+        true
+    }
+
+    /// Starts a write when the settled walk waits and readers are shown otherwise, or the other
+    /// way round; `true` when one started.
+    fn settle(
+        &mut self,
+        ctx: &'a WorkflowContext<RunWorkflow>,
+        shared: &Shared,
+        pending: &[Pending<'_>],
+        limits: ActivityLimits,
+        ids: &mut ActivityIds,
+    ) -> bool {
+        if !self.enabled || self.writing.is_some() {
+            return false;
+        }
+        let waiting = !pending.is_empty() && pending.iter().all(Pending::is_wait);
+        if waiting == self.shown_waiting {
+            return false;
+        }
+        let effect = Bookkeeping::Waiting {
+            run_id: shared.run_id().to_owned(),
+            waiting,
+        };
+        self.writing = Some((book(ctx, effect, limits, ids), waiting));
+        true
+    }
+}
+
+/// Runs `spec` to its end inside the workflow; `report_waits` shows readers when the run only
+/// waits ([`WaitStatus`]).
 pub(crate) async fn drive(
     ctx: &WorkflowContext<RunWorkflow>,
     spec: &WorkflowSpec,
     input: Value,
     shared: Arc<Shared>,
     limits: ActivityLimits,
+    report_waits: bool,
 ) -> RunOutcome {
     let dispatcher = WorkflowDispatcher::new(Arc::clone(&shared));
     let run_token = CancellationToken::new();
@@ -105,6 +175,11 @@ pub(crate) async fn drive(
     let mut cancelled = pin!(ctx.cancelled());
     let mut cancel_seen = false;
     let mut ids = ActivityIds::default();
+    let mut status = WaitStatus {
+        enabled: report_waits,
+        shown_waiting: false,
+        writing: None,
+    };
     std::future::poll_fn(move |cx| {
         loop {
             flag.0.store(false, Ordering::Release);
@@ -129,11 +204,17 @@ pub(crate) async fn drive(
             let before = pending.len();
             pending.retain_mut(|call| !advance(ctx, &shared, call, cx, limits, &mut ids));
             progressed |= pending.len() != before;
+            progressed |= status.advance(cx);
             if !progressed && !flag.0.load(Ordering::Acquire) {
+                // Settled: the calls in flight are the walk's real state.
+                if outcome.is_none() && status.settle(ctx, &shared, &pending, limits, &mut ids) {
+                    continue;
+                }
                 break;
             }
         }
         if pending.is_empty()
+            && status.writing.is_none()
             && let Some(done) = outcome.take()
         {
             return Poll::Ready(done);
@@ -264,6 +345,8 @@ fn book<'a>(
         Bookkeeping::Record { record, .. } => ("record", record.recording_id.as_str()),
         Bookkeeping::Notify { notice, .. } => ("notify", notice.recording_id.as_str()),
         Bookkeeping::Resolve { resolution, .. } => ("resolve", resolution.recording_id.as_str()),
+        Bookkeeping::Waiting { waiting: true, .. } => ("status", "waiting"),
+        Bookkeeping::Waiting { waiting: false, .. } => ("status", "running"),
         Bookkeeping::Finish { .. } => ("finish", "run"),
     };
     let id = ids.next(format!("{prefix}:{recording}"));

@@ -224,7 +224,7 @@ impl RunEffects for StoreEffects {
     }
 
     #[tracing::instrument(level = "debug", skip(self))]
-    async fn waiting_for_person(&self, run_id: &str, waiting: bool) -> Result<(), DispatchError> {
+    async fn waiting(&self, run_id: &str, waiting: bool) -> Result<(), DispatchError> {
         let held = self
             .hold(run_id)
             .await

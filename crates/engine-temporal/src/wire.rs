@@ -120,6 +120,14 @@ pub enum Bookkeeping {
         /// The resolution.
         resolution: HumanStepResolution,
     },
+    /// The run now only waits — every effect in flight is a wait for a signal, a person or a
+    /// timer (`true`) — or works again (`false`): what readers see as `WAITING` or `RUNNING`.
+    Waiting {
+        /// The run.
+        run_id: String,
+        /// Whether it only waits.
+        waiting: bool,
+    },
     /// The run's end.
     Finish {
         /// The run.
@@ -137,6 +145,7 @@ impl Bookkeeping {
             Self::Record { run_id, .. }
             | Self::Notify { run_id, .. }
             | Self::Resolve { run_id, .. }
+            | Self::Waiting { run_id, .. }
             | Self::Finish { run_id, .. } => run_id,
         }
     }

@@ -16,6 +16,10 @@ use crate::dispatcher::Shared;
 use crate::driver::{drive, finish};
 use crate::wire::{Bookkeeping, RunStart, SignalDelivery};
 
+/// The patch under which a run shows readers when it only waits (a signal node's wait included,
+/// not only a person's): `WAITING`, then `RUNNING` again.
+const REPORT_WAITS: &str = "auto-swe.temporal.report-waits";
+
 /// One named slot: the payload waiting to be taken, and how many were ever delivered (a waiter
 /// that saw fewer is woken).
 #[derive(Debug, Default, Clone)]
@@ -58,10 +62,21 @@ impl RunWorkflow {
             .map(|id| ((*id).to_owned(), ctx.patched(id)))
             .collect();
         let shared = Shared::new(start.run_id.clone(), answers);
+        // The engine's own patch: a run recorded before waits were shown to readers replays
+        // without the writes that show them.
+        let report_waits = ctx.patched(REPORT_WAITS);
         // Read as the embedded worker reads a run's frozen spec, with its refusal.
         let end = match WorkflowSpec::from_value_tolerant(start.spec.clone()) {
             Ok(spec) => {
-                let outcome = drive(ctx, &spec, start.input.clone(), shared, start.limits).await;
+                let outcome = drive(
+                    ctx,
+                    &spec,
+                    start.input.clone(),
+                    shared,
+                    start.limits,
+                    report_waits,
+                )
+                .await;
                 run_end(&outcome)
             }
             Err(error) => {

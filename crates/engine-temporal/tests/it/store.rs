@@ -441,3 +441,159 @@ async fn a_runs_end_is_recorded_once_and_an_unknown_runs_end_is_refused() {
         .expect("an ended run makes no more effects");
     assert_eq!(refused.code, "RUN_ENDED", "{refused}");
 }
+
+/// Reads the run's status until `wanted` holds (at most a minute), checking every status seen
+/// before it against `allowed`; returns the one wanted.
+async fn status_until(
+    store: &Store,
+    run: &str,
+    wanted: impl Fn(RunStatus) -> bool,
+    allowed: impl Fn(RunStatus) -> bool,
+) -> RunStatus {
+    let deadline = tokio::time::Instant::now() + Duration::from_mins(1);
+    loop {
+        let status = store.get_run(run).await.expect("the run reads").status;
+        if wanted(status) {
+            return status;
+        }
+        assert!(allowed(status), "{run} showed {status:?} on the way");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{run} still {status:?} after a minute"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_waiting_on_a_signal_node_shows_waiting_and_running_again_once_signalled() {
+    let Some(address) = temporal_address() else {
+        return;
+    };
+    let Some(host) = Host::new().await else {
+        return;
+    };
+    let (engine, _worker) = host.on_temporal(&address, "signal-status").await;
+    let store = &host.store;
+    let spec = spec(
+        "build",
+        &json!([
+            {"id": "build", "type": "shell", "image": "unused", "command": ["true"],
+             "next": "ci"},
+            {"id": "ci", "type": "signal", "name": "ci", "timeout": "1h", "onReceive": "after"},
+            {"id": "after", "type": "shell", "image": "unused", "command": ["sleep", "2"],
+             "next": "done"},
+            {"id": "done", "type": "terminate", "status": "SUCCESS"}
+        ]),
+    );
+    let run = store
+        .create_run(NewRun::new(spec.clone()))
+        .await
+        .expect("the run is recorded")
+        .id;
+    engine
+        .launch(&run, spec, json!({}))
+        .await
+        .expect("the run starts");
+    // Until the signal, the run may be queued or running, then shows it waits: the embedded
+    // engine's status of a parked run.
+    status_until(
+        store,
+        &run,
+        |status| status == RunStatus::Waiting,
+        |status| matches!(status, RunStatus::Pending | RunStatus::Running),
+    )
+    .await;
+    engine
+        .signal(&run, "ci", json!({"passed": true}))
+        .await
+        .expect("delivered");
+    // Woken, it works again (a two-second step) before it ends.
+    status_until(
+        store,
+        &run,
+        |status| status == RunStatus::Running,
+        |status| status == RunStatus::Waiting,
+    )
+    .await;
+    let end = tokio::time::timeout(Duration::from_mins(1), engine.wait_for_end(&run))
+        .await
+        .expect("the run ends")
+        .expect("its result reads");
+    assert_eq!(end.status, TerminalStatus::Success, "{end:?}");
+    let row = store.get_run(&run).await.expect("the run reads");
+    assert_eq!(row.status, RunStatus::Ended(TerminalStatus::Success));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_with_one_branch_waiting_and_another_working_shows_running_until_only_waits_remain() {
+    let Some(address) = temporal_address() else {
+        return;
+    };
+    let Some(host) = Host::new().await else {
+        return;
+    };
+    let (engine, _worker) = host.on_temporal(&address, "branch-status").await;
+    let store = &host.store;
+    let spec = spec(
+        "fan",
+        &json!([
+            {"id": "fan", "type": "fanOut", "over": "$.input.items", "concurrency": 2,
+             "subgraph": {"entry": "which", "nodes": [
+                {"id": "which", "type": "cond", "expr": "$.index == 0", "onTrue": "hold",
+                 "onFalse": "busy"},
+                {"id": "hold", "type": "signal", "name": "go", "timeout": "1h"},
+                {"id": "busy", "type": "shell", "image": "unused", "command": ["sleep", "3"]}
+             ]},
+             "next": "done"},
+            {"id": "done", "type": "terminate", "status": "SUCCESS"}
+        ]),
+    );
+    let run = store
+        .create_run(NewRun::new(spec.clone()))
+        .await
+        .expect("the run is recorded")
+        .id;
+    engine
+        .launch(&run, spec, json!({"items": ["wait", "work"]}))
+        .await
+        .expect("the run starts");
+    // While the second branch's step runs, one branch waiting does not make the run wait. The
+    // status is read before the steps, so a status written after the step's record is never
+    // taken for one written before it.
+    let deadline = tokio::time::Instant::now() + Duration::from_mins(1);
+    loop {
+        let status = store.get_run(&run).await.expect("the run reads").status;
+        let steps = store.list_steps(&run).await.expect("the steps read");
+        if steps.iter().any(|step| step.node_id == "busy") {
+            break;
+        }
+        assert_ne!(
+            status,
+            RunStatus::Waiting,
+            "a branch still works: {steps:?}"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the working branch never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Then only the wait is left.
+    status_until(
+        store,
+        &run,
+        |status| status == RunStatus::Waiting,
+        |status| status == RunStatus::Running,
+    )
+    .await;
+    engine
+        .signal(&run, "go", json!("now"))
+        .await
+        .expect("delivered");
+    let end = tokio::time::timeout(Duration::from_mins(1), engine.wait_for_end(&run))
+        .await
+        .expect("the run ends")
+        .expect("its result reads");
+    assert_eq!(end.status, TerminalStatus::Success, "{end:?}");
+}
