@@ -129,6 +129,27 @@ impl Host {
         StoreEffects::new(self.store.clone(), self.factory.clone(), lease)
     }
 
+    /// Records a run of `spec` in the store, as the host does for any engine, and starts it on
+    /// Temporal; returns its id.
+    async fn launch(
+        &self,
+        engine: &TemporalEngine,
+        spec: serde_json::Value,
+        input: serde_json::Value,
+    ) -> String {
+        let run = self
+            .store
+            .create_run(NewRun::new(spec.clone()))
+            .await
+            .expect("the run is recorded")
+            .id;
+        engine
+            .launch(&run, spec, input)
+            .await
+            .expect("the run starts");
+        run
+    }
+
     /// An engine and a worker with this host's store effects, on a task queue of their own.
     async fn on_temporal(&self, address: &str, name: &str) -> (TemporalEngine, WorkerThread) {
         let settings = TemporalSettings::new(address).with_task_queue(task_queue(name));
@@ -300,15 +321,7 @@ async fn a_human_answer_on_temporal_names_the_answerer_the_store_recorded_not_th
             {"id": "same", "type": "terminate", "status": "FAILED"}
         ]),
     );
-    let run = store
-        .create_run(NewRun::new(spec.clone()))
-        .await
-        .expect("the run is recorded")
-        .id;
-    engine
-        .launch(&run, spec, json!({}))
-        .await
-        .expect("the run starts");
+    let run = host.launch(&engine, spec, json!({})).await;
     // Alice signs off twice, claiming to be Bob the second time.
     let claim = |who: &str| json!({"decision": "approve", "answeredBy": who});
     answer(store, &engine, &run, "first", "alice", &claim("alice")).await;
@@ -486,15 +499,7 @@ async fn a_run_waiting_on_a_signal_node_shows_waiting_and_running_again_once_sig
             {"id": "done", "type": "terminate", "status": "SUCCESS"}
         ]),
     );
-    let run = store
-        .create_run(NewRun::new(spec.clone()))
-        .await
-        .expect("the run is recorded")
-        .id;
-    engine
-        .launch(&run, spec, json!({}))
-        .await
-        .expect("the run starts");
+    let run = host.launch(&engine, spec, json!({})).await;
     // Until the signal, the run may be queued or running, then shows it waits: the embedded
     // engine's status of a parked run.
     status_until(
@@ -549,15 +554,9 @@ async fn a_run_with_one_branch_waiting_and_another_working_shows_running_until_o
             {"id": "done", "type": "terminate", "status": "SUCCESS"}
         ]),
     );
-    let run = store
-        .create_run(NewRun::new(spec.clone()))
-        .await
-        .expect("the run is recorded")
-        .id;
-    engine
-        .launch(&run, spec, json!({"items": ["wait", "work"]}))
-        .await
-        .expect("the run starts");
+    let run = host
+        .launch(&engine, spec, json!({"items": ["wait", "work"]}))
+        .await;
     // While the second branch's step runs, one branch waiting does not make the run wait. The
     // status is read before the steps, so a status written after the step's record is never
     // taken for one written before it.
