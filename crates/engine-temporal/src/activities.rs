@@ -51,6 +51,50 @@ pub trait RunEffects: Send + Sync {
     }
 }
 
+/// The most bytes a step's reply may take encoded: a Temporal payload's ceiling (the server's
+/// `limit.blobSize.error`, 2 MiB by default and on Temporal Cloud) less room for the payload's
+/// own framing. A larger reply would be refused by the server as the activity completes, and
+/// the run would learn only that the activity failed.
+const MAX_STEP_REPLY_BYTES: usize = 2 * 1024 * 1024 - 16 * 1024;
+
+/// `reply`, or a typed refusal in its place when it is too large to be a Temporal payload:
+/// not retryable, since the same step would answer the same again.
+fn fits(reply: StepReply) -> StepReply {
+    let bytes = encoded_len(&reply);
+    if bytes <= MAX_STEP_REPLY_BYTES {
+        return reply;
+    }
+    let what = match &reply {
+        Ok(_) => "output".to_owned(),
+        Err(error) => format!("{} failure", error.code),
+    };
+    Err(DispatchError::non_retryable(
+        "ENGINE_PAYLOAD_TOO_LARGE",
+        format!(
+            "the step's {what} is {bytes} bytes encoded; a Temporal payload carries at most \
+             {MAX_STEP_REPLY_BYTES} (the embedded engine journals up to 4 MiB)"
+        ),
+    ))
+}
+
+/// How many bytes `reply` takes as JSON, the form the SDK sends it in, without building it.
+fn encoded_len(reply: &StepReply) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // A JSON value and a dispatch error always serialise; a failure could only under-count.
+    let _ = serde_json::to_writer(&mut count, reply);
+    count.0
+}
+
 /// The activities a worker registers.
 pub struct RunActivities {
     effects: Arc<dyn RunEffects>,
@@ -118,7 +162,7 @@ impl RunActivities {
                     if ctx.is_cancelled() && reply.as_ref().is_err_and(DispatchError::is_cancellation) {
                         return Err(ActivityError::cancelled());
                     }
-                    Ok(reply)
+                    Ok(fits(reply))
                 }
                 () = beat => Ok(Err(DispatchError::cancelled("the heartbeat loop ended"))),
             }
@@ -189,5 +233,49 @@ impl RunActivities {
         }
         .instrument(span)
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// An output whose reply encodes to exactly `bytes` bytes.
+    fn output_of(bytes: usize) -> StepReply {
+        let frame = encoded_len(&Ok(json!("")));
+        let reply = Ok(json!("x".repeat(bytes - frame)));
+        assert_eq!(encoded_len(&reply), bytes);
+        reply
+    }
+
+    #[test]
+    fn a_reply_at_the_ceiling_goes_through_and_one_byte_more_is_a_typed_refusal() {
+        let at = output_of(MAX_STEP_REPLY_BYTES);
+        assert_eq!(fits(at.clone()), at);
+        let over = fits(output_of(MAX_STEP_REPLY_BYTES + 1)).expect_err("refused");
+        assert_eq!(over.code, "ENGINE_PAYLOAD_TOO_LARGE");
+        assert!(over.non_retryable, "the same step answers the same again");
+        assert!(
+            over.message
+                .contains(&format!("output is {} bytes", MAX_STEP_REPLY_BYTES + 1)),
+            "{}",
+            over.message
+        );
+    }
+
+    #[test]
+    fn a_failure_too_large_to_carry_is_refused_naming_its_code() {
+        let failure = Err(DispatchError::failure("NOISY", "e".repeat(3 * 1024 * 1024)));
+        let refused = fits(failure).expect_err("refused");
+        assert_eq!(refused.code, "ENGINE_PAYLOAD_TOO_LARGE");
+        assert!(
+            refused.message.contains("NOISY failure"),
+            "{}",
+            refused.message
+        );
+        let small = Err(DispatchError::failure("NOISY", "short"));
+        assert_eq!(fits(small.clone()), small);
     }
 }

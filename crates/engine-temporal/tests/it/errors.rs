@@ -87,3 +87,46 @@ async fn a_frozen_spec_that_does_not_read_fails_the_run_as_on_the_embedded_engin
     assert!(cluster.effects.steps.calls().is_empty(), "nothing ran");
     assert_eq!(cluster.effects.ends(&run).len(), 1, "the end is recorded");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_output_too_large_for_a_payload_fails_the_run_naming_its_size_and_the_limit() {
+    let Some(address) = temporal_address() else {
+        return;
+    };
+    let cluster = Cluster::start(&address, "too-large", Steps::default()).await;
+    let run = run_id("too-large");
+    let spec = spec(
+        "under",
+        &json!([
+            {"id": "under", "type": "step", "step": "big", "next": "over"},
+            {"id": "over", "type": "step", "step": "huge", "onFail": {"retry": 2}, "next": "end"},
+            {"id": "end", "type": "terminate", "status": "SUCCESS"}
+        ]),
+    );
+    cluster
+        .engine
+        .launch(&run, spec, json!({}))
+        .await
+        .expect("the run starts");
+    let end = cluster.end(&run).await;
+    assert_eq!(end.status, auto_swe_spec::TerminalStatus::Failed, "{end:?}");
+    let document = end.result.expect("a result document");
+    let error = &document["error"];
+    assert_eq!(
+        error["code"],
+        json!("ENGINE_PAYLOAD_TOO_LARGE"),
+        "{document}"
+    );
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("output is 3145") && message.contains("at most 2080768"),
+        "{message}"
+    );
+    // The output just under the ceiling went through a real server; the refusal is not retried,
+    // whatever the node's policy.
+    assert_eq!(
+        cluster.effects.steps.calls(),
+        ["under", "over"],
+        "one call each"
+    );
+}

@@ -92,7 +92,8 @@ impl Drop for WorkerThread {
 }
 
 /// Steps that answer with their recording id and inputs, and remember every call. `flaky`
-/// fails its first attempt (retryably); `slow` works for `slow_ms` unless cancelled.
+/// fails its first attempt (retryably); `slow` works for `slow_ms` unless cancelled; `big` and
+/// `huge` answer just under 2 MiB and 3 MiB of text.
 #[derive(Default)]
 pub(crate) struct Steps {
     calls: Mutex<Vec<String>>,
@@ -143,6 +144,10 @@ impl Dispatcher for Steps {
                 Err(DispatchError::failure("FLAKY", "the first attempt fails"))
             }
             "broken" => Err(DispatchError::non_retryable("BROKEN", "never works")),
+            // 50 bytes under the engine's ceiling for a step's reply (so the server must take it),
+            // and well over what a Temporal payload carries (2 MiB).
+            "big" => Ok(json!({"text": "x".repeat(2_080_700)})),
+            "huge" => Ok(json!({"text": "x".repeat(3 * 1024 * 1024)})),
             "slow" => {
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_millis(self.slow_ms)) => {}
