@@ -5,14 +5,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use auto_swe_interpreter::{CancellationToken, DispatchError, Dispatcher, SignalWait};
+use auto_swe_interpreter::{
+    CancellationToken, DispatchError, Dispatcher, RECORD_STRING_LIMIT, SignalWait,
+};
 use auto_swe_worker::RunEnd;
 use serde_json::Value;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use tracing::Instrument;
 
-use crate::wire::{AnswerCall, Bookkeeping, BookkeepingReply, StepCall, StepReply};
+use crate::wire::{
+    AnswerCall, Bookkeeping, BookkeepingReply, MAX_PAYLOAD_BYTES, SpillCall, StepCall, StepReply,
+    encoded_len, too_large,
+};
 
 /// What makes a run's effects on a worker: the host's side of the Temporal engine.
 ///
@@ -49,50 +54,34 @@ pub trait RunEffects: Send + Sync {
         let _ = (run_id, waiting);
         Ok(())
     }
+    /// Keeps `text`, a long string of `run_id`'s end document (`from_bytes` long before it was
+    /// cut to fit a payload), where a person can read it, and returns what the document holds
+    /// in its place. A host with a store makes it an artifact of the run and returns its
+    /// placeholder, as the embedded engine's spill does (`StoreEffects`); the default keeps
+    /// nothing and returns the text cut to a step record's length, saying so.
+    async fn spill(
+        &self,
+        run_id: &str,
+        text: &str,
+        from_bytes: usize,
+    ) -> Result<String, DispatchError> {
+        let _ = run_id;
+        let kept: String = text.chars().take(RECORD_STRING_LIMIT).collect();
+        Ok(format!("{kept} [cut from {from_bytes} bytes]"))
+    }
 }
 
-/// The most bytes a step's reply may take encoded: a Temporal payload's ceiling (the server's
-/// `limit.blobSize.error`, 2 MiB by default and on Temporal Cloud) less room for the payload's
-/// own framing. A larger reply would be refused by the server as the activity completes, and
-/// the run would learn only that the activity failed.
-const MAX_STEP_REPLY_BYTES: usize = 2 * 1024 * 1024 - 16 * 1024;
-
-/// `reply`, or a typed refusal in its place when it is too large to be a Temporal payload:
-/// not retryable, since the same step would answer the same again.
+/// `reply`, or a typed refusal in its place when it is too large to be a Temporal payload.
 fn fits(reply: StepReply) -> StepReply {
     let bytes = encoded_len(&reply);
-    if bytes <= MAX_STEP_REPLY_BYTES {
+    if bytes <= MAX_PAYLOAD_BYTES {
         return reply;
     }
     let what = match &reply {
-        Ok(_) => "output".to_owned(),
-        Err(error) => format!("{} failure", error.code),
+        Ok(_) => "output is".to_owned(),
+        Err(error) => format!("{} failure is", error.code),
     };
-    Err(DispatchError::non_retryable(
-        "ENGINE_PAYLOAD_TOO_LARGE",
-        format!(
-            "the step's {what} is {bytes} bytes encoded; a Temporal payload carries at most \
-             {MAX_STEP_REPLY_BYTES} (the embedded engine journals up to 4 MiB)"
-        ),
-    ))
-}
-
-/// How many bytes `reply` takes as JSON, the form the SDK sends it in, without building it.
-fn encoded_len(reply: &StepReply) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // A JSON value and a dispatch error always serialise; a failure could only under-count.
-    let _ = serde_json::to_writer(&mut count, reply);
-    count.0
+    Err(too_large(&what, bytes))
 }
 
 /// The activities a worker registers.
@@ -171,6 +160,21 @@ impl RunActivities {
         .await
     }
 
+    /// One long string of the run's end document kept aside (see [`RunEffects::spill`]).
+    #[activity(name = "auto-swe.spill")]
+    pub async fn spill(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        call: SpillCall,
+    ) -> Result<Result<String, DispatchError>, ActivityError> {
+        let span = tracing::info_span!("temporal.spill", run_id = %call.run_id, bytes = call.bytes);
+        Ok(self
+            .effects
+            .spill(&call.run_id, &call.text, call.bytes)
+            .instrument(span)
+            .await)
+    }
+
     /// The answer a human node's wait delivers (see [`RunEffects::human_answer`]).
     #[activity(name = "auto-swe.answer")]
     pub async fn answer(
@@ -244,7 +248,7 @@ mod tests {
 
     /// An output whose reply encodes to exactly `bytes` bytes.
     fn output_of(bytes: usize) -> StepReply {
-        let frame = encoded_len(&Ok(json!("")));
+        let frame = encoded_len::<StepReply>(&Ok(json!("")));
         let reply = Ok(json!("x".repeat(bytes - frame)));
         assert_eq!(encoded_len(&reply), bytes);
         reply
@@ -252,14 +256,14 @@ mod tests {
 
     #[test]
     fn a_reply_at_the_ceiling_goes_through_and_one_byte_more_is_a_typed_refusal() {
-        let at = output_of(MAX_STEP_REPLY_BYTES);
+        let at = output_of(MAX_PAYLOAD_BYTES);
         assert_eq!(fits(at.clone()), at);
-        let over = fits(output_of(MAX_STEP_REPLY_BYTES + 1)).expect_err("refused");
+        let over = fits(output_of(MAX_PAYLOAD_BYTES + 1)).expect_err("refused");
         assert_eq!(over.code, "ENGINE_PAYLOAD_TOO_LARGE");
         assert!(over.non_retryable, "the same step answers the same again");
         assert!(
             over.message
-                .contains(&format!("output is {} bytes", MAX_STEP_REPLY_BYTES + 1)),
+                .contains(&format!("output is {} bytes", MAX_PAYLOAD_BYTES + 1)),
             "{}",
             over.message
         );

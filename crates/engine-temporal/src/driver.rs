@@ -22,6 +22,7 @@ use auto_swe_interpreter::{
     run_spec,
 };
 use auto_swe_spec::WorkflowSpec;
+use auto_swe_worker::{MAX_SPILLS, RunEnd, long_string_pointers};
 use serde_json::Value;
 use temporalio_common::protos::temporal::api::common::v1::RetryPolicy;
 use temporalio_sdk::{
@@ -32,7 +33,10 @@ use tokio::sync::oneshot;
 
 use crate::activities::RunActivities;
 use crate::dispatcher::{Call, Shared, WorkflowDispatcher};
-use crate::wire::{ActivityLimits, AnswerCall, Bookkeeping, BookkeepingReply, StepCall, StepReply};
+use crate::wire::{
+    ActivityLimits, AnswerCall, Bookkeeping, BookkeepingReply, MAX_PAYLOAD_BYTES, SpillCall,
+    StepCall, StepReply, encoded_len, too_large,
+};
 use crate::workflow::RunWorkflow;
 
 /// Raised when something the interpreter awaits is ready.
@@ -291,6 +295,13 @@ fn start<'a>(
                 dispatch,
                 heartbeat_every_ms: heartbeat_every_ms.max(100),
             };
+            // Inputs too large for a payload would fail the workflow task for ever: the step
+            // fails instead, before anything is scheduled.
+            let bytes = encoded_len(&call);
+            if bytes > MAX_PAYLOAD_BYTES {
+                let _ = reply.send(Err(too_large("inputs are", bytes)));
+                return None;
+            }
             let future = ctx.execute_activity(RunActivities::step, call, options);
             Some(Pending::Step {
                 future: Box::pin(future),
@@ -373,6 +384,77 @@ fn local_options(id: String, limits: ActivityLimits) -> LocalActivityOptions {
         .start_to_close_timeout(Duration::from_mins(1))
         .cancellation_token(WorkflowCancellationToken::new())
         .build()
+}
+
+/// `end` made small enough to be a Temporal payload (the end's bookkeeping input and the
+/// workflow's result): its long strings, in document order, become artifacts of the run and
+/// placeholders in the document (the embedded engine's spill, one activity per string) until
+/// it fits; if it still does not, its context, then its result, give way to a note of their
+/// size. An end that fits is returned as it is, with no command made.
+pub(crate) async fn fit_end(
+    ctx: &WorkflowContext<RunWorkflow>,
+    mut end: RunEnd,
+    run_id: &str,
+    limits: ActivityLimits,
+) -> RunEnd {
+    if encoded_len(&end) <= MAX_PAYLOAD_BYTES {
+        return end;
+    }
+    let Some(mut document) = end.result.take() else {
+        return end;
+    };
+    let mut ids = ActivityIds::default();
+    for pointer in long_string_pointers(&document).into_iter().take(MAX_SPILLS) {
+        let Some(Value::String(text)) = document.pointer(&pointer) else {
+            continue;
+        };
+        let call = SpillCall {
+            run_id: run_id.to_owned(),
+            text: cut_bytes(text, MAX_PAYLOAD_BYTES - 1024).to_owned(),
+            bytes: text.len(),
+        };
+        let options = local_options(ids.next(format!("spill:{pointer}")), limits);
+        let kept = match ctx
+            .execute_local_activity(RunActivities::spill, call, options)
+            .await
+        {
+            Ok(Ok(placeholder)) => placeholder,
+            // Kept nowhere: the document still says how long the text was.
+            Ok(Err(_)) | Err(_) => format!("[{} bytes, not kept]", text.len()),
+        };
+        if let Some(slot) = document.pointer_mut(&pointer) {
+            *slot = Value::String(kept);
+        }
+        if encoded_len(&document) <= MAX_PAYLOAD_BYTES - 1024 {
+            end.result = Some(document);
+            return end;
+        }
+    }
+    for part in ["context", "result"] {
+        if encoded_len(&document) <= MAX_PAYLOAD_BYTES - 1024 {
+            break;
+        }
+        if let Some(slot) = document.get_mut(part) {
+            let bytes = encoded_len(slot);
+            *slot = Value::String(format!(
+                "[{bytes} bytes, too large for a Temporal payload; not kept]"
+            ));
+        }
+    }
+    end.result = Some(document);
+    end
+}
+
+/// The longest prefix of `text` of at most `bytes` bytes that ends on a character.
+fn cut_bytes(text: &str, bytes: usize) -> &str {
+    if text.len() <= bytes {
+        return text;
+    }
+    let mut end = bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// Runs the end's bookkeeping: the last command of every run.

@@ -11,7 +11,7 @@ use auto_swe_interpreter::{DispatchError, Dispatcher, SignalWait};
 use auto_swe_store::{LeaseToken, QueueState, RunStatus, Store};
 use auto_swe_worker::{
     DurableEngine, EffectsFactory, EmbeddedEngine, Parking, RunEnd, RunLease, WorkerError,
-    stamp_answerer,
+    spill_text, stamp_answerer,
 };
 use serde_json::Value;
 
@@ -238,6 +238,28 @@ impl RunEffects for StoreEffects {
             .set_run_status(&LeaseToken::from(&held.lease()), status)
             .await
             .map_err(|error| refused(run_id, &WorkerError::Store(error)))
+    }
+
+    #[tracing::instrument(level = "debug", skip(self, text))]
+    async fn spill(
+        &self,
+        run_id: &str,
+        text: &str,
+        from_bytes: usize,
+    ) -> Result<String, DispatchError> {
+        let held = self
+            .hold(run_id)
+            .await
+            .map_err(|error| refused(run_id, &error))?;
+        spill_text(
+            &*self.store,
+            &LeaseToken::from(&held.lease()),
+            "text/plain; charset=utf-8",
+            text,
+            from_bytes,
+        )
+        .await
+        .map_err(|error| refused(run_id, &WorkerError::Store(error)))
     }
 
     #[tracing::instrument(level = "debug", skip(self, end))]

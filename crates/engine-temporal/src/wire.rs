@@ -158,3 +158,53 @@ pub type StepReply = Result<Value, DispatchError>;
 
 /// What a bookkeeping activity answers.
 pub type BookkeepingReply = Result<(), DispatchError>;
+
+/// A long string of a run's end document, to be stored as an artifact of the run so the end
+/// fits a Temporal payload (the embedded engine's spill, made one string per activity).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpillCall {
+    /// The run.
+    pub run_id: String,
+    /// The text, cut to what one payload carries.
+    pub text: String,
+    /// How long the text was before it was cut (its own length when it was not).
+    pub bytes: usize,
+}
+
+/// The most bytes a value the engine hands Temporal may take encoded: a payload's ceiling (the
+/// server's `limit.blobSize.error`, 2 MiB by default and on Temporal Cloud) less room for the
+/// payload's own framing. A larger one is refused by the server: a step's reply as the activity
+/// completes (the run would learn only that the activity failed), a step's inputs or a run's
+/// end as the workflow task completes (the run would never end).
+pub(crate) const MAX_PAYLOAD_BYTES: usize = 2 * 1024 * 1024 - 16 * 1024;
+
+/// How many bytes `value` takes as JSON, the form the SDK sends it in, without building it.
+pub(crate) fn encoded_len<T: Serialize>(value: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // The engine's values always serialise; a failure could only under-count.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// The refusal of `what` (`"output is"`, `"inputs are"`), `bytes` long encoded: not retryable,
+/// since the same node would make the same again.
+pub(crate) fn too_large(what: &str, bytes: usize) -> DispatchError {
+    DispatchError::non_retryable(
+        "ENGINE_PAYLOAD_TOO_LARGE",
+        format!(
+            "the step's {what} {bytes} bytes encoded; a Temporal payload carries at most \
+             {MAX_PAYLOAD_BYTES} (the embedded engine journals up to 4 MiB)"
+        ),
+    )
+}

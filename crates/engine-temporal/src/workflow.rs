@@ -13,7 +13,7 @@ use temporalio_sdk::{
 };
 
 use crate::dispatcher::Shared;
-use crate::driver::{drive, finish};
+use crate::driver::{drive, finish, fit_end};
 use crate::wire::{Bookkeeping, RunStart, SignalDelivery};
 
 /// The patch under which a run shows readers when it only waits (a signal node's wait included,
@@ -94,6 +94,7 @@ impl RunWorkflow {
                 }
             }
         };
+        let end = fit_end(ctx, end, &start.run_id, start.limits).await;
         let effect = Bookkeeping::Finish {
             run_id: start.run_id.clone(),
             end: end.clone(),

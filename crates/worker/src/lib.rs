@@ -61,8 +61,8 @@ pub use scm::{
     PullRequestOpened, PullRequestRequest, PullRequestText, Scm, ScmError,
 };
 pub use spill::{
-    MAX_SPILL_BYTES, MAX_SPILLS, SPILL_ARTIFACT, result_document, spill_document,
-    spill_placeholder, spilled_artifact_id,
+    MAX_SPILL_BYTES, MAX_SPILLS, SPILL_ARTIFACT, long_string_pointers, result_document,
+    spill_document, spill_placeholder, spill_text, spilled_artifact_id,
 };
 pub use steps::{
     ANSWERED_BY, CONTAINER_OUTPUT_BYTES, CONTAINER_TIMEOUT_CAP, DEFAULT_STEP_TIME_LIMIT,

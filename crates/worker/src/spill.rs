@@ -65,10 +65,8 @@ pub async fn spill_document<S: ArtifactStore + ?Sized>(
     token: &LeaseToken,
     mut document: Value,
 ) -> StoreResult<Value> {
-    let mut long = Vec::new();
-    long_strings(&document, &mut String::new(), &mut long);
     let mut spilled = 0;
-    for pointer in long {
+    for pointer in long_string_pointers(&document) {
         let Some(slot) = document.pointer_mut(&pointer) else {
             continue;
         };
@@ -107,23 +105,44 @@ async fn store_text<S: ArtifactStore + ?Sized>(
     content_type: &str,
     text: &str,
 ) -> StoreResult<String> {
+    spill_text(store, token, content_type, text, text.len()).await
+}
+
+/// Stores `text` as an artifact of the leased run (cut to [`MAX_SPILL_BYTES`]) and returns its
+/// placeholder. `from_bytes` is how long the text was before whoever passed it cut it (the
+/// placeholder then says so); `text.len()` when it was not cut.
+pub async fn spill_text<S: ArtifactStore + ?Sized>(
+    store: &S,
+    token: &LeaseToken,
+    content_type: &str,
+    text: &str,
+    from_bytes: usize,
+) -> StoreResult<String> {
     let kept = cut_bytes(text, MAX_SPILL_BYTES);
     let artifact = store
         .put_artifact(token, SPILL_ARTIFACT, content_type, kept.as_bytes())
         .await?;
-    Ok(if kept.len() < text.len() {
+    let from_bytes = from_bytes.max(text.len());
+    Ok(if kept.len() < from_bytes {
         format!(
-            "{PLACEHOLDER_HEAD}{} — {} bytes, cut from {} bytes]",
+            "{PLACEHOLDER_HEAD}{} — {} bytes, cut from {from_bytes} bytes]",
             artifact.id,
             kept.len(),
-            text.len()
         )
     } else {
         spill_placeholder(&artifact.id, kept.len())
     })
 }
 
-/// JSON pointers of every string longer than [`RECORD_STRING_LIMIT`] characters.
+/// JSON pointers, in document order, of every string of `document` longer than
+/// [`RECORD_STRING_LIMIT`] characters: the ones a result document spills.
+#[must_use]
+pub fn long_string_pointers(document: &Value) -> Vec<String> {
+    let mut long = Vec::new();
+    long_strings(document, &mut String::new(), &mut long);
+    long
+}
+
 fn long_strings(value: &Value, at: &mut String, out: &mut Vec<String>) {
     match value {
         Value::String(text) if text.chars().nth(RECORD_STRING_LIMIT).is_some() => {

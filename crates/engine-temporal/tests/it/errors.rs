@@ -130,3 +130,79 @@ async fn a_step_output_too_large_for_a_payload_fails_the_run_naming_its_size_and
         "one call each"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_too_large_for_a_payload_gives_up_long_strings_until_it_fits_and_the_run_ends() {
+    let Some(address) = temporal_address() else {
+        return;
+    };
+    let cluster = Cluster::start(&address, "large-end", Steps::default()).await;
+    let run = run_id("large-end");
+    // Two copies of a 2 MB output: an end of 4 MB, which no payload carries.
+    let spec = spec(
+        "under",
+        &json!([
+            {"id": "under", "type": "step", "step": "big", "next": "end"},
+            {"id": "end", "type": "terminate", "status": "SUCCESS",
+             "result": {"a": "$.nodes.under.output", "b": "$.nodes.under.output", "n": 7}}
+        ]),
+    );
+    cluster
+        .engine
+        .launch(&run, spec, json!({}))
+        .await
+        .expect("the run starts");
+    let end = cluster.end(&run).await;
+    assert_eq!(
+        end.status,
+        auto_swe_spec::TerminalStatus::Success,
+        "{end:?}"
+    );
+    let result = &end.result.expect("a result document")["result"];
+    // A host without a store keeps each string cut to a record's length, saying from what.
+    for key in ["a", "b"] {
+        let text = result[key]["text"].as_str().expect("a string");
+        assert!(
+            text.ends_with(" [cut from 2080700 bytes]"),
+            "{key}: {}",
+            &text[..40]
+        );
+        assert!(text.len() < 9_000, "{key}: {} bytes", text.len());
+    }
+    assert_eq!(result["n"], json!(7), "what was short is kept as it was");
+    assert_eq!(cluster.effects.ends(&run).len(), 1, "the end is recorded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_inputs_too_large_for_a_payload_fail_the_step_before_anything_is_scheduled() {
+    let Some(address) = temporal_address() else {
+        return;
+    };
+    let cluster = Cluster::start(&address, "large-inputs", Steps::default()).await;
+    let run = run_id("large-inputs");
+    let spec = spec(
+        "under",
+        &json!([
+            {"id": "under", "type": "step", "step": "big", "next": "feed"},
+            {"id": "feed", "type": "step", "step": "work", "next": "end",
+             "inputs": {"a": "$.nodes.under.output", "b": "$.nodes.under.output"}},
+            {"id": "end", "type": "terminate", "status": "SUCCESS"}
+        ]),
+    );
+    cluster
+        .engine
+        .launch(&run, spec, json!({}))
+        .await
+        .expect("the run starts");
+    let end = cluster.end(&run).await;
+    assert_eq!(end.status, auto_swe_spec::TerminalStatus::Failed, "{end:?}");
+    let document = end.result.expect("a result document");
+    assert_eq!(
+        document["error"]["code"],
+        json!("ENGINE_PAYLOAD_TOO_LARGE"),
+        "{document}"
+    );
+    let message = document["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("the step's inputs are"), "{message}");
+    assert_eq!(cluster.effects.steps.calls(), ["under"], "feed never ran");
+}

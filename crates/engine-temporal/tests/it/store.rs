@@ -596,3 +596,72 @@ async fn a_run_with_one_branch_waiting_and_another_working_shows_running_until_o
         .expect("its result reads");
     assert_eq!(end.status, TerminalStatus::Success, "{end:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_too_large_for_a_payload_keeps_its_long_strings_as_artifacts_of_the_run() {
+    let Some(address) = temporal_address() else {
+        return;
+    };
+    let Some(host) = Host::new().await else {
+        return;
+    };
+    let (engine, _worker) = host.on_temporal(&address, "spilled-end").await;
+    let store = &host.store;
+    // A shell node's output (its stdout kept to 20 kB), 120 times over: an end of 2.4 MB, more
+    // than a payload carries.
+    let copies: serde_json::Map<String, serde_json::Value> = (0..COPIES)
+        .map(|n| (format!("copy{n}"), json!("$.nodes.print.output.stdout")))
+        .collect();
+    let spec = spec(
+        "print",
+        &json!([
+            {"id": "print", "type": "shell", "image": "unused",
+             "command": ["sh", "-c", "head -c 30000 /dev/zero | tr '\\0' x"], "next": "end"},
+            {"id": "end", "type": "terminate", "status": "SUCCESS", "result": copies}
+        ]),
+    );
+    let run = host.launch(&engine, spec, json!({})).await;
+    let end = tokio::time::timeout(Duration::from_mins(1), engine.wait_for_end(&run))
+        .await
+        .expect("the run ends")
+        .expect("its result reads");
+    assert_eq!(end.status, TerminalStatus::Success, "{end:?}");
+    let row = store.get_run(&run).await.expect("the run reads");
+    assert_eq!(row.status, RunStatus::Ended(TerminalStatus::Success));
+    let result = store
+        .run_result(&run)
+        .await
+        .expect("the result reads")
+        .expect("a result is stored");
+    // The workflow stored long strings as artifacts until the end fitted a payload, then the
+    // end's own spill stored up to its 64 more and cut the rest: more placeholders than that
+    // spill alone makes, each naming an artifact of the run with the whole output.
+    let mut held = None;
+    let mut placeholders = 0;
+    for n in 0..COPIES {
+        let text = result["result"][format!("copy{n}")]
+            .as_str()
+            .expect("a string");
+        let Some(id) = auto_swe_worker::spilled_artifact_id(text) else {
+            assert!(
+                text.chars().count() <= 8_000,
+                "copy{n} is {} bytes",
+                text.len()
+            );
+            continue;
+        };
+        placeholders += 1;
+        let (artifact, bytes) = store.get_artifact(id).await.expect("the artifact reads");
+        assert_eq!(artifact.run_id, run);
+        assert!(bytes.len() > 19_000, "copy{n} holds {} bytes", bytes.len());
+        let first = held.get_or_insert_with(|| bytes.clone());
+        assert!(*first == bytes, "copy{n} holds other bytes");
+    }
+    assert!(
+        placeholders > auto_swe_worker::MAX_SPILLS,
+        "{placeholders} placeholders"
+    );
+}
+
+/// How many times the spilled end repeats its output.
+const COPIES: usize = 120;
