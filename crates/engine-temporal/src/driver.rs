@@ -22,7 +22,7 @@ use auto_swe_interpreter::{
     run_spec,
 };
 use auto_swe_spec::WorkflowSpec;
-use auto_swe_worker::{MAX_SPILLS, RunEnd, long_string_pointers};
+use auto_swe_worker::{MAX_SPILLS, RunEnd, cut_bytes, long_string_pointers};
 use serde_json::Value;
 use temporalio_common::protos::temporal::api::common::v1::RetryPolicy;
 use temporalio_sdk::{
@@ -443,18 +443,6 @@ pub(crate) async fn fit_end(
     }
     end.result = Some(document);
     end
-}
-
-/// The longest prefix of `text` of at most `bytes` bytes that ends on a character.
-fn cut_bytes(text: &str, bytes: usize) -> &str {
-    if text.len() <= bytes {
-        return text;
-    }
-    let mut end = bytes;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// Runs the end's bookkeeping: the last command of every run.

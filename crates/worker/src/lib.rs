@@ -61,7 +61,7 @@ pub use scm::{
     PullRequestOpened, PullRequestRequest, PullRequestText, Scm, ScmError,
 };
 pub use spill::{
-    MAX_SPILL_BYTES, MAX_SPILLS, SPILL_ARTIFACT, long_string_pointers, result_document,
+    MAX_SPILL_BYTES, MAX_SPILLS, SPILL_ARTIFACT, cut_bytes, long_string_pointers, result_document,
     spill_document, spill_placeholder, spill_text, spilled_artifact_id,
 };
 pub use steps::{

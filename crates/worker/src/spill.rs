@@ -176,7 +176,9 @@ fn cut_chars(text: &str, chars: usize) -> &str {
         .map_or(text, |(end, _)| &text[..end])
 }
 
-fn cut_bytes(text: &str, bytes: usize) -> &str {
+/// The longest prefix of `text` of at most `bytes` bytes that ends on a character.
+#[must_use]
+pub fn cut_bytes(text: &str, bytes: usize) -> &str {
     if text.len() <= bytes {
         return text;
     }

@@ -93,8 +93,6 @@ async fn a_step_output_too_large_for_a_payload_fails_the_run_naming_its_size_and
     let Some(address) = temporal_address() else {
         return;
     };
-    let cluster = Cluster::start(&address, "too-large", Steps::default()).await;
-    let run = run_id("too-large");
     let spec = spec(
         "under",
         &json!([
@@ -103,12 +101,7 @@ async fn a_step_output_too_large_for_a_payload_fails_the_run_naming_its_size_and
             {"id": "end", "type": "terminate", "status": "SUCCESS"}
         ]),
     );
-    cluster
-        .engine
-        .launch(&run, spec, json!({}))
-        .await
-        .expect("the run starts");
-    let end = cluster.end(&run).await;
+    let (cluster, _, end) = run_to_end(&address, "too-large", spec).await;
     assert_eq!(end.status, auto_swe_spec::TerminalStatus::Failed, "{end:?}");
     let document = end.result.expect("a result document");
     let error = &document["error"];
@@ -136,8 +129,6 @@ async fn an_end_too_large_for_a_payload_gives_up_long_strings_until_it_fits_and_
     let Some(address) = temporal_address() else {
         return;
     };
-    let cluster = Cluster::start(&address, "large-end", Steps::default()).await;
-    let run = run_id("large-end");
     // Two copies of a 2 MB output: an end of 4 MB, which no payload carries.
     let spec = spec(
         "under",
@@ -147,12 +138,7 @@ async fn an_end_too_large_for_a_payload_gives_up_long_strings_until_it_fits_and_
              "result": {"a": "$.nodes.under.output", "b": "$.nodes.under.output", "n": 7}}
         ]),
     );
-    cluster
-        .engine
-        .launch(&run, spec, json!({}))
-        .await
-        .expect("the run starts");
-    let end = cluster.end(&run).await;
+    let (cluster, run, end) = run_to_end(&address, "large-end", spec).await;
     assert_eq!(
         end.status,
         auto_swe_spec::TerminalStatus::Success,
@@ -178,8 +164,6 @@ async fn step_inputs_too_large_for_a_payload_fail_the_step_before_anything_is_sc
     let Some(address) = temporal_address() else {
         return;
     };
-    let cluster = Cluster::start(&address, "large-inputs", Steps::default()).await;
-    let run = run_id("large-inputs");
     let spec = spec(
         "under",
         &json!([
@@ -189,12 +173,7 @@ async fn step_inputs_too_large_for_a_payload_fail_the_step_before_anything_is_sc
             {"id": "end", "type": "terminate", "status": "SUCCESS"}
         ]),
     );
-    cluster
-        .engine
-        .launch(&run, spec, json!({}))
-        .await
-        .expect("the run starts");
-    let end = cluster.end(&run).await;
+    let (cluster, _, end) = run_to_end(&address, "large-inputs", spec).await;
     assert_eq!(end.status, auto_swe_spec::TerminalStatus::Failed, "{end:?}");
     let document = end.result.expect("a result document");
     assert_eq!(
@@ -205,4 +184,22 @@ async fn step_inputs_too_large_for_a_payload_fail_the_step_before_anything_is_sc
     let message = document["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("the step's inputs are"), "{message}");
     assert_eq!(cluster.effects.steps.calls(), ["under"], "feed never ran");
+}
+
+/// Runs `spec` on a cluster of its own named `name` with the test steps; returns the cluster,
+/// the run and its end.
+async fn run_to_end(
+    address: &str,
+    name: &str,
+    spec: serde_json::Value,
+) -> (Cluster, String, auto_swe_worker::RunEnd) {
+    let cluster = Cluster::start(address, name, Steps::default()).await;
+    let run = run_id(name);
+    cluster
+        .engine
+        .launch(&run, spec, json!({}))
+        .await
+        .expect("the run starts");
+    let end = cluster.end(&run).await;
+    (cluster, run, end)
 }
