@@ -35,13 +35,9 @@ impl ModelRouter for NoModels {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_on_temporal_keeps_its_row_steps_and_end_in_the_store() {
-    let Some(address) = temporal_address() else {
+    let Some((host, engine, _worker)) = hosted("store").await else {
         return;
     };
-    let Some(host) = Host::new().await else {
-        return;
-    };
-    let (engine, _worker) = host.on_temporal(&address, "store").await;
     let store = &host.store;
 
     // The host records the run as for any engine, then starts it on Temporal instead of
@@ -102,6 +98,15 @@ async fn a_run_on_temporal_keeps_its_row_steps_and_end_in_the_store() {
         .claim_run(&run.id, TEMPORAL_LEASE_HOLDER, Duration::from_secs(5))
         .await;
     assert_eq!(claimed.expect_err("an ended run").code(), "RUN_ENDED");
+}
+
+/// A host, and an engine and a worker over it on a task queue named `name`; `None` (the test
+/// skips) without a dev server or bubblewrap.
+async fn hosted(name: &str) -> Option<(Host, TemporalEngine, WorkerThread)> {
+    let address = temporal_address()?;
+    let host = Host::new().await?;
+    let (engine, worker) = host.on_temporal(&address, name).await;
+    Some((host, engine, worker))
 }
 
 /// A host with a store and the worker's step executors over it (a `local` workspace backend,
@@ -296,13 +301,9 @@ async fn answer(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_human_answer_on_temporal_names_the_answerer_the_store_recorded_not_the_signals_claim() {
-    let Some(address) = temporal_address() else {
+    let Some((host, engine, _worker)) = hosted("four-eyes").await else {
         return;
     };
-    let Some(host) = Host::new().await else {
-        return;
-    };
-    let (engine, _worker) = host.on_temporal(&address, "four-eyes").await;
     let store = &host.store;
 
     let approval = |id: &str, next: &str| {
@@ -480,13 +481,9 @@ async fn status_until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_waiting_on_a_signal_node_shows_waiting_and_running_again_once_signalled() {
-    let Some(address) = temporal_address() else {
+    let Some((host, engine, _worker)) = hosted("signal-status").await else {
         return;
     };
-    let Some(host) = Host::new().await else {
-        return;
-    };
-    let (engine, _worker) = host.on_temporal(&address, "signal-status").await;
     let store = &host.store;
     let spec = spec(
         "build",
@@ -532,13 +529,9 @@ async fn a_run_waiting_on_a_signal_node_shows_waiting_and_running_again_once_sig
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_with_one_branch_waiting_and_another_working_shows_running_until_only_waits_remain() {
-    let Some(address) = temporal_address() else {
+    let Some((host, engine, _worker)) = hosted("branch-status").await else {
         return;
     };
-    let Some(host) = Host::new().await else {
-        return;
-    };
-    let (engine, _worker) = host.on_temporal(&address, "branch-status").await;
     let store = &host.store;
     let spec = spec(
         "fan",
@@ -599,13 +592,9 @@ async fn a_run_with_one_branch_waiting_and_another_working_shows_running_until_o
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_end_too_large_for_a_payload_keeps_its_long_strings_as_artifacts_of_the_run() {
-    let Some(address) = temporal_address() else {
+    let Some((host, engine, _worker)) = hosted("spilled-end").await else {
         return;
     };
-    let Some(host) = Host::new().await else {
-        return;
-    };
-    let (engine, _worker) = host.on_temporal(&address, "spilled-end").await;
     let store = &host.store;
     // A shell node's output (its stdout kept to 20 kB), 120 times over: an end of 2.4 MB, more
     // than a payload carries.
