@@ -16,7 +16,7 @@ use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeNames
 
 use crate::error::TemporalError;
 use crate::settings::TemporalSettings;
-use crate::wire::{ActivityLimits, RunStart, SignalDelivery};
+use crate::wire::{ActivityLimits, MAX_PAYLOAD_BYTES, RunStart, SignalDelivery, encoded_len};
 use crate::workflow::RunWorkflow;
 
 /// How long connecting to the frontend may take before it counts as unreachable.
@@ -181,6 +181,7 @@ impl TemporalEngine {
             input,
             limits: self.limits,
         };
+        fits("the run's frozen spec and input", &start)?;
         let options =
             WorkflowStartOptions::new(self.settings.task_queue.clone(), run_id.to_owned())
                 .id_reuse_policy(WorkflowIdReusePolicy::RejectDuplicate)
@@ -237,6 +238,7 @@ impl TemporalEngine {
             name: name.to_owned(),
             payload,
         };
+        fits("the signal's payload", &delivery)?;
         handle
             .signal(
                 RunWorkflow::deliver,
@@ -300,4 +302,18 @@ impl TemporalEngine {
             .await
             .map_err(|error| TemporalError::Request(error.to_string()))
     }
+}
+
+/// Refuses `value` before it is sent when it is too large for a Temporal payload: the server
+/// would refuse it too, in words a caller could take for a passing fault.
+fn fits<T: serde::Serialize>(what: &'static str, value: &T) -> Result<(), TemporalError> {
+    let bytes = encoded_len(value);
+    if bytes > MAX_PAYLOAD_BYTES {
+        return Err(TemporalError::PayloadTooLarge {
+            what,
+            bytes,
+            limit: MAX_PAYLOAD_BYTES,
+        });
+    }
+    Ok(())
 }

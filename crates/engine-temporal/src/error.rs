@@ -52,6 +52,19 @@ pub enum TemporalError {
     /// Temporal refused or failed a request.
     #[error("ENGINE_REQUEST_FAILED: {0}")]
     Request(String),
+    /// What was to be sent is too large for a Temporal payload; nothing was sent, and sending
+    /// it again cannot help.
+    #[error(
+        "ENGINE_PAYLOAD_TOO_LARGE: {what} is {bytes} bytes encoded; a Temporal payload carries at most {limit}"
+    )]
+    PayloadTooLarge {
+        /// What it was (the run's frozen spec and input, a signal's payload).
+        what: &'static str,
+        /// Its size, encoded.
+        bytes: usize,
+        /// The most a payload takes.
+        limit: usize,
+    },
 }
 
 impl TemporalError {
@@ -66,6 +79,7 @@ impl TemporalError {
             Self::Config(_) => "ENGINE_CONFIG_INVALID",
             Self::ReplayDiverged { .. } => "REPLAY_DIVERGED",
             Self::Request(_) => "ENGINE_REQUEST_FAILED",
+            Self::PayloadTooLarge { .. } => "ENGINE_PAYLOAD_TOO_LARGE",
         }
     }
 }

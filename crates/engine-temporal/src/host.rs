@@ -200,6 +200,14 @@ impl SignalRelay {
                     );
                     pass.dropped += 1;
                 }
+                Err(error @ TemporalError::PayloadTooLarge { .. }) => {
+                    tracing::warn!(
+                        run_id = item.run_id(),
+                        %error,
+                        "the item can never be delivered: it is dropped"
+                    );
+                    pass.dropped += 1;
+                }
                 Err(error) => {
                     tracing::debug!(run_id = item.run_id(), code = error.code(), %error, "not forwarded yet");
                     pass.left += 1;

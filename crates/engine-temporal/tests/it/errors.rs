@@ -203,3 +203,55 @@ async fn run_to_end(
     let end = cluster.end(&run).await;
     (cluster, run, end)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launch_or_a_signal_too_large_for_a_payload_is_refused_before_it_is_sent() {
+    let Some(address) = temporal_address() else {
+        return;
+    };
+    let cluster = Cluster::start(&address, "large-send", Steps::default()).await;
+    let run = run_id("large-send");
+    let spec = spec(
+        "wait",
+        &json!([
+            {"id": "wait", "type": "signal", "name": "go", "timeout": "1h", "onReceive": "end"},
+            {"id": "end", "type": "terminate", "status": "SUCCESS"}
+        ]),
+    );
+    let big = json!({"text": "x".repeat(3 * 1024 * 1024)});
+    let error = cluster
+        .engine
+        .launch(&run, spec.clone(), big.clone())
+        .await
+        .expect_err("too large to launch");
+    assert_eq!(error.code(), "ENGINE_PAYLOAD_TOO_LARGE", "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("the run's frozen spec and input is 314"),
+        "{error}"
+    );
+    // Nothing was started: the same run launches with a small input.
+    cluster
+        .engine
+        .launch(&run, spec, json!({}))
+        .await
+        .expect("nothing was started before");
+    let error = cluster
+        .engine
+        .signal(&run, "go", big)
+        .await
+        .expect_err("too large to deliver");
+    assert_eq!(error.code(), "ENGINE_PAYLOAD_TOO_LARGE", "{error}");
+    cluster
+        .engine
+        .signal(&run, "go", json!("small"))
+        .await
+        .expect("delivered");
+    let end = cluster.end(&run).await;
+    assert_eq!(
+        end.status,
+        auto_swe_spec::TerminalStatus::Success,
+        "{end:?}"
+    );
+}

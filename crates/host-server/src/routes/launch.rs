@@ -157,6 +157,11 @@ pub(crate) fn launch_error(error: &WorkerError) -> ApiError {
         code if matches!(error, WorkerError::LaunchRefused { .. }) => {
             ApiError::bad_request(code, error.to_string())
         }
+        // Too large for the engine to carry (Temporal's payload ceiling): sending it again
+        // cannot help.
+        code @ "ENGINE_PAYLOAD_TOO_LARGE" => {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, code, error.to_string())
+        }
         // The engine's own words name its address, never a secret.
         code @ "ENGINE_UNAVAILABLE" => {
             tracing::warn!(%error, code, "launch refused: the engine cannot be reached");

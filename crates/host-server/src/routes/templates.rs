@@ -285,6 +285,7 @@ pub async fn detail(
     responses((status = 201, body = Data<WorkRequestAccepted>), (status = 200, body = Data<WorkRequestAccepted>),
               (status = 400, body = crate::routes::ErrorBody), (status = 404, body = crate::routes::ErrorBody),
               (status = 409, body = crate::routes::ErrorBody),
+              (status = 413, body = crate::routes::ErrorBody, description = "the body, or the run for its engine (ENGINE_PAYLOAD_TOO_LARGE), is too large"),
               (status = 503, body = crate::routes::ErrorBody, description = "the engine (ENGINE_UNAVAILABLE) or the store cannot take the run now; nothing was started")),
     security(("bearer" = [])))]
 pub async fn start_run(
