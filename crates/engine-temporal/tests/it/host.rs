@@ -223,6 +223,13 @@ async fn the_temporal_reaper_ends_a_run_without_a_workflow_and_leaves_live_and_e
     );
     assert!(!status(live.clone()).await.is_terminal());
     assert_eq!(status(embedded).await, RunStatus::Pending);
+    // A payload no Temporal payload carries is dropped, not sent again on every pass.
+    store
+        .send_signal(&live, "go", &json!({"text": "x".repeat(3 * 1024 * 1024)}))
+        .await
+        .expect("the store takes it");
+    let pass = relay.pass().await.expect("a relay pass");
+    assert_eq!((pass.forwarded, pass.dropped, pass.left), (0, 1, 0));
     // The live run's signal, written to the store, is forwarded and ends it.
     store
         .send_signal(&live, "go", &json!({}))
