@@ -15,8 +15,7 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use tracing::Instrument;
 
 use crate::wire::{
-    AnswerCall, Bookkeeping, BookkeepingReply, MAX_PAYLOAD_BYTES, SpillCall, StepCall, StepReply,
-    encoded_len, too_large,
+    AnswerCall, Bookkeeping, BookkeepingReply, SpillCall, StepCall, StepReply, oversized, too_large,
 };
 
 /// What makes a run's effects on a worker: the host's side of the Temporal engine.
@@ -73,10 +72,9 @@ pub trait RunEffects: Send + Sync {
 
 /// `reply`, or a typed refusal in its place when it is too large to be a Temporal payload.
 fn fits(reply: StepReply) -> StepReply {
-    let bytes = encoded_len(&reply);
-    if bytes <= MAX_PAYLOAD_BYTES {
+    let Some(bytes) = oversized(&reply) else {
         return reply;
-    }
+    };
     let what = match &reply {
         Ok(_) => "output is".to_owned(),
         Err(error) => format!("{} failure is", error.code),
@@ -245,6 +243,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::wire::{MAX_PAYLOAD_BYTES, encoded_len};
 
     /// An output whose reply encodes to exactly `bytes` bytes.
     fn output_of(bytes: usize) -> StepReply {

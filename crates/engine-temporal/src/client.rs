@@ -16,7 +16,7 @@ use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeNames
 
 use crate::error::TemporalError;
 use crate::settings::TemporalSettings;
-use crate::wire::{ActivityLimits, MAX_PAYLOAD_BYTES, RunStart, SignalDelivery, encoded_len};
+use crate::wire::{ActivityLimits, MAX_PAYLOAD_BYTES, RunStart, SignalDelivery, oversized};
 use crate::workflow::RunWorkflow;
 
 /// How long connecting to the frontend may take before it counts as unreachable.
@@ -307,13 +307,12 @@ impl TemporalEngine {
 /// Refuses `value` before it is sent when it is too large for a Temporal payload: the server
 /// would refuse it too, in words a caller could take for a passing fault.
 fn fits<T: serde::Serialize>(what: &'static str, value: &T) -> Result<(), TemporalError> {
-    let bytes = encoded_len(value);
-    if bytes > MAX_PAYLOAD_BYTES {
-        return Err(TemporalError::PayloadTooLarge {
+    match oversized(value) {
+        Some(bytes) => Err(TemporalError::PayloadTooLarge {
             what,
             bytes,
             limit: MAX_PAYLOAD_BYTES,
-        });
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }

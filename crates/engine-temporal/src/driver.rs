@@ -35,7 +35,7 @@ use crate::activities::RunActivities;
 use crate::dispatcher::{Call, Shared, WorkflowDispatcher};
 use crate::wire::{
     ActivityLimits, AnswerCall, Bookkeeping, BookkeepingReply, MAX_PAYLOAD_BYTES, SpillCall,
-    StepCall, StepReply, encoded_len, too_large,
+    StepCall, StepReply, encoded_len, oversized, too_large,
 };
 use crate::workflow::RunWorkflow;
 
@@ -297,8 +297,7 @@ fn start<'a>(
             };
             // Inputs too large for a payload would fail the workflow task for ever: the step
             // fails instead, before anything is scheduled.
-            let bytes = encoded_len(&call);
-            if bytes > MAX_PAYLOAD_BYTES {
+            if let Some(bytes) = oversized(&call) {
                 let _ = reply.send(Err(too_large("inputs are", bytes)));
                 return None;
             }
@@ -403,14 +402,21 @@ pub(crate) async fn fit_end(
     let Some(mut document) = end.result.take() else {
         return end;
     };
+    // Room for the end's bookkeeping around the document. The document's size is kept up to
+    // date as strings are replaced, not encoded again after each one.
+    let budget = MAX_PAYLOAD_BYTES - 1024;
+    let mut size = encoded_len(&document);
     let mut ids = ActivityIds::default();
     for pointer in long_string_pointers(&document).into_iter().take(MAX_SPILLS) {
+        if size <= budget {
+            break;
+        }
         let Some(Value::String(text)) = document.pointer(&pointer) else {
             continue;
         };
         let call = SpillCall {
             run_id: run_id.to_owned(),
-            text: cut_bytes(text, MAX_PAYLOAD_BYTES - 1024).to_owned(),
+            text: cut_bytes(text, budget).to_owned(),
             bytes: text.len(),
         };
         let options = local_options(ids.next(format!("spill:{pointer}")), limits);
@@ -423,26 +429,29 @@ pub(crate) async fn fit_end(
             Ok(Err(_)) | Err(_) => format!("[{} bytes, not kept]", text.len()),
         };
         if let Some(slot) = document.pointer_mut(&pointer) {
-            *slot = Value::String(kept);
-        }
-        if encoded_len(&document) <= MAX_PAYLOAD_BYTES - 1024 {
-            end.result = Some(document);
-            return end;
+            size = replaced(size, slot, Value::String(kept));
         }
     }
     for part in ["context", "result"] {
-        if encoded_len(&document) <= MAX_PAYLOAD_BYTES - 1024 {
+        if size <= budget {
             break;
         }
         if let Some(slot) = document.get_mut(part) {
             let bytes = encoded_len(slot);
-            *slot = Value::String(format!(
-                "[{bytes} bytes, too large for a Temporal payload; not kept]"
-            ));
+            let note = format!("[{bytes} bytes, too large for a Temporal payload; not kept]");
+            size = replaced(size, slot, Value::String(note));
         }
     }
     end.result = Some(document);
     end
+}
+
+/// Puts `value` in `slot` of a document `size` bytes long encoded; returns the new size.
+fn replaced(size: usize, slot: &mut Value, value: Value) -> usize {
+    let gone = encoded_len(slot);
+    let added = encoded_len(&value);
+    *slot = value;
+    (size + added).saturating_sub(gone)
 }
 
 /// Runs the end's bookkeeping: the last command of every run.

@@ -197,6 +197,13 @@ pub(crate) fn encoded_len<T: Serialize>(value: &T) -> usize {
     count.0
 }
 
+/// `value`'s encoded size when it is over [`MAX_PAYLOAD_BYTES`]: the one check of everything
+/// the engine hands Temporal (a step's reply and inputs, a launch, a signal).
+pub(crate) fn oversized<T: Serialize>(value: &T) -> Option<usize> {
+    let bytes = encoded_len(value);
+    (bytes > MAX_PAYLOAD_BYTES).then_some(bytes)
+}
+
 /// The refusal of `what` (`"output is"`, `"inputs are"`), `bytes` long encoded: not retryable,
 /// since the same node would make the same again.
 pub(crate) fn too_large(what: &str, bytes: usize) -> DispatchError {
