@@ -17,13 +17,14 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UnixListener};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::credential::{PROXY_REALM, ProxyCredential};
 use crate::git_access::GitAccess;
+use crate::handoff::{Arrival, arrival};
 use crate::host_key::HostKey;
 use crate::intercept::{Credential, Route, intercept};
 use crate::io::{Head, Rewind, read_head};
@@ -254,10 +255,36 @@ impl EgressProxy {
                 accepted = listener.accept() => accepted,
             };
             match accepted {
-                Ok((stream, _)) => self.spawn_connection(stream, "unix", permit),
+                Ok((stream, _)) => self.spawn_unix_connection(stream, permit),
                 Err(error) => accept_failed(&error).await,
             }
         }
+    }
+
+    /// Serves one connection to the Unix socket: a TCP connection the workspace's bridge hands
+    /// over (see [`crate::handoff`]), or a client speaking HTTP on the socket itself. Both get
+    /// one handshake deadline, from the accept on.
+    fn spawn_unix_connection(self: &Arc<Self>, stream: UnixStream, permit: OwnedSemaphorePermit) {
+        let proxy = Arc::clone(self);
+        let span = tracing::info_span!("egress.accept", peer = "unix");
+        tokio::spawn(
+            async move {
+                let deadline = tokio::time::Instant::now() + proxy.config.handshake_timeout;
+                match tokio::time::timeout_at(deadline, arrival(&stream)).await {
+                    Ok(Ok(Arrival::Handed(tcp))) => {
+                        drop(stream);
+                        proxy.serve_until(tcp, deadline).await;
+                    }
+                    Ok(Ok(Arrival::Stream)) => proxy.serve_until(stream, deadline).await,
+                    Ok(Ok(Arrival::Closed)) | Err(_) => {}
+                    Ok(Err(error)) => {
+                        tracing::warn!(%error, "egress proxy refused a handed-over connection");
+                    }
+                }
+                drop(permit);
+            }
+            .instrument(span),
+        );
     }
 
     fn spawn_connection<IO>(self: &Arc<Self>, io: IO, peer: &str, permit: OwnedSemaphorePermit)
@@ -277,15 +304,24 @@ impl EgressProxy {
 
     /// Serves one client connection (one request; a `CONNECT` becomes a tunnel). A TCP or Unix
     /// socket's tunnel is relayed in the kernel; any other stream's by copying.
-    pub async fn serve_connection<IO>(self: Arc<Self>, mut io: IO)
+    pub async fn serve_connection<IO>(self: Arc<Self>, io: IO)
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let deadline = tokio::time::Instant::now() + self.config.handshake_timeout;
+        self.serve_until(io, deadline).await;
+    }
+
+    /// [`EgressProxy::serve_connection`] with the request head due by `deadline`.
+    async fn serve_until<IO>(self: Arc<Self>, mut io: IO, deadline: tokio::time::Instant)
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let connection = self.next_connection.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!("egress.connection", connection);
         async move {
-            let head = tokio::time::timeout(
-                self.config.handshake_timeout,
+            let head = tokio::time::timeout_at(
+                deadline,
                 read_head(
                     &mut io,
                     self.config.max_head_bytes,

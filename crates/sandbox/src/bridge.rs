@@ -2,19 +2,20 @@
 //! network but its own loopback, and reaches the world only through its egress proxy, whose
 //! Unix socket is bound into it. Tools speak TCP to a proxy, so a small bridge program of ours
 //! ([`run_bridge`], installed as `auto-swe-netbridge`) listens on [`PROXY_ADDRESS`] inside and
-//! carries each connection to the socket; the environment ([`proxy_env`]) points git, curl,
-//! pip, npm and cargo at it.
+//! hands each connection it accepts over to the proxy through the socket (the proxy's
+//! [`auto_swe_egress::hand_over`]), so the proxy serves the tool's TCP connection itself; the
+//! environment ([`proxy_env`]) points git, curl, pip, npm and cargo at it.
 //!
 //! The bridge is the only way out: the workspace's network namespace holds nothing but a
 //! loopback (local) or the container has no network at all (Docker), so a tool that ignores
 //! the proxy variables reaches nothing. What the proxy lets through is the proxy's policy; the
-//! bridge forwards bytes and decides nothing.
+//! bridge passes connections on and decides nothing.
 //!
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write as _;
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -436,124 +437,20 @@ fn serve(listen: &OsString, socket: &Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Accepts connections on `listener` for good, each carried to the Unix socket `socket` on
-/// threads of its own. A connection the socket refuses is closed at once.
+/// Accepts connections on `listener` for good and hands each over to the proxy on the Unix
+/// socket `socket` (the proxy's handoff, [`auto_swe_egress::hand_over`]): the proxy then serves
+/// the TCP connection itself, and no byte of it passes through this process. A connection the
+/// socket refuses is closed at once.
 pub fn run_bridge(listener: &TcpListener, socket: &Path) {
     for stream in listener.incoming() {
         let Ok(client) = stream else {
-            // Out of descriptors or threads, or a connection reset before it was taken: back
-            // off briefly rather than spin.
+            // Out of descriptors, or a connection reset before it was taken: back off briefly
+            // rather than spin.
             std::thread::sleep(std::time::Duration::from_millis(50));
             continue;
         };
-        let socket = socket.to_path_buf();
-        let _ = std::thread::Builder::new()
-            .stack_size(64 * 1024)
-            .spawn(move || carry(&client, &socket));
-    }
-}
-
-fn carry(client: &TcpStream, socket: &Path) {
-    let _ = client.set_nodelay(true);
-    let Ok(upstream) = UnixStream::connect(socket) else {
-        return;
-    };
-    let (Ok(client_back), Ok(upstream_back)) = (client.try_clone(), upstream.try_clone()) else {
-        return;
-    };
-    let up = std::thread::Builder::new()
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            pump(&client_back, &upstream_back);
-            let _ = upstream_back.shutdown(Shutdown::Write);
-        });
-    pump(&upstream, client);
-    let _ = client.shutdown(Shutdown::Write);
-    if let Ok(up) = up {
-        let _ = up.join();
-    }
-}
-
-/// The pipe each direction asks for when it splices: a bulk download then moves in a sixteenth
-/// of the calls the default 64 KiB pipe needs. `/proc/sys/fs/pipe-max-size` caps it (1 MiB by
-/// default); a refusal keeps the default.
-const PIPE_BYTES: usize = 1024 * 1024;
-
-/// Moves bytes until end of input or an error on either side: with `splice(2)` through a pipe,
-/// so they never pass through this process's memory, or by copying where the kernel cannot
-/// splice these sockets.
-fn pump<F, T>(from: F, to: T)
-where
-    F: std::os::fd::AsFd + std::io::Read,
-    T: std::os::fd::AsFd + std::io::Write,
-{
-    if let Spliced::Unsupported = splice_pump(from.as_fd(), to.as_fd()) {
-        copy_pump(from, to);
-    }
-}
-
-/// How a splice pump ended.
-enum Spliced {
-    /// End of input, or an error on either side: the connection is over.
-    Done,
-    /// The very first splice was refused; nothing moved.
-    Unsupported,
-}
-
-fn splice_pump(from: std::os::fd::BorrowedFd<'_>, to: std::os::fd::BorrowedFd<'_>) -> Spliced {
-    use nix::errno::Errno;
-    use nix::fcntl::{FcntlArg, OFlag, SpliceFFlags, fcntl, splice};
-    let Ok((pipe_out, pipe_in)) = nix::unistd::pipe2(OFlag::O_CLOEXEC) else {
-        return Spliced::Unsupported;
-    };
-    let chunk = i32::try_from(PIPE_BYTES)
-        .ok()
-        .and_then(|size| fcntl(&pipe_in, FcntlArg::F_SETPIPE_SZ(size)).ok())
-        .and_then(|size| usize::try_from(size).ok())
-        .unwrap_or(64 * 1024);
-    let mut first = true;
-    loop {
-        // Fill the (empty) pipe from the source: blocks until it has bytes or ends.
-        let filled = match splice(
-            from,
-            None,
-            &pipe_in,
-            None,
-            chunk,
-            SpliceFFlags::SPLICE_F_MOVE,
-        ) {
-            Ok(0) => return Spliced::Done,
-            Ok(filled) => filled,
-            Err(Errno::EINTR) => continue,
-            // Refused before anything moved (a kernel or a seccomp filter without `splice`, a
-            // socket it cannot take): copying finds out whether the connection itself failed.
-            Err(_) if first => return Spliced::Unsupported,
-            Err(_) => return Spliced::Done,
-        };
-        first = false;
-        let mut left = filled;
-        while left > 0 {
-            match splice(&pipe_out, None, to, None, left, SpliceFFlags::SPLICE_F_MOVE) {
-                Ok(0) => return Spliced::Done,
-                Ok(moved) => left -= moved,
-                Err(Errno::EINTR) => {}
-                Err(_) => return Spliced::Done,
-            }
-        }
-    }
-}
-
-/// Copies until end of input or an error on either side.
-fn copy_pump(mut from: impl std::io::Read, mut to: impl std::io::Write) {
-    let mut buffer = vec![0_u8; 32 * 1024];
-    loop {
-        match from.read(&mut buffer) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                if to.write_all(&buffer[..n]).is_err() {
-                    return;
-                }
-            }
+        if let Ok(proxy) = UnixStream::connect(socket) {
+            let _ = auto_swe_egress::hand_over(&proxy, &client);
         }
     }
 }
@@ -597,63 +494,47 @@ mod tests {
         }
     }
 
-    /// `len` bytes of a pattern that `seed` shifts, so two payloads and their offsets differ.
-    fn payload(len: usize, seed: u8) -> Vec<u8> {
-        (0..len)
-            .map(|i| u8::try_from(i % 251).unwrap_or(0).wrapping_add(seed))
-            .collect()
-    }
-
     #[test]
-    fn the_bridge_carries_megabytes_each_way_and_each_side_s_end() {
+    fn the_bridge_hands_each_connection_to_the_proxy_which_answers_it() {
         use std::io::Read as _;
-        const LEN: usize = 6 * 1024 * 1024 + 123;
+        use std::sync::Arc;
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let socket = dir.path().join("egress.sock");
-        let unix =
-            std::os::unix::net::UnixListener::bind(&socket).unwrap_or_else(|e| panic!("{e}"));
-        // The proxy's side: reads the request to its end, then answers and closes.
-        let server = std::thread::spawn(move || {
-            let (mut stream, _) = unix.accept().unwrap_or_else(|e| panic!("{e}"));
-            let mut request = Vec::new();
-            stream
-                .read_to_end(&mut request)
-                .unwrap_or_else(|e| panic!("{e}"));
-            stream
-                .write_all(&payload(LEN, 7))
-                .unwrap_or_else(|e| panic!("{e}"));
-            request
+        let runtime = tokio::runtime::Runtime::new().unwrap_or_else(|e| panic!("{e}"));
+        let sink = Arc::new(auto_swe_egress::MemorySink::new());
+        let proxy = Arc::new(auto_swe_egress::EgressProxy::new(
+            auto_swe_egress::EgressPolicy::deny_all(),
+            Arc::new(auto_swe_egress::StaticResolver::new()),
+            sink.clone(),
+            auto_swe_egress::ProxyConfig::default(),
+        ));
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let unix = runtime.block_on(async {
+            tokio::net::UnixListener::bind(&socket).unwrap_or_else(|e| panic!("{e}"))
         });
+        runtime.spawn(proxy.serve_unix(unix, shutdown.clone()));
         let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
         let address = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
         std::thread::spawn(move || run_bridge(&listener, &socket));
-        let mut client = TcpStream::connect(address).unwrap_or_else(|e| panic!("{e}"));
-        // A bridge that loses an end fails the test rather than hanging it.
-        client
-            .set_read_timeout(Some(std::time::Duration::from_secs(30)))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let sent = payload(LEN, 1);
-        client.write_all(&sent).unwrap_or_else(|e| panic!("{e}"));
-        client
-            .shutdown(Shutdown::Write)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut answer = Vec::new();
-        client
-            .read_to_end(&mut answer)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let request = server
-            .join()
-            .unwrap_or_else(|_| panic!("the server failed"));
-        assert!(
-            request == sent,
-            "the request arrived changed ({} bytes)",
-            request.len()
-        );
-        assert!(
-            answer == payload(LEN, 7),
-            "the answer arrived changed ({} bytes)",
-            answer.len()
-        );
+        for _ in 0..3 {
+            let mut client =
+                std::net::TcpStream::connect(address).unwrap_or_else(|e| panic!("{e}"));
+            // A bridge that loses the connection fails the test rather than hanging it.
+            client
+                .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+                .unwrap_or_else(|e| panic!("{e}"));
+            client
+                .write_all(b"GET http://elsewhere.test/ HTTP/1.1\r\nhost: elsewhere.test\r\n\r\n")
+                .unwrap_or_else(|e| panic!("{e}"));
+            let mut answer = String::new();
+            client
+                .read_to_string(&mut answer)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
+            assert!(answer.contains("DEFAULT_DENY"), "{answer}");
+        }
+        assert_eq!(sink.decisions().len(), 3);
+        shutdown.cancel();
     }
 
     #[test]

@@ -9,6 +9,7 @@
 mod clients;
 mod credential;
 mod git_server;
+mod handoff;
 mod host_key;
 mod intercept;
 mod proxy;

@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 use crate::clients::{command, run, text, tls_server};
 use crate::support::{LOOPBACK, PATIENCE, Serve, Upstream, loopback_names, policy};
 
-struct UnixProxy {
-    path: PathBuf,
-    sink: Arc<MemorySink>,
+pub(crate) struct UnixProxy {
+    pub(crate) path: PathBuf,
+    pub(crate) sink: Arc<MemorySink>,
     shutdown: CancellationToken,
     _dir: tempfile::TempDir,
 }
@@ -27,7 +27,7 @@ impl Drop for UnixProxy {
     }
 }
 
-fn start(rules: &[&str], origins: &[&str]) -> UnixProxy {
+pub(crate) fn start(rules: &[&str], origins: &[&str]) -> UnixProxy {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("egress.sock");
     let listener = UnixListener::bind(&path).unwrap();
