@@ -35,6 +35,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tokio_util::sync::CancellationToken;
 
+#[path = "throughput/workspace.rs"]
+mod workspace;
+
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 const BIG: usize = 100 * 1024 * 1024;
 /// Rounds per row, each a direct and a proxied download; the medians are reported.
@@ -216,17 +219,22 @@ async fn open(
     let mut stream = socket.connect(proxy.unwrap_or(upstream)).await.unwrap();
     stream.set_nodelay(true).unwrap();
     if proxy.is_some() {
-        let head = format!("CONNECT {host}:{} HTTP/1.1\r\n\r\n", upstream.port());
-        stream.write_all(head.as_bytes()).await.unwrap();
-        let mut answer = Vec::new();
-        let mut byte = [0_u8; 1];
-        while !answer.ends_with(b"\r\n\r\n") {
-            assert_eq!(stream.read(&mut byte).await.unwrap(), 1);
-            answer.push(byte[0]);
-        }
-        assert!(answer.starts_with(b"HTTP/1.1 200"));
+        tunnel_to(&mut stream, upstream, host).await;
     }
     stream
+}
+
+/// Asks the proxy on `stream` for a tunnel to `upstream` and waits for its 200.
+async fn tunnel_to(stream: &mut TcpStream, upstream: SocketAddr, host: &str) {
+    let head = format!("CONNECT {host}:{} HTTP/1.1\r\n\r\n", upstream.port());
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let mut byte = [0_u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") {
+        assert_eq!(stream.read(&mut byte).await.unwrap(), 1);
+        answer.push(byte[0]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 200"));
 }
 
 /// Reads `BIG` bytes over TLS from `upstream` (through the proxy when `proxy` is given).
@@ -237,6 +245,11 @@ async fn tls_download(
     buffer: ClientBuffer,
 ) -> usize {
     let stream = open(proxy, upstream, "registry.test", buffer).await;
+    tls_over(stream, connector).await
+}
+
+/// Reads `BIG` bytes over TLS on `stream`, a connection to the upstream or a tunnel to it.
+async fn tls_over(stream: TcpStream, connector: &TlsConnector) -> usize {
     let name = ServerName::try_from("registry.test").unwrap();
     let mut tls = connector.connect(name, stream).await.unwrap();
     let mut buffer = vec![0_u8; 256 * 1024];
@@ -514,6 +527,8 @@ fn start_bridge(program: &Path, socket: &Path, cpu: Option<usize>) -> Bridge {
 struct Served {
     tcp: SocketAddr,
     bridged: Option<Bridge>,
+    /// The bridge in a workspace's network namespace, by the namespace's settings.
+    inside: Vec<(String, workspace::Namespace)>,
     _dir: tempfile::TempDir,
 }
 
@@ -531,9 +546,18 @@ fn serve_proxy(
     let unix = tokio::net::UnixListener::bind(&socket).unwrap();
     tokio::spawn(proxy.serve_unix(unix, shutdown.clone()));
     let bridged = bridge_program().map(|program| start_bridge(&program, &socket, bridge_cpu));
+    let inside = bridge_program()
+        .map(|program| workspace::namespaces(&program, &socket))
+        .unwrap_or_default();
+    if let Some(cpu) = bridge_cpu {
+        for (_, namespace) in &inside {
+            pin(namespace.pid(), cpu);
+        }
+    }
     Served {
         tcp,
         bridged,
+        inside,
         _dir: dir,
     }
 }
@@ -629,6 +653,24 @@ async fn throughput(
                 ),
             ));
         }
+    }
+    for (settings, namespace) in &served.inside {
+        let pair = paired(
+            || tls_download(None, tls, connector, autotuned),
+            || async {
+                let mut stream = namespace.connect().await;
+                tunnel_to(&mut stream, tls, "registry.test").await;
+                tls_over(stream, connector).await
+            },
+        )
+        .await;
+        rows.push((
+            format!(
+                "100 MB over TLS from a workspace's own network namespace through its bridge, with {settings}"
+            ),
+            pair,
+            TARGET.to_owned(),
+        ));
     }
     rows.push((
         "100 MB of raw bytes through a tunnel (the worst case: nothing but copying)".to_owned(),
@@ -745,6 +787,14 @@ fn main() {
         return;
     }
     println!("load before: {}", load());
+    if bridge_program().is_some_and(|program| {
+        let dir = tempfile::tempdir().unwrap();
+        workspace::start(&program, &dir.path().join("none.sock"), None).is_none()
+    }) {
+        println!(
+            "no network namespace could be made (it takes CAP_SYS_ADMIN, unshare and ip): no row from a workspace's own namespace"
+        );
+    }
     if bridge_program().is_none() {
         println!(
             "no bridge program (AUTO_SWE_NETBRIDGE, or `cargo build --release -p auto-swe-sandbox --bin auto-swe-netbridge`): no row through the workspace's bridge"

@@ -34,6 +34,16 @@ use tokio::net::{TcpStream, UnixStream};
 /// The byte a bridge sends with the connection it hands over.
 pub const HANDOFF: u8 = 0;
 
+/// `net.ipv4.tcp_rmem` (minimum, default, maximum, in bytes) for a workspace's own network
+/// namespace, whose tools reach the proxy over loopback: an 8 MiB receive buffer from the start.
+///
+/// A client's kernel grows its receive window with the data it gets per round trip, and the
+/// proxy is a peer tens of microseconds away, so an autotuned window stays a few hundred KB and
+/// a fast download through the proxy spends its time on window updates (see the crate's
+/// throughput benchmark). The buffer is memory only while data waits to be read, charged to the
+/// workspace's own memory limit; the host's settings are untouched.
+pub const WORKSPACE_TCP_RMEM: &str = "4096 8388608 8388608";
+
 /// Why a handed-over descriptor was refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -48,7 +48,7 @@ mod tunnel;
 pub use ca::{CaError, WorkspaceCa};
 pub use credential::{PROXY_USER, ProxyCredential};
 pub use git_access::{DEFAULT_MAX_PUSH_BYTES, GitAccess, GitToken, PushWindow, UpstreamTrust};
-pub use handoff::{HANDOFF, HandoffError, hand_over};
+pub use handoff::{HANDOFF, HandoffError, WORKSPACE_TCP_RMEM, hand_over};
 pub use host_key::{HostKey, HostKeyError};
 pub use policy::{
     Access, Allowed, EgressPolicy, MethodLimit, Preset, REGISTRY_RULES, Rule, RuleError,
