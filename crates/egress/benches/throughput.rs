@@ -174,6 +174,11 @@ fn tls_upstream(
 async fn get(connect_to: SocketAddr, uri: &str, host: &str) -> usize {
     let stream = TcpStream::connect(connect_to).await.unwrap();
     stream.set_nodelay(true).unwrap();
+    get_over(stream, uri, host).await
+}
+
+/// One GET on `stream`; returns the body length.
+async fn get_over(stream: TcpStream, uri: &str, host: &str) -> usize {
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .unwrap();
@@ -655,22 +660,7 @@ async fn throughput(
         }
     }
     for (settings, namespace) in &served.inside {
-        let pair = paired(
-            || tls_download(None, tls, connector, autotuned),
-            || async {
-                let mut stream = namespace.connect().await;
-                tunnel_to(&mut stream, tls, "registry.test").await;
-                tls_over(stream, connector).await
-            },
-        )
-        .await;
-        rows.push((
-            format!(
-                "100 MB over TLS from a workspace's own network namespace through its bridge, with {settings}"
-            ),
-            pair,
-            TARGET.to_owned(),
-        ));
+        rows.extend(workspace::rows(settings, namespace, &upstreams, connector).await);
     }
     rows.push((
         "100 MB of raw bytes through a tunnel (the worst case: nothing but copying)".to_owned(),

@@ -368,6 +368,9 @@ pub fn bridge_main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let args: Vec<OsString> = args.into_iter().skip(1).collect();
     match args.as_slice() {
         [flag, listen, socket] if flag == SERVE_FLAG => serve(listen, Path::new(socket)),
+        [flag, pid, net] if flag == crate::local::netns::TUNE_FLAG => {
+            crate::local::netns::tune_namespace_main(pid, net)
+        }
         [listen, socket] => start_in_background(listen, socket),
         _ => {
             eprintln!("usage: {BRIDGE_PROGRAM} LISTEN-ADDRESS SOCKET-PATH");

@@ -112,3 +112,44 @@ pub(crate) fn namespaces(program: &Path, socket: &Path) -> Vec<(String, Namespac
     })
     .collect()
 }
+
+/// The rows from `namespace` (set up with `settings`): a plain HTTP download and a TLS one
+/// through a tunnel, each against the same download direct from the host's namespace.
+pub(crate) async fn rows(
+    settings: &str,
+    namespace: &Namespace,
+    upstreams: &super::Upstreams,
+    connector: &tokio_rustls::TlsConnector,
+) -> Vec<super::Row> {
+    use super::{ClientBuffer, TARGET, get, get_over, paired, tls_download, tls_over, tunnel_to};
+    let (http, tls) = (upstreams.http, upstreams.tls);
+    let host = format!("registry.test:{}", http.port());
+    let absolute = format!("http://{host}/big");
+    let http_pair = paired(
+        || get(http, "/big", &host),
+        || async { get_over(namespace.connect().await, &absolute, &host).await },
+    )
+    .await;
+    let tls_pair = paired(
+        || tls_download(None, tls, connector, ClientBuffer::Autotuned),
+        || async {
+            let mut stream = namespace.connect().await;
+            tunnel_to(&mut stream, tls, "registry.test").await;
+            tls_over(stream, connector).await
+        },
+    )
+    .await;
+    let what = "from a workspace's own network namespace through its bridge, with";
+    vec![
+        (
+            format!("100 MB over HTTP {what} {settings}"),
+            http_pair,
+            TARGET.to_owned(),
+        ),
+        (
+            format!("100 MB over TLS {what} {settings}"),
+            tls_pair,
+            TARGET.to_owned(),
+        ),
+    ]
+}

@@ -102,6 +102,14 @@ fn locked_host_config(network: NetworkMode) -> HostConfig {
             soft: Some(i64::from(OPEN_FILES_PER_PROCESS)),
             hard: Some(i64::from(OPEN_FILES_PER_PROCESS)),
         }]),
+        // A proxied container's tools reach the proxy over loopback, where an autotuned
+        // receive window stays small: its own network namespace starts them larger.
+        sysctls: (network == NetworkMode::Proxy).then(|| {
+            HashMap::from([(
+                "net.ipv4.tcp_rmem".to_owned(),
+                auto_swe_egress::WORKSPACE_TCP_RMEM.to_owned(),
+            )])
+        }),
         ..HostConfig::default()
     }
 }

@@ -63,6 +63,8 @@ use self::supervise::{
 /// and closes: `--seccomp 9`). Ids are checked to be lowercase hex, so no request can name a path outside the
 /// directory. The subshell opens every file, says so (`o ID`), and only then is the request
 /// FIFO written and closed (data in a FIFO that nobody holds open is discarded).
+/// bubblewrap reports its sandbox (PID and namespaces, `--info-fd`) in `ID.info`, on the
+/// descriptor stdin was taken from (the sandbox never holds it: bubblewrap closes it there).
 /// On end of input (this process went away) it kills its whole process group, bubblewrap
 /// monitors included, whose `--die-with-parent` children then end the sandboxes. It asks (best
 /// effort) not to be the out-of-memory killer's choice inside the workspace's memory cgroup;
@@ -76,7 +78,7 @@ while IFS= read -r id; do
     exec 3<"$f.args" 4<"$f.req" 5>"$f.up" 6<"$f.in" 7>"$f.out" 8>"$f.err" 9<"$4"
     { echo 0 >/proc/self/oom_score_adj; } 2>/dev/null
     echo "o $id"
-    "$2" --args 3 -- /bin/sh -c "$3" sh <&6 >&7 2>&8 6<&- 7>&- 8>&-
+    "$2" --info-fd 6 --args 3 -- /bin/sh -c "$3" sh <&6 >&7 2>&8 7>&- 8>&- 6>"$f.info"
     s=$?
     exec 5>&-
     if [ -s "$f.up" ]; then echo "x $id $s"; else echo "f $id $s"; fi
@@ -604,7 +606,7 @@ impl Launcher {
         let Standby {
             id,
             held,
-            mut request_tx,
+            request_tx,
             stdin_tx,
             stdout_rx,
             stderr_rx,
@@ -613,13 +615,13 @@ impl Launcher {
             fifos,
             ..
         } = standby;
-        let request_text = request_text(workdir, env, command);
-        let mut request_held = held.clone();
-        tokio::spawn(async move {
-            if request_held.wait_for(|held| *held).await.is_ok() {
-                let _ = request_tx.write_all(request_text.as_bytes()).await;
-            }
-        });
+        let tune = bridge_of(&options).map(|bridge| (self.dir.join(format!("{id}.info")), bridge));
+        tokio::spawn(send_request(
+            held.clone(),
+            request_tx,
+            request_text(workdir, env, command),
+            tune,
+        ));
         let (in_tx, in_rx) = mpsc::channel::<Vec<u8>>(16);
         tokio::spawn(feed_stdin(held, stdin_tx, stdin, in_rx));
         let (out_tx, out_rx) = mpsc::channel(64);
@@ -714,6 +716,32 @@ pub(crate) struct LaunchRequest {
     pub(crate) probes: ExitProbes,
     /// Asked for when the exec is to end before its time.
     pub(crate) stop: Option<crate::process::Stop>,
+}
+
+/// Writes an exec's request once the launcher holds its sandbox's files; for a proxied sandbox
+/// (`tune`: bubblewrap's report and the bridge program), only after its network namespace was
+/// tuned, so the bridge and the command start with the workspace's TCP receive buffers.
+async fn send_request(
+    mut held: watch::Receiver<bool>,
+    mut request_tx: pipe::Sender,
+    text: String,
+    tune: Option<(PathBuf, PathBuf)>,
+) {
+    if held.wait_for(|held| *held).await.is_ok() {
+        if let Some((info, bridge)) = tune {
+            super::netns::tune_reported(&info, &bridge).await;
+        }
+        let _ = request_tx.write_all(text.as_bytes()).await;
+    }
+}
+
+/// The bridge program on the host when a sandbox made with `options` is proxied (the bridge is
+/// bound in, and the stub starts it): its network namespace is tuned before its command.
+fn bridge_of(options: &[String]) -> Option<PathBuf> {
+    options
+        .windows(3)
+        .find(|bind| bind[0] == "--ro-bind" && bind[2] == crate::bridge::BRIDGE_INSIDE)
+        .map(|bind| PathBuf::from(&bind[1]))
 }
 
 fn forget(waiters: &Waiters, id: &str) {

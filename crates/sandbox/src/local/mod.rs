@@ -10,6 +10,7 @@ mod ephemeral;
 mod exec;
 pub mod identity;
 mod launcher;
+pub(crate) mod netns;
 pub mod plan;
 pub mod seccomp;
 mod sweep;

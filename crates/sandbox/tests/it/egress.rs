@@ -350,6 +350,8 @@ async fn a_proxied_local_workspace_reaches_only_what_the_proxy_allows() {
     .await;
     assert_eq!(refused.stdout_text(), "403", "{}", text(&refused.stderr));
 
+    receive_buffers_are_the_workspace_s(&backend, &ws).await;
+
     clones_through_the_proxy(&backend, &ws, &origin).await;
 
     let pip = sh(
@@ -395,6 +397,25 @@ async fn a_proxied_local_workspace_reaches_only_what_the_proxy_allows() {
         "{verdicts:?}"
     );
     backend.remove(&ws).await.unwrap();
+}
+
+/// Every exec of a proxied workspace (each in a network namespace of its own on `local`) starts
+/// with the workspace's TCP receive buffers, and the host's stay as they were.
+async fn receive_buffers_are_the_workspace_s(backend: &dyn WorkspaceBackend, ws: &WorkspaceHandle) {
+    let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let host = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem").unwrap();
+    for _ in 0..3 {
+        let read = sh(backend, ws, "cat /proc/sys/net/ipv4/tcp_rmem").await;
+        assert_eq!(read.status, 0, "{}", text(&read.stderr));
+        assert_eq!(
+            words(&read.stdout_text()),
+            auto_swe_egress::WORKSPACE_TCP_RMEM
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem").unwrap(),
+        host
+    );
 }
 
 /// A proxied workspace without its attachment, or an attachment without proxy networking, is
@@ -451,6 +472,7 @@ async fn a_proxied_docker_workspace_reaches_only_what_the_proxy_allows() {
     let ws = backend.create(&spec).await.unwrap();
 
     clones_through_the_proxy(&backend, &ws, &origin).await;
+    receive_buffers_are_the_workspace_s(&backend, &ws).await;
 
     let refused = sh(
         &backend,

@@ -31,9 +31,9 @@ impl ExecPipes {
             identity.own(fifo)?;
         }
         let io = |e| SandboxError::io("opening an exec pipe", e);
-        // The option file, written whole, and the (empty) start mark: new, 0600, removed with
-        // the FIFOs.
-        for (suffix, text) in [("up", &[][..]), ("args", options)] {
+        // The option file, written whole, the (empty) start mark and bubblewrap's (empty)
+        // report: new, 0600, removed with the FIFOs.
+        for (suffix, text) in [("up", &[][..]), ("info", &[][..]), ("args", options)] {
             use std::io::Write as _;
             use std::os::unix::fs::OpenOptionsExt as _;
             let file = path(suffix);
