@@ -189,6 +189,23 @@ fn on_loopback(peer: SocketAddr) -> Result<(), HandoffError> {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn a_taken_descriptor_is_closed_on_exec() {
+        let (ours, theirs) = StdUnixStream::pair().unwrap_or_else(|e| panic!("{e}"));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let client =
+            std::net::TcpStream::connect(listener.local_addr().unwrap_or_else(|e| panic!("{e}")))
+                .unwrap_or_else(|e| panic!("{e}"));
+        hand_over(&theirs, &client).unwrap_or_else(|e| panic!("{e}"));
+        ours.set_nonblocking(true).unwrap_or_else(|e| panic!("{e}"));
+        let ours = UnixStream::from_std(ours).unwrap_or_else(|e| panic!("{e}"));
+        let Ok(Arrival::Handed(taken)) = arrival(&ours).await else {
+            panic!("the connection was not taken");
+        };
+        let flags = rustix::io::fcntl_getfd(&taken).unwrap_or_else(|e| panic!("{e}"));
+        assert!(flags.contains(rustix::io::FdFlags::CLOEXEC));
+    }
+
     #[test]
     fn only_a_loopback_peer_is_taken() {
         for taken in [

@@ -323,15 +323,15 @@ mod tests {
             tune(lying, bridge).await,
             Err(TuneError::NotTheSandbox)
         ));
+        // This process's own namespace is refused before anything is entered. Checked on the
+        // check alone: a test that tried to tune it would, were the check broken, write the
+        // host's knob.
         let own = std::fs::metadata("/proc/self/ns/net").unwrap_or_else(|e| panic!("{e}"));
         let itself = Reported {
             pid: std::process::id(),
             net: own.ino(),
         };
-        assert!(matches!(
-            tune(itself, bridge).await,
-            Err(TuneError::OwnNamespace)
-        ));
+        assert!(matches!(namespace_of(itself), Err(TuneError::OwnNamespace)));
         assert_ne!(knob_in(sandbox.pid), WORKSPACE_TCP_RMEM);
         tune(sandbox, bridge)
             .await
@@ -384,6 +384,51 @@ mod tests {
             std::fs::read_to_string(KNOB).unwrap_or_else(|e| panic!("{e}")),
             host
         );
+    }
+
+    #[tokio::test]
+    async fn the_bridge_program_tunes_what_it_is_asked_to_and_says_when_it_cannot() {
+        if !root() {
+            return;
+        }
+        let Ok(bridge) = crate::bridge::locate_bridge() else {
+            panic!("no bridge program: build the workspace's binaries first");
+        };
+        let (_alone, sandbox) = alone(Some(65534));
+        let lying = Reported {
+            net: sandbox.net + 1,
+            ..sandbox
+        };
+        assert!(matches!(
+            helper(lying, &bridge).await,
+            Err(TuneError::Helper(message)) if message.contains("no longer")
+        ));
+        assert_ne!(knob_in(sandbox.pid), WORKSPACE_TCP_RMEM);
+        helper(sandbox, &bridge)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(knob_in(sandbox.pid), WORKSPACE_TCP_RMEM);
+    }
+
+    #[tokio::test]
+    async fn a_report_is_waited_for_while_bubblewrap_writes_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let info = dir.path().join("x.info");
+        std::fs::write(&info, "").unwrap_or_else(|e| panic!("{e}"));
+        let writer = {
+            let info = info.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                std::fs::write(&info, "{\n    \"child-pid\": 7,\n")
+                    .unwrap_or_else(|e| panic!("{e}"));
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                std::fs::write(&info, "{\"child-pid\": 7, \"net-namespace\": 9}\n")
+                    .unwrap_or_else(|e| panic!("{e}"));
+            })
+        };
+        let found = reported(&info).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(found, Reported { pid: 7, net: 9 });
+        writer.await.unwrap_or_else(|e| panic!("{e}"));
     }
 
     #[test]
