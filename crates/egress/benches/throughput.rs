@@ -4,8 +4,11 @@
 //! raw bytes: the worst case, where moving bytes is all any party does), and the latency a small
 //! request gains by going through it. The TLS rows run once more with the client's receive
 //! buffer fixed rather than autotuned, which separates the proxy's own cost from the small
-//! window a client's kernel sizes for a loopback peer. Prints the machine's load average before
-//! and after, since the numbers mean little on a busy host.
+//! window a client's kernel sizes for a loopback peer. With the bridge program built (and
+//! `CAP_SYS_ADMIN`), rows from a workspace's own network namespace through its bridge measure
+//! what a `local` or `docker` workspace's tools get, at the kernel's TCP defaults and with the
+//! workspace's receive buffer. Prints the machine's load average before and after, since the
+//! numbers mean little on a busy host.
 
 #![expect(
     clippy::print_stdout,
