@@ -38,8 +38,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tokio_util::sync::CancellationToken;
 
+#[path = "throughput/paced.rs"]
+mod paced;
 #[path = "throughput/workspace.rs"]
 mod workspace;
+
+use paced::{LINK_MB_PER_SECOND, http_upstream_paced, tls_upstream};
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 const BIG: usize = 100 * 1024 * 1024;
@@ -126,51 +130,6 @@ fn tls_ends() -> (TlsAcceptor, TlsConnector) {
         TlsAcceptor::from(Arc::new(server)),
         TlsConnector::from(Arc::new(client)),
     )
-}
-
-/// The paces of the link-paced TLS servers, in MB/s: a remote host behind a 2, 4 or 8 Gbit/s
-/// link. Where the proxied download falls behind the direct one says how fast a link the proxy
-/// keeps up with while it shares the cores with both ends.
-const LINK_MB_PER_SECOND: [u32; 3] = [250, 500, 1000];
-
-/// A TLS server for tunnels: completes the handshake, then sends 100 MB, at most `pace` MB/s
-/// when a pace is given (as a remote host behind a link would), else as fast as it can.
-fn tls_upstream(
-    big: Bytes,
-    acceptor: TlsAcceptor,
-    pace: Option<u32>,
-) -> (SocketAddr, impl Future<Output = ()> + Send) {
-    let (address, listener) = bind();
-    let serve = async move {
-        let listener = TcpListener::from_std(listener).unwrap();
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let _ = stream.set_nodelay(true);
-            let (big, acceptor) = (big.clone(), acceptor.clone());
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(stream).await else {
-                    return;
-                };
-                if let Some(pace) = pace {
-                    let bytes_per_second = f64::from(pace) * 1024.0 * 1024.0;
-                    let start = Instant::now();
-                    let mut sent = 0_usize;
-                    for chunk in big.chunks(256 * 1024) {
-                        let due = Duration::from_secs_f64(sent as f64 / bytes_per_second);
-                        tokio::time::sleep_until((start + due).into()).await;
-                        if tls.write_all(chunk).await.is_err() {
-                            return;
-                        }
-                        sent += chunk.len();
-                    }
-                } else {
-                    let _ = tls.write_all(&big).await;
-                }
-                let _ = tls.shutdown().await;
-            });
-        }
-    };
-    (address, serve)
 }
 
 /// One GET on a fresh connection to `connect_to`; returns the body length.
@@ -404,6 +363,8 @@ struct Upstreams {
     tls: SocketAddr,
     /// One TLS server per pace of `LINK_MB_PER_SECOND`, in its order.
     paced: [SocketAddr; LINK_MB_PER_SECOND.len()],
+    /// One HTTP server per pace of `LINK_MB_PER_SECOND`, in its order.
+    paced_http: [SocketAddr; LINK_MB_PER_SECOND.len()],
 }
 
 /// Binds the upstreams; returns their addresses and one future that serves them all, on
@@ -419,6 +380,12 @@ fn upstreams(acceptor: &TlsAcceptor) -> (Upstreams, impl Future<Output = ()> + S
         (fastest, serve_fastest),
     ] = LINK_MB_PER_SECOND.map(|pace| tls_upstream(big.clone(), acceptor.clone(), Some(pace)));
     let paced = [slow, fast, fastest];
+    let [
+        (slow_http, serve_slow_http),
+        (fast_http, serve_fast_http),
+        (fastest_http, serve_fastest_http),
+    ] = LINK_MB_PER_SECOND.map(|pace| http_upstream_paced(big.clone(), pace));
+    let paced_http = [slow_http, fast_http, fastest_http];
     let serve = async move {
         tokio::join!(
             serve_http,
@@ -426,7 +393,10 @@ fn upstreams(acceptor: &TlsAcceptor) -> (Upstreams, impl Future<Output = ()> + S
             serve_tls,
             serve_slow,
             serve_fast,
-            serve_fastest
+            serve_fastest,
+            serve_slow_http,
+            serve_fast_http,
+            serve_fastest_http,
         );
     };
     (
@@ -435,6 +405,7 @@ fn upstreams(acceptor: &TlsAcceptor) -> (Upstreams, impl Future<Output = ()> + S
             raw,
             tls,
             paced,
+            paced_http,
         },
         serve,
     )
@@ -442,12 +413,13 @@ fn upstreams(acceptor: &TlsAcceptor) -> (Upstreams, impl Future<Output = ()> + S
 
 /// A proxy allowing `registry.test` on each upstream's port (resolved to loopback, allowed
 /// though private).
-fn egress_proxy(upstreams: Upstreams) -> Arc<EgressProxy> {
+fn egress_proxy(upstreams: &Upstreams) -> Arc<EgressProxy> {
     let mut addresses = UrlPolicy::new();
     let mut policy = EgressPolicy::deny_all();
     for upstream in [upstreams.http, upstreams.raw, upstreams.tls]
         .into_iter()
         .chain(upstreams.paced)
+        .chain(upstreams.paced_http)
     {
         let origin = format!("registry.test:{}", upstream.port());
         addresses.allow_private_origin(&origin).unwrap();
@@ -541,7 +513,7 @@ struct Served {
 }
 
 fn serve_proxy(
-    upstreams: Upstreams,
+    upstreams: &Upstreams,
     shutdown: &CancellationToken,
     bridge_cpu: Option<usize>,
 ) -> Served {
@@ -589,7 +561,7 @@ const TARGET: &str = " (target >= 0.80)";
 /// Measures each download direct and through the proxy at `proxy_address`; the paced ones only
 /// when `paced`.
 async fn throughput(
-    upstreams: Upstreams,
+    upstreams: &Upstreams,
     served: &Served,
     connector: &TlsConnector,
     paced: bool,
@@ -628,6 +600,19 @@ async fn throughput(
         format!("; the kernel granted {} KiB", granted_client_buffer()),
     ));
     if paced {
+        for (pace, upstream) in LINK_MB_PER_SECOND.into_iter().zip(upstreams.paced_http) {
+            let host = format!("registry.test:{}", upstream.port());
+            let absolute = format!("http://{host}/big");
+            rows.push((
+                format!("100 MB over HTTP from a host paced at {pace} MB/s"),
+                paired(
+                    || get(upstream, "/big", &host),
+                    || get(proxy_address, &absolute, &host),
+                )
+                .await,
+                TARGET.to_owned(),
+            ));
+        }
         for (pace, upstream) in LINK_MB_PER_SECOND.into_iter().zip(upstreams.paced) {
             rows.push((
                 format!("100 MB over TLS through a tunnel from a host paced at {pace} MB/s"),
@@ -663,7 +648,7 @@ async fn throughput(
         }
     }
     for (settings, namespace) in &served.inside {
-        rows.extend(workspace::rows(settings, namespace, &upstreams, connector).await);
+        rows.extend(workspace::rows(settings, namespace, upstreams, connector).await);
     }
     rows.push((
         "100 MB of raw bytes through a tunnel (the worst case: nothing but copying)".to_owned(),
@@ -684,11 +669,11 @@ async fn shared() {
     let (upstreams, serve_upstreams) = upstreams(&acceptor);
     tokio::spawn(serve_upstreams);
     let shutdown = CancellationToken::new();
-    let served = serve_proxy(upstreams, &shutdown, None);
+    let served = serve_proxy(&upstreams, &shutdown, None);
     let proxy_address = served.tcp;
 
     println!("-- all parties sharing the cores");
-    for (what, pair, target) in throughput(upstreams, &served, &connector, true).await {
+    for (what, pair, target) in throughput(&upstreams, &served, &connector, true).await {
         row(&what, &pair, &target);
     }
 
@@ -757,8 +742,8 @@ fn pinned(upstream_cpu: usize, client_cpu: usize) {
     drop(on_cpu("upstream", upstream_cpu, serve_upstreams));
     let rows = on_cpu("client", client_cpu, async move {
         let shutdown = CancellationToken::new();
-        let served = serve_proxy(upstreams, &shutdown, Some(client_cpu));
-        let rows = throughput(upstreams, &served, &connector, false).await;
+        let served = serve_proxy(&upstreams, &shutdown, Some(client_cpu));
+        let rows = throughput(&upstreams, &served, &connector, false).await;
         drop(served);
         shutdown.cancel();
         rows
