@@ -35,6 +35,7 @@ mod handoff;
 mod host_key;
 mod intercept;
 mod io;
+mod plain;
 mod policy;
 mod proxy;
 mod refusal;

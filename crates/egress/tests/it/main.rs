@@ -12,6 +12,7 @@ mod git_server;
 mod handoff;
 mod host_key;
 mod intercept;
+mod plain;
 mod proxy;
 mod support;
 mod unix;
