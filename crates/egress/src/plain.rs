@@ -103,10 +103,7 @@ fn request_bytes(request: &Request<()>, target: &Target) -> Result<BytesMut, Sto
         .map_or("/", http::uri::PathAndQuery::as_str);
     let mut headers = request.headers().clone();
     strip_hop_by_hop(&mut headers);
-    headers.insert(
-        header::HOST,
-        host_value(target).map_err(upstream_failed)?,
-    );
+    headers.insert(header::HOST, host_value(target).map_err(upstream_failed)?);
     headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     let mut out = BytesMut::with_capacity(1024);
     out.put_slice(request.method().as_str().as_bytes());

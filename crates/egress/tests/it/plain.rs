@@ -17,6 +17,13 @@ struct Scripted {
 }
 
 async fn scripted(reply: Vec<u8>) -> Scripted {
+    scripted_in_parts(vec![reply]).await
+}
+
+/// [`scripted`] with the answer sent in `parts`, a short pause between them, so later parts
+/// arrive after the proxy has read the head; the connection stays open a while after the
+/// last one.
+async fn scripted_in_parts(parts: Vec<Vec<u8>>) -> Scripted {
     let listener = TcpListener::bind((LOOPBACK, 0)).await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -26,7 +33,7 @@ async fn scripted(reply: Vec<u8>) -> Scripted {
             let Ok((mut stream, _)) = listener.accept().await else {
                 return;
             };
-            let (reply, record) = (reply.clone(), Arc::clone(&record));
+            let (parts, record) = (parts.clone(), Arc::clone(&record));
             tokio::spawn(async move {
                 let mut head = Vec::new();
                 let mut byte = [0_u8; 1];
@@ -40,7 +47,15 @@ async fn scripted(reply: Vec<u8>) -> Scripted {
                     .lock()
                     .unwrap()
                     .push(String::from_utf8_lossy(&head).into_owned());
-                let _ = stream.write_all(&reply).await;
+                let last = parts.len();
+                for (index, part) in parts.into_iter().enumerate() {
+                    if stream.write_all(&part).await.is_err() {
+                        return;
+                    }
+                    if index + 1 < last {
+                        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+                    }
+                }
             });
         }
     });
@@ -104,6 +119,41 @@ async fn the_upstream_gets_a_request_framed_anew_and_the_client_exactly_the_leng
         proxy.sink.wait_for(1).await[0].verdict,
         EgressVerdict::Allowed { .. }
     ));
+}
+
+#[tokio::test]
+async fn a_long_head_passes_and_bytes_past_the_length_never_do() {
+    let long = format!("x-long: {}\r\n", "l".repeat(20_000));
+    let upstream = scripted_in_parts(vec![
+        format!("HTTP/1.1 200 OK\r\ncontent-length: 5\r\n{long}\r\nhel").into_bytes(),
+        b"lo and more than promised".to_vec(),
+    ])
+    .await;
+    let (_proxy, answer) = through(&upstream, "GET", "").await;
+    let answer = text(&answer);
+    assert!(answer.contains(&long), "the long header was cut");
+    assert!(
+        answer.ends_with("\r\n\r\nhello"),
+        "{}",
+        &answer[answer.len() - 40..]
+    );
+}
+
+#[tokio::test]
+async fn a_head_that_never_ends_is_cut_off_at_its_bound() {
+    // Far more than the bound, no blank line, sent in odd-sized parts (so no read ends on the
+    // bound itself), and the connection left open after it.
+    let mut parts = vec![b"HTTP/1.1 200 OK\r\nx-endless: ".to_vec()];
+    parts.extend(std::iter::repeat_n(vec![b'e'; 7_001], 30));
+    parts.push(Vec::new());
+    let upstream = scripted_in_parts(parts).await;
+    let (_proxy, answer) = through(&upstream, "GET", "").await;
+    let answer = text(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 502 Bad Gateway\r\n"),
+        "{answer}"
+    );
+    assert!(answer.contains("too large"), "{answer}");
 }
 
 #[tokio::test]
