@@ -27,7 +27,7 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 
 /// Drops hop-by-hop headers, those the `Connection` header names included, and
 /// `Transfer-Encoding` (the HTTP library frames the body itself).
-pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -39,16 +39,6 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         headers.remove(name);
     }
     headers.remove(header::TRANSFER_ENCODING);
-}
-
-/// The `Host` a forwarded request carries: the checked target, its port left out when 80.
-pub(crate) fn host_value(target: &Target) -> Result<HeaderValue, String> {
-    let host = if target.port == 80 {
-        target.host.clone()
-    } else {
-        format!("{}:{}", target.host, target.port)
-    };
-    HeaderValue::from_str(&host).map_err(|_| "the host is not a header value".to_owned())
 }
 
 /// Sends `request` to `target` over `stream` and returns the upstream's response.
@@ -83,7 +73,14 @@ pub(crate) async fn forward(
     // whose Content-Length and Transfer-Encoding disagreed cannot reach the upstream framed two
     // ways.
     parts.headers.remove(header::CONTENT_LENGTH);
-    parts.headers.insert(header::HOST, host_value(target)?);
+    let host = if target.port == 80 {
+        target.host.clone()
+    } else {
+        format!("{}:{}", target.host, target.port)
+    };
+    let host =
+        HeaderValue::from_str(&host).map_err(|_| "the host is not a header value".to_owned())?;
+    parts.headers.insert(header::HOST, host);
     let response = sender
         .send_request(Request::from_parts(parts, body))
         .await

@@ -35,7 +35,6 @@ mod handoff;
 mod host_key;
 mod intercept;
 mod io;
-mod plain;
 mod policy;
 mod proxy;
 mod refusal;

@@ -30,7 +30,6 @@ use crate::intercept::{Credential, Route, intercept};
 use crate::io::{Head, Rewind, read_head};
 use crate::policy::{Access, EgressPolicy};
 use crate::refusal::{EgressDecision, EgressRefusal, EgressSink, EgressVerdict};
-use crate::relay::Socket;
 use crate::resolve::Resolve;
 use crate::target::{Target, connect_target, host_header_agrees, http_target};
 use crate::tunnel::{Client, tunnel};
@@ -126,51 +125,6 @@ impl Stop {
     }
 }
 
-impl Stop {
-    /// [`Stop::response`] as bytes on the wire, for a client served without hyper.
-    pub(crate) fn wire_bytes(&self) -> Vec<u8> {
-        let response = self.response();
-        let body = match response.body() {
-            Either::Right(full) => full_bytes(full),
-            Either::Left(_) => Bytes::new(),
-        };
-        let status = response.status();
-        let mut out = format!(
-            "HTTP/1.1 {} {}\r\n",
-            status.as_u16(),
-            status.canonical_reason().unwrap_or_default()
-        )
-        .into_bytes();
-        for (name, value) in response.headers() {
-            out.extend_from_slice(name.as_str().as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value.as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
-        out.extend_from_slice(
-            format!(
-                "content-length: {}\r\nconnection: close\r\n\r\n",
-                body.len()
-            )
-            .as_bytes(),
-        );
-        out.extend_from_slice(&body);
-        out
-    }
-}
-
-/// The bytes of a whole body held in memory.
-fn full_bytes(full: &Full<Bytes>) -> Bytes {
-    use hyper::body::Body as _;
-    let mut full = full.clone();
-    let waker = std::task::Waker::noop();
-    let mut context = std::task::Context::from_waker(waker);
-    match std::pin::Pin::new(&mut full).poll_frame(&mut context) {
-        std::task::Poll::Ready(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
-        _ => Bytes::new(),
-    }
-}
-
 fn plain_response(status: StatusCode, body: String) -> Response<ProxyBody> {
     let mut response = Response::new(Either::Right(Full::new(Bytes::from(body))));
     *response.status_mut() = status;
@@ -182,7 +136,7 @@ fn plain_response(status: StatusCode, body: String) -> Response<ProxyBody> {
 }
 
 /// Where a request asks to go, when that reads as a target (for the trace only).
-fn requested_target<B>(request: &Request<B>) -> Option<Target> {
+fn requested_target(request: &Request<Incoming>) -> Option<Target> {
     let authority = request.uri().authority()?;
     if request.method() == Method::CONNECT {
         connect_target(authority.as_str()).ok()
@@ -399,13 +353,6 @@ impl EgressProxy {
                 }
                 Ok(Ok(Head::Closed) | Err(_)) | Err(_) => return,
             };
-            let io = match crate::plain::bodiless(&bytes, self.config.max_head_lines) {
-                Some(request) => match self.try_plain(connection, request, io).await {
-                    Some(io) => io,
-                    None => return,
-                },
-                None => io,
-            };
             let proxy = Arc::clone(&self);
             let service = service_fn(move |request| {
                 let proxy = Arc::clone(&proxy);
@@ -425,34 +372,6 @@ impl EgressProxy {
         .await;
     }
 
-    /// Serves `request` on `io` without hyper when `io` is a TCP or Unix socket; gives `io`
-    /// back otherwise.
-    async fn try_plain<IO: Send + 'static>(
-        &self,
-        connection: u64,
-        request: Request<()>,
-        io: IO,
-    ) -> Option<IO> {
-        let io: Box<dyn std::any::Any + Send> = Box::new(io);
-        let io = match io.downcast::<TcpStream>() {
-            Ok(tcp) => {
-                self.serve_plain(connection, request, Socket::Tcp(&tcp))
-                    .await;
-                return None;
-            }
-            Err(io) => io,
-        };
-        let io = match io.downcast::<UnixStream>() {
-            Ok(unix) => {
-                self.serve_plain(connection, request, Socket::Unix(&unix))
-                    .await;
-                return None;
-            }
-            Err(io) => io,
-        };
-        io.downcast::<IO>().ok().map(|io| *io)
-    }
-
     async fn handle(
         self: Arc<Self>,
         connection: u64,
@@ -470,7 +389,10 @@ impl EgressProxy {
             access: Some(access.clone()),
             target: None,
         };
-        let result = if self.credential_admits(request.headers()) {
+        let admitted = self.config.credential.as_ref().is_none_or(|credential| {
+            credential.admits(request.headers().get(header::PROXY_AUTHORIZATION))
+        });
+        let result = if admitted {
             match access {
                 Access::Tunnel => self.handle_connect(&mut ask, request).await,
                 Access::Http { .. } => self.handle_http(&mut ask, &access, request).await,
@@ -526,68 +448,12 @@ impl EgressProxy {
         Ok(Response::new(Either::Right(Full::new(Bytes::new()))))
     }
 
-    /// Whether `headers` carry the proxy's credential, when it asks for one.
-    fn credential_admits(&self, headers: &http::HeaderMap) -> bool {
-        self.config
-            .credential
-            .as_ref()
-            .is_none_or(|credential| credential.admits(headers.get(header::PROXY_AUTHORIZATION)))
-    }
-
     async fn handle_http(
         self: &Arc<Self>,
         ask: &mut Ask,
         access: &Access,
         request: Request<Incoming>,
     ) -> Result<Response<ProxyBody>, Stop> {
-        let (stream, target) = self.admit_http(ask, access, &request).await?;
-        crate::forward::forward(stream, &target, request)
-            .await
-            .map_err(|message| Stop::Failed {
-                reason: "UPSTREAM",
-                message,
-                status: StatusCode::BAD_GATEWAY,
-            })
-    }
-
-    /// Serves a plain `GET` or `HEAD` without hyper (see [`crate::plain`]): the same admission
-    /// as [`EgressProxy::handle`]'s, the response body moved with `splice`.
-    async fn serve_plain(&self, connection: u64, request: Request<()>, client: Socket<'_>) {
-        let access = Access::Http {
-            method: request.method().as_str().to_owned(),
-        };
-        let mut ask = Ask {
-            connection,
-            access: Some(access.clone()),
-            target: None,
-        };
-        let admitted = if self.credential_admits(request.headers()) {
-            self.admit_http(&mut ask, &access, &request).await
-        } else {
-            ask.target = requested_target(&request);
-            Err(EgressRefusal::ProxyAuthRequired.into())
-        };
-        let served = match admitted {
-            Ok((upstream, target)) => {
-                crate::plain::forward(client, upstream, &target, &request).await
-            }
-            Err(stop) => Err(stop),
-        };
-        if let Err(stop) = served {
-            self.record(&ask, stop.verdict());
-            let _ = crate::relay::write_all(client, &stop.wire_bytes()).await;
-            crate::relay::end_writes(client);
-        }
-    }
-
-    /// Checks a plain HTTP request (proxy form, a `Host` that agrees, the policy, the
-    /// addresses), connects to a checked address and records the request as allowed.
-    async fn admit_http<B>(
-        &self,
-        ask: &mut Ask,
-        access: &Access,
-        request: &Request<B>,
-    ) -> Result<(TcpStream, Target), Stop> {
         let uri = request.uri();
         if uri.scheme_str() != Some("http") {
             return Err(EgressRefusal::NotProxyForm.into());
@@ -614,7 +480,13 @@ impl EgressProxy {
                 address,
             },
         );
-        Ok((stream, target))
+        crate::forward::forward(stream, &target, request)
+            .await
+            .map_err(|message| Stop::Failed {
+                reason: "UPSTREAM",
+                message,
+                status: StatusCode::BAD_GATEWAY,
+            })
     }
 
     /// Resolves the target once and checks the name and every address it resolved to; any

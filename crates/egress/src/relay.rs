@@ -53,16 +53,6 @@ fn flags() -> SpliceFFlags {
 
 /// Moves bytes from `from` to `to` until `from` reaches its end, then shuts `to`'s write side.
 async fn one_way(from: Socket<'_>, to: Socket<'_>) -> io::Result<u64> {
-    one_way_up_to(from, to, None).await
-}
-
-/// Moves at most `limit` bytes from `from` to `to` (every byte until `from`'s end when `None`),
-/// then shuts `to`'s write side.
-pub(crate) async fn one_way_up_to(
-    from: Socket<'_>,
-    to: Socket<'_>,
-    limit: Option<u64>,
-) -> io::Result<u64> {
     let (pipe_out, pipe_in): (OwnedFd, OwnedFd) =
         nix::unistd::pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)?;
     let chunk = i32::try_from(PIPE_BYTES)
@@ -74,17 +64,10 @@ pub(crate) async fn one_way_up_to(
         .unwrap_or(DEFAULT_PIPE_BYTES);
     let mut total = 0_u64;
     loop {
-        let want = limit.map_or(chunk, |limit| {
-            usize::try_from(limit - total).map_or(chunk, |left| left.min(chunk))
-        });
-        if want == 0 {
-            let _ = shutdown(to.fd().as_raw_fd(), Shutdown::Write);
-            return Ok(total);
-        }
         // Fill the (empty) pipe from the source; a would-block here is the socket's.
         let filled = from
             .ready(Interest::READABLE, || {
-                splice(from.fd(), None, pipe_in.as_fd(), None, want, flags())
+                splice(from.fd(), None, pipe_in.as_fd(), None, chunk, flags())
                     .map_err(io::Error::from)
             })
             .await?;
@@ -108,28 +91,6 @@ pub(crate) async fn one_way_up_to(
         }
         total += filled as u64;
     }
-}
-
-/// Shuts `to`'s write side: the client reads the end of the response.
-pub(crate) fn end_writes(to: Socket<'_>) {
-    let _ = shutdown(to.fd().as_raw_fd(), Shutdown::Write);
-}
-
-/// Writes all of `bytes` to `to`.
-pub(crate) async fn write_all(to: Socket<'_>, mut bytes: &[u8]) -> io::Result<()> {
-    while !bytes.is_empty() {
-        let written = to
-            .ready(Interest::WRITABLE, || {
-                rustix::net::send(to.fd(), bytes, rustix::net::SendFlags::NOSIGNAL)
-                    .map_err(io::Error::from)
-            })
-            .await?;
-        if written == 0 {
-            return Err(io::Error::from(io::ErrorKind::WriteZero));
-        }
-        bytes = &bytes[written..];
-    }
-    Ok(())
 }
 
 /// Relays both ways until both directions have ended; returns the bytes sent each way.

@@ -12,7 +12,6 @@ mod git_server;
 mod handoff;
 mod host_key;
 mod intercept;
-mod plain;
 mod proxy;
 mod support;
 mod unix;
