@@ -58,51 +58,55 @@ fn bind() -> (SocketAddr, std::net::TcpListener) {
     (listener.local_addr().unwrap(), listener)
 }
 
-/// An HTTP server answering `/big` with 100 MB and anything else with two bytes.
-fn http_upstream(big: Bytes) -> (SocketAddr, impl Future<Output = ()> + Send) {
+/// A server on a free loopback port: each connection it accepts (`TCP_NODELAY` set) is served
+/// by `serve` on a task of its own. Returns the address and the future that accepts.
+fn server<F, S>(serve: F) -> (SocketAddr, impl Future<Output = ()> + Send)
+where
+    F: Fn(TcpStream) -> S + Send + 'static,
+    S: Future<Output = ()> + Send + 'static,
+{
     let (address, listener) = bind();
-    let serve = async move {
+    let accept = async move {
         let listener = TcpListener::from_std(listener).unwrap();
         loop {
             let (stream, _) = listener.accept().await.unwrap();
             let _ = stream.set_nodelay(true);
-            let big = big.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                    let body = if request.uri().path() == "/big" {
-                        big.clone()
-                    } else {
-                        Bytes::from_static(b"ok")
-                    };
-                    async move {
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(body)))
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
+            tokio::spawn(serve(stream));
         }
     };
-    (address, serve)
+    (address, accept)
+}
+
+/// An HTTP server answering `/big` with 100 MB and anything else with two bytes.
+fn http_upstream(big: Bytes) -> (SocketAddr, impl Future<Output = ()> + Send) {
+    server(move |stream| {
+        let big = big.clone();
+        async move {
+            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                let body = if request.uri().path() == "/big" {
+                    big.clone()
+                } else {
+                    Bytes::from_static(b"ok")
+                };
+                async move { Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(body))) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        }
+    })
 }
 
 /// A raw server for tunnels: reads the client's first bytes, then sends 100 MB.
 fn raw_upstream(big: Bytes) -> (SocketAddr, impl Future<Output = ()> + Send) {
-    let (address, listener) = bind();
-    let serve = async move {
-        let listener = TcpListener::from_std(listener).unwrap();
-        loop {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            let big = big.clone();
-            tokio::spawn(async move {
-                let mut first = [0_u8; 4096];
-                let _ = stream.read(&mut first).await;
-                let _ = stream.write_all(&big).await;
-            });
+    server(move |mut stream| {
+        let big = big.clone();
+        async move {
+            let mut first = [0_u8; 4096];
+            let _ = stream.read(&mut first).await;
+            let _ = stream.write_all(&big).await;
         }
-    };
-    (address, serve)
+    })
 }
 
 /// Both TLS ends for `registry.test`: a self-signed certificate the client trusts.

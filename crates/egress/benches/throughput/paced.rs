@@ -10,10 +10,9 @@ use hyper::body::Frame;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use super::bind;
+use super::server;
 
 /// The chunk a paced server sends at a time.
 const CHUNK: usize = 256 * 1024;
@@ -36,35 +35,28 @@ pub(crate) fn tls_upstream(
     acceptor: TlsAcceptor,
     pace: Option<u32>,
 ) -> (SocketAddr, impl Future<Output = ()> + Send) {
-    let (address, listener) = bind();
-    let serve = async move {
-        let listener = TcpListener::from_std(listener).unwrap();
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let _ = stream.set_nodelay(true);
-            let (big, acceptor) = (big.clone(), acceptor.clone());
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(stream).await else {
-                    return;
-                };
-                if let Some(pace) = pace {
-                    let start = Instant::now();
-                    let mut sent = 0_usize;
-                    for chunk in big.chunks(CHUNK) {
-                        tokio::time::sleep_until(due(start, sent, pace).into()).await;
-                        if tls.write_all(chunk).await.is_err() {
-                            return;
-                        }
-                        sent += chunk.len();
+    server(move |stream| {
+        let (big, acceptor) = (big.clone(), acceptor.clone());
+        async move {
+            let Ok(mut tls) = acceptor.accept(stream).await else {
+                return;
+            };
+            if let Some(pace) = pace {
+                let start = Instant::now();
+                let mut sent = 0_usize;
+                for chunk in big.chunks(CHUNK) {
+                    tokio::time::sleep_until(due(start, sent, pace).into()).await;
+                    if tls.write_all(chunk).await.is_err() {
+                        return;
                     }
-                } else {
-                    let _ = tls.write_all(&big).await;
+                    sent += chunk.len();
                 }
-                let _ = tls.shutdown().await;
-            });
+            } else {
+                let _ = tls.write_all(&big).await;
+            }
+            let _ = tls.shutdown().await;
         }
-    };
-    (address, serve)
+    })
 }
 
 /// An HTTP server answering every request with 100 MB, sent at most `pace` MB/s.
@@ -72,43 +64,36 @@ pub(crate) fn http_upstream_paced(
     big: Bytes,
     pace: u32,
 ) -> (SocketAddr, impl Future<Output = ()> + Send) {
-    let (address, listener) = bind();
-    let serve = async move {
-        let listener = TcpListener::from_std(listener).unwrap();
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let _ = stream.set_nodelay(true);
-            let big = big.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |_request: hyper::Request<hyper::body::Incoming>| {
-                    let start = Instant::now();
-                    let chunks = futures_util::stream::unfold(0_usize, {
+    server(move |stream| {
+        let big = big.clone();
+        async move {
+            let service = service_fn(move |_request: hyper::Request<hyper::body::Incoming>| {
+                let start = Instant::now();
+                let chunks = futures_util::stream::unfold(0_usize, {
+                    let big = big.clone();
+                    move |sent| {
                         let big = big.clone();
-                        move |sent| {
-                            let big = big.clone();
-                            async move {
-                                if sent >= big.len() {
-                                    return None;
-                                }
-                                tokio::time::sleep_until(due(start, sent, pace).into()).await;
-                                let end = (sent + CHUNK).min(big.len());
-                                let frame = Frame::data(big.slice(sent..end));
-                                Some((Ok::<_, std::convert::Infallible>(frame), end))
+                        async move {
+                            if sent >= big.len() {
+                                return None;
                             }
+                            tokio::time::sleep_until(due(start, sent, pace).into()).await;
+                            let end = (sent + CHUNK).min(big.len());
+                            let frame = Frame::data(big.slice(sent..end));
+                            Some((Ok::<_, std::convert::Infallible>(frame), end))
                         }
-                    });
-                    let mut response = hyper::Response::new(StreamBody::new(chunks));
-                    response.headers_mut().insert(
-                        hyper::header::CONTENT_LENGTH,
-                        hyper::header::HeaderValue::from(big.len()),
-                    );
-                    async move { Ok::<_, std::convert::Infallible>(response) }
+                    }
                 });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+                let mut response = hyper::Response::new(StreamBody::new(chunks));
+                response.headers_mut().insert(
+                    hyper::header::CONTENT_LENGTH,
+                    hyper::header::HeaderValue::from(big.len()),
+                );
+                async move { Ok::<_, std::convert::Infallible>(response) }
             });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
         }
-    };
-    (address, serve)
+    })
 }

@@ -110,6 +110,21 @@ fn answer_of(stream: &mut impl std::io::Read) -> Vec<u8> {
     }
 }
 
+/// Connects to a listener bound at `bind`, sends [`REQUEST`], hands the accepted side over to
+/// the proxy on `socket` and checks the proxy answered it (a 403: the policy allows nothing).
+fn assert_served(socket: &Path, bind: &str) {
+    let listener = TcpListener::bind(bind).unwrap();
+    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    client.set_read_timeout(Some(PATIENCE)).unwrap();
+    client.write_all(REQUEST).unwrap();
+    let (server_side, _) = listener.accept().unwrap();
+    let unix = UnixStream::connect(socket).unwrap();
+    hand_over(&unix, &server_side).unwrap();
+    drop((server_side, unix));
+    let (status, body) = status_and_body(&answer_of(&mut client));
+    assert_eq!(status, "HTTP/1.1 403 Forbidden", "{body}");
+}
+
 /// A request the proxy would answer (with a 403) if it served the descriptor it came on.
 const REQUEST: &[u8] = b"GET http://elsewhere.test/ HTTP/1.1\r\nhost: elsewhere.test\r\n\r\n";
 
@@ -168,17 +183,8 @@ async fn every_descriptor_but_a_loopback_tcp_connection_is_refused_unanswered() 
             "{error}"
         );
 
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         // One loopback connection is served: the request on it gets its 403.
-        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        client.set_read_timeout(timeout).unwrap();
-        client.write_all(REQUEST).unwrap();
-        let (server_side, _) = listener.accept().unwrap();
-        let unix = UnixStream::connect(&socket).unwrap();
-        hand_over(&unix, &server_side).unwrap();
-        drop((server_side, unix));
-        let (status, body) = status_and_body(&answer_of(&mut client));
-        assert_eq!(status, "HTTP/1.1 403 Forbidden", "{body}");
+        assert_served(&socket, "127.0.0.1:0");
     })
     .await
     .unwrap();
@@ -241,16 +247,7 @@ async fn tcp_connections_are_taken_one_at_a_time_over_either_ip_version() {
         }
 
         // A loopback connection over IPv6 is served like one over IPv4.
-        let listener6 = TcpListener::bind("[::1]:0").unwrap();
-        let mut client = TcpStream::connect(listener6.local_addr().unwrap()).unwrap();
-        client.set_read_timeout(timeout).unwrap();
-        client.write_all(REQUEST).unwrap();
-        let (server_side, _) = listener6.accept().unwrap();
-        let unix = UnixStream::connect(&socket).unwrap();
-        hand_over(&unix, &server_side).unwrap();
-        drop((server_side, unix));
-        let (status, body) = status_and_body(&answer_of(&mut client));
-        assert_eq!(status, "HTTP/1.1 403 Forbidden", "{body}");
+        assert_served(&socket, "[::1]:0");
     })
     .await
     .unwrap();
