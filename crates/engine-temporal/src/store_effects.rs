@@ -98,6 +98,15 @@ impl StoreEffects {
     }
 
     /// The run's lease and dispatcher: the one held, renewed, or a fresh one.
+    /// The token of the lease [`StoreEffects::hold`] holds for `run_id`, for a store write under
+    /// it; a refusal in the interpreter's terms when the run cannot be held.
+    async fn lease_token(&self, run_id: &str) -> Result<LeaseToken, DispatchError> {
+        self.hold(run_id)
+            .await
+            .map(|held| LeaseToken::from(&held.lease()))
+            .map_err(|error| refused(run_id, &error))
+    }
+
     async fn hold(&self, run_id: &str) -> Result<Arc<Held>, WorkerError> {
         if let Some(held) = self.held(run_id) {
             match self.engine.heartbeat(&held.lease()).await {
@@ -225,17 +234,14 @@ impl RunEffects for StoreEffects {
 
     #[tracing::instrument(level = "debug", skip(self))]
     async fn waiting(&self, run_id: &str, waiting: bool) -> Result<(), DispatchError> {
-        let held = self
-            .hold(run_id)
-            .await
-            .map_err(|error| refused(run_id, &error))?;
+        let token = self.lease_token(run_id).await?;
         let status = if waiting {
             RunStatus::Waiting
         } else {
             RunStatus::Running
         };
         self.store
-            .set_run_status(&LeaseToken::from(&held.lease()), status)
+            .set_run_status(&token, status)
             .await
             .map_err(|error| refused(run_id, &WorkerError::Store(error)))
     }
@@ -247,13 +253,10 @@ impl RunEffects for StoreEffects {
         text: &str,
         from_bytes: usize,
     ) -> Result<String, DispatchError> {
-        let held = self
-            .hold(run_id)
-            .await
-            .map_err(|error| refused(run_id, &error))?;
+        let token = self.lease_token(run_id).await?;
         spill_text(
             &*self.store,
-            &LeaseToken::from(&held.lease()),
+            &token,
             "text/plain; charset=utf-8",
             text,
             from_bytes,

@@ -327,10 +327,7 @@ async fn a_human_answer_on_temporal_names_the_answerer_the_store_recorded_not_th
     let claim = |who: &str| json!({"decision": "approve", "answeredBy": who});
     answer(store, &engine, &run, "first", "alice", &claim("alice")).await;
     answer(store, &engine, &run, "second", "alice", &claim("bob")).await;
-    let end = tokio::time::timeout(Duration::from_mins(1), engine.wait_for_end(&run))
-        .await
-        .expect("the run ends")
-        .expect("its result reads");
+    let end = end_within_a_minute(&engine, &run).await;
     assert_eq!(
         end.status,
         TerminalStatus::Failed,
@@ -458,6 +455,14 @@ async fn a_runs_end_is_recorded_once_and_an_unknown_runs_end_is_refused() {
 
 /// Reads the run's status until `wanted` holds (at most a minute), checking every status seen
 /// before it against `allowed`; returns the one wanted.
+/// `run`'s end, which must come within a minute.
+async fn end_within_a_minute(engine: &TemporalEngine, run: &str) -> RunEnd {
+    tokio::time::timeout(Duration::from_mins(1), engine.wait_for_end(run))
+        .await
+        .expect("the run ends")
+        .expect("its result reads")
+}
+
 async fn status_until(
     store: &Store,
     run: &str,
@@ -518,10 +523,7 @@ async fn a_run_waiting_on_a_signal_node_shows_waiting_and_running_again_once_sig
         |status| status == RunStatus::Waiting,
     )
     .await;
-    let end = tokio::time::timeout(Duration::from_mins(1), engine.wait_for_end(&run))
-        .await
-        .expect("the run ends")
-        .expect("its result reads");
+    let end = end_within_a_minute(&engine, &run).await;
     assert_eq!(end.status, TerminalStatus::Success, "{end:?}");
     let row = store.get_run(&run).await.expect("the run reads");
     assert_eq!(row.status, RunStatus::Ended(TerminalStatus::Success));
@@ -583,10 +585,7 @@ async fn a_run_with_one_branch_waiting_and_another_working_shows_running_until_o
         .signal(&run, "go", json!("now"))
         .await
         .expect("delivered");
-    let end = tokio::time::timeout(Duration::from_mins(1), engine.wait_for_end(&run))
-        .await
-        .expect("the run ends")
-        .expect("its result reads");
+    let end = end_within_a_minute(&engine, &run).await;
     assert_eq!(end.status, TerminalStatus::Success, "{end:?}");
 }
 
@@ -610,10 +609,7 @@ async fn an_end_too_large_for_a_payload_keeps_its_long_strings_as_artifacts_of_t
         ]),
     );
     let run = host.launch(&engine, spec, json!({})).await;
-    let end = tokio::time::timeout(Duration::from_mins(1), engine.wait_for_end(&run))
-        .await
-        .expect("the run ends")
-        .expect("its result reads");
+    let end = end_within_a_minute(&engine, &run).await;
     assert_eq!(end.status, TerminalStatus::Success, "{end:?}");
     let row = store.get_run(&run).await.expect("the run reads");
     assert_eq!(row.status, RunStatus::Ended(TerminalStatus::Success));
