@@ -529,8 +529,11 @@ fn serve_proxy(
     let socket = dir.path().join("egress.sock");
     let unix = tokio::net::UnixListener::bind(&socket).unwrap();
     tokio::spawn(proxy.serve_unix(unix, shutdown.clone()));
-    let bridged = bridge_program().map(|program| start_bridge(&program, &socket, bridge_cpu));
-    let inside = bridge_program()
+    let program = bridge_program();
+    let bridged = program
+        .as_ref()
+        .map(|program| start_bridge(program, &socket, bridge_cpu));
+    let inside = program
         .map(|program| workspace::namespaces(&program, &socket))
         .unwrap_or_default();
     if let Some(cpu) = bridge_cpu {
@@ -675,6 +678,11 @@ async fn shared() {
     let shutdown = CancellationToken::new();
     let served = serve_proxy(&upstreams, &shutdown, None);
     let proxy_address = served.tcp;
+    if served.bridged.is_some() && served.inside.is_empty() {
+        println!(
+            "no network namespace could be made (it takes CAP_SYS_ADMIN, unshare and ip): no row from a workspace's own namespace"
+        );
+    }
 
     println!("-- all parties sharing the cores");
     for (what, pair, target) in throughput(&upstreams, &served, &connector, true).await {
@@ -769,14 +777,6 @@ fn main() {
         return;
     }
     println!("load before: {}", load());
-    if bridge_program().is_some_and(|program| {
-        let dir = tempfile::tempdir().unwrap();
-        workspace::start(&program, &dir.path().join("none.sock"), None).is_none()
-    }) {
-        println!(
-            "no network namespace could be made (it takes CAP_SYS_ADMIN, unshare and ip): no row from a workspace's own namespace"
-        );
-    }
     if bridge_program().is_none() {
         println!(
             "no bridge program (AUTO_SWE_NETBRIDGE, or `cargo build --release -p auto-swe-sandbox --bin auto-swe-netbridge`): no row through the workspace's bridge"

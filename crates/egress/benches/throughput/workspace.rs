@@ -42,7 +42,7 @@ impl Drop for Namespace {
     clippy::disallowed_methods,
     reason = "the benchmark makes a workspace's network namespace with util-linux and iproute2"
 )]
-pub(crate) fn start(program: &Path, socket: &Path, tcp_rmem: Option<&str>) -> Option<Namespace> {
+fn start(program: &Path, socket: &Path, tcp_rmem: Option<&str>) -> Option<Namespace> {
     let script = r#"ip link set lo up || exit 1
 if [ -n "$1" ]; then printf '%s\n' "$1" > /proc/sys/net/ipv4/tcp_rmem || exit 1; fi
 cat /proc/sys/net/ipv4/tcp_rmem

@@ -149,6 +149,22 @@ pub(crate) async fn tls_server(dir: &Path) -> (Child, u16) {
     (child, port)
 }
 
+/// Fetches `https://{origin}/` from [`tls_server`]'s `openssl s_server` in `dir` with curl
+/// through the proxy at `proxy_url`, and checks the server's own page came back.
+pub(crate) async fn assert_curl_reaches_tls_server(dir: &Path, proxy_url: &str, origin: &str) {
+    let mut curl = command("curl", dir);
+    curl.args(["-sS", "--cacert", "cert.pem", "-x", proxy_url])
+        .current_dir(dir)
+        .arg(format!("https://{origin}/"));
+    let output = run(curl).await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("s_server"),
+        "{}",
+        text(&output.stdout)
+    );
+}
+
 #[tokio::test]
 async fn curl_speaks_tls_through_a_tunnel_and_a_foreign_server_name_is_cut_off() {
     let dir = tempfile::tempdir().unwrap();
@@ -159,17 +175,7 @@ async fn curl_speaks_tls_through_a_tunnel_and_a_foreign_server_name_is_cut_off()
         Arc::new(loopback_names(&["registry.test"])),
     )
     .await;
-    let mut curl = command("curl", dir.path());
-    curl.args(["-sS", "--cacert", "cert.pem", "-x", &proxy.url()])
-        .current_dir(dir.path())
-        .arg(format!("https://{origin}/"));
-    let output = run(curl).await;
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    assert!(
-        text(&output.stdout).contains("s_server"),
-        "{}",
-        text(&output.stdout)
-    );
+    assert_curl_reaches_tls_server(dir.path(), &proxy.url(), &origin).await;
     let decisions = proxy.sink.wait_for(1).await;
     assert!(
         matches!(&decisions[0].verdict, EgressVerdict::Allowed { .. }),

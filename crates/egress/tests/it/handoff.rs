@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use auto_swe_egress::{EgressVerdict, HANDOFF, hand_over};
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 
-use crate::clients::{command, run, text, tls_server};
+use crate::clients::{assert_curl_reaches_tls_server, command, run, text, tls_server};
 use crate::support::{PATIENCE, Serve, Upstream, status_and_body};
 use crate::unix::start;
 
@@ -51,13 +51,7 @@ async fn curl_through_a_handing_bridge_gets_http_tls_and_megabytes() {
     let output = run(curl).await;
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(std::fs::read(dir.path().join("got.bin")).unwrap() == big);
-    let mut curl = command("curl", dir.path());
-    curl.current_dir(dir.path())
-        .args(["-sS", "--cacert", "cert.pem", "-x", &proxy_url])
-        .arg(format!("https://{tls}/"));
-    let output = run(curl).await;
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    assert!(text(&output.stdout).contains("s_server"));
+    assert_curl_reaches_tls_server(dir.path(), &proxy_url, &tls).await;
     let mut curl = command("curl", dir.path());
     curl.args([
         "-sS",

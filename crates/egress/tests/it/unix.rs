@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::clients::{command, run, text, tls_server};
+use crate::clients::{assert_curl_reaches_tls_server, command, run, text, tls_server};
 use crate::support::{LOOPBACK, PATIENCE, Serve, Upstream, loopback_names, policy};
 
 pub(crate) struct UnixProxy {
@@ -119,13 +119,7 @@ async fn curl_through_a_bridge_to_the_unix_socket_speaks_http_and_tls() {
         "{}",
         text(&output.stderr)
     );
-    let mut curl = command("curl", dir.path());
-    curl.current_dir(dir.path())
-        .args(["-sS", "--cacert", "cert.pem", "-x", &proxy_url])
-        .arg(format!("https://{tls}/"));
-    let output = run(curl).await;
-    assert!(output.status.success(), "{}", text(&output.stderr));
-    assert!(text(&output.stdout).contains("s_server"));
+    assert_curl_reaches_tls_server(dir.path(), &proxy_url, &tls).await;
     let decisions = proxy.sink.wait_for(2).await;
     assert!(
         decisions
