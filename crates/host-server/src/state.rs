@@ -266,8 +266,8 @@ impl FromRequestParts<AppState> for AnyCaller {
     }
 }
 
-/// A JSON body, refused in the one error shape: `413 PAYLOAD_TOO_LARGE` above the body limit,
-/// `400 INVALID_BODY` when it is not the expected JSON.
+/// A JSON object body, refused in the one error shape: `413 PAYLOAD_TOO_LARGE` above the body
+/// limit, `400 INVALID_BODY` when it is not a JSON object of the expected shape.
 #[derive(Debug, Clone)]
 pub struct ApiJson<T>(pub T);
 
@@ -292,6 +292,14 @@ where
                     ApiError::bad_request("INVALID_BODY", rejection.body_text())
                 }
             })?;
+        // Every body is a JSON object: serde would also read a struct written as an array of
+        // its fields in order, which no client means and the OpenAPI document does not allow.
+        if bytes.iter().find(|b| !b" \t\n\r".contains(b)) != Some(&b'{') {
+            return Err(ApiError::bad_request(
+                "INVALID_BODY",
+                "the body must be a JSON object",
+            ));
+        }
         serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| {
             ApiError::bad_request("INVALID_BODY", format!("the body is not valid: {e}"))
         })

@@ -346,8 +346,19 @@ async fn bad_input_gets_the_one_error_shape_and_writes_nothing() {
     no_template["template"] = json!("no-such-template");
     let mut wrong_type = good.clone();
     wrong_type["repository"] = json!(7);
+    // serde reads a struct written as an array of its fields in order; the API's bodies are
+    // JSON objects only.
+    let as_array = json!([
+        "ticket-to-merge",
+        good["repository"].clone(),
+        good["ticket"].clone(),
+        null,
+        null
+    ]);
     let cases = [
         ("{".to_owned(), None, StatusCode::BAD_REQUEST, "INVALID_BODY"),
+        (as_array.to_string(), None, StatusCode::BAD_REQUEST, "INVALID_BODY"),
+        (format!(" \n[{good}]"), None, StatusCode::BAD_REQUEST, "INVALID_BODY"),
         (String::new(), None, StatusCode::BAD_REQUEST, "INVALID_BODY"),
         (unknown_field.to_string(), None, StatusCode::BAD_REQUEST, "INVALID_BODY"),
         (wrong_type.to_string(), None, StatusCode::BAD_REQUEST, "INVALID_BODY"),
