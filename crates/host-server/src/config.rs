@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::config_kubernetes::KubernetesPoolConfig;
+
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -95,7 +97,7 @@ pub struct BootstrapConfig {
 pub struct PoolConfig {
     /// Worker tasks (0 serves the API only; `auto-swe worker` processes elsewhere drive runs).
     pub workers: usize,
-    /// `auto`, `local` or `docker`.
+    /// `auto`, `local`, `docker` or `kubernetes` (`[pool.kubernetes]`).
     pub sandbox: String,
     /// The model runs that name none run on (`provider/name`, or `replay/demo`).
     pub model: String,
@@ -106,6 +108,8 @@ pub struct PoolConfig {
     /// The network of the workspaces runs' steps get: none (the default), or an egress proxy
     /// of each workspace's own (`network = "proxy"`, `preset`, `allow`, `allowPrivate`).
     pub workspaces: auto_swe_egress::EgressSettings,
+    /// The cluster, for `sandbox = "kubernetes"`.
+    pub kubernetes: KubernetesPoolConfig,
 }
 
 impl Default for PoolConfig {
@@ -117,6 +121,7 @@ impl Default for PoolConfig {
             lease_seconds: 60,
             state_dir: std::env::temp_dir().join("auto-swe-server"),
             workspaces: auto_swe_egress::EgressSettings::default(),
+            kubernetes: KubernetesPoolConfig::default(),
         }
     }
 }
@@ -182,8 +187,9 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
-    /// Reads `path` (when given), then applies `AUTO_SWE_LISTEN`, `AUTO_SWE_STORE_URL` and
-    /// `AUTO_SWE_WORKERS` from `env`, and checks the result.
+    /// Reads `path` (when given), then applies `AUTO_SWE_LISTEN`, `AUTO_SWE_STORE_URL`,
+    /// `AUTO_SWE_WORKERS` and (where the file names no proxy address) `AUTO_SWE_POD_IP` from
+    /// `env`, and checks the result.
     pub fn load(
         path: Option<&Path>,
         env: &dyn Fn(&str) -> Option<String>,
@@ -224,6 +230,11 @@ impl ServerConfig {
                 .parse()
                 .map_err(|_| ConfigError::Invalid(format!("AUTO_SWE_WORKERS {workers:?}")))?;
         }
+        config
+            .pool
+            .kubernetes
+            .apply_env(env)
+            .map_err(ConfigError::Invalid)?;
         config.check()?;
         Ok(config)
     }
@@ -245,11 +256,21 @@ impl ServerConfig {
         if self.pool.workers > 64 {
             return bad("pool.workers must be at most 64".to_owned());
         }
-        if !matches!(self.pool.sandbox.as_str(), "auto" | "local" | "docker") {
+        if !matches!(
+            self.pool.sandbox.as_str(),
+            "auto" | "local" | "docker" | "kubernetes"
+        ) {
             return bad(format!(
-                "pool.sandbox {:?}: use auto, local or docker",
+                "pool.sandbox {:?}: use auto, local, docker or kubernetes",
                 self.pool.sandbox
             ));
+        }
+        if self.pool.sandbox == "kubernetes" {
+            let proxied = self.pool.workspaces.network == auto_swe_egress::WorkspaceNetwork::Proxy;
+            self.pool
+                .kubernetes
+                .check(proxied)
+                .map_err(ConfigError::Invalid)?;
         }
         #[cfg(not(feature = "temporal"))]
         if self.engine == auto_swe_store::RunEngine::Temporal {
@@ -316,6 +337,14 @@ mod tests {
             ("[jwt]\nalgorithm = \"RS256\"\n", "RS256 needs"),
             ("[pool]\nsandbox = \"host\"\n", "pool.sandbox"),
             (
+                "[pool]\nsandbox = \"kubernetes\"\n[pool.workspaces]\nnetwork = \"proxy\"\n",
+                "proxyPodLabels",
+            ),
+            (
+                "[pool]\nsandbox = \"kubernetes\"\n[pool.kubernetes]\nrunAsUid = 0\n",
+                "runAsUid",
+            ),
+            (
                 "storeUrl = \"postgres://u:pw@db/x\"\n",
                 "AUTO_SWE_STORE_URL",
             ),
@@ -328,5 +357,26 @@ mod tests {
         let error =
             ServerConfig::load(None, &env(&[("AUTO_SWE_LISTEN", "not an address")])).unwrap_err();
         assert!(error.to_string().contains("AUTO_SWE_LISTEN"), "{error}");
+    }
+
+    #[test]
+    fn a_kubernetes_pool_takes_its_proxy_address_from_the_pod() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("server.toml");
+        std::fs::write(
+            &file,
+            "[pool]\nsandbox = \"kubernetes\"\n[pool.workspaces]\nnetwork = \"proxy\"\n\
+             [pool.kubernetes]\nnamespace = \"ws\"\nproxyPodLabels = { app = \"auto-swe\" }\n",
+        )
+        .unwrap();
+        let error = ServerConfig::load(Some(&file), &env(&[])).unwrap_err();
+        assert!(error.to_string().contains("AUTO_SWE_POD_IP"), "{error}");
+        let config =
+            ServerConfig::load(Some(&file), &env(&[("AUTO_SWE_POD_IP", "10.0.3.7")])).unwrap();
+        let kubernetes = &config.pool.kubernetes;
+        assert_eq!(kubernetes.proxy_address, Some("10.0.3.7".parse().unwrap()));
+        let backend = kubernetes.backend_config(true);
+        assert_eq!(backend.namespace, "ws");
+        assert!(backend.egress.is_some());
     }
 }

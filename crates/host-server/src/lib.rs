@@ -29,6 +29,7 @@ pub mod access;
 pub mod auth;
 mod bootstrap;
 pub mod config;
+pub mod config_kubernetes;
 pub mod error;
 pub mod github;
 pub mod pool;

@@ -2,7 +2,6 @@
 //! all stopped by one token. With `workers = 0` the server only answers the API and runs wait
 //! for workers elsewhere (`auto-swe worker` against the same store).
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +10,7 @@ use auto_swe_models::{
     ApiKey, Cassette, ClientConfig, ModelClient, ModelSpec, PriceCatalog, ProviderClient,
     ReplayClient, Tier,
 };
+use auto_swe_sandbox::kubernetes::KubernetesBackend;
 use auto_swe_sandbox::{DockerBackend, LocalBackend, SandboxSettings, WorkspaceBackend};
 use auto_swe_store::Store;
 use auto_swe_worker::local_git::LocalGit;
@@ -140,7 +140,7 @@ async fn services(
     patterns: Arc<dyn PatternsProvider>,
 ) -> Result<Arc<WorkerServices>, PoolError> {
     let client = model_client(&config.model)?;
-    let (backend, settings) = backend(&config.sandbox, &config.state_dir).await?;
+    let (backend, settings) = backend(config).await?;
     let mut workspaces = WorkspaceTemplate::new(
         backend,
         settings.image.clone(),
@@ -152,11 +152,21 @@ async fn services(
         .policy()
         .map_err(|e| PoolError(format!("pool.workspaces: {e} ({})", e.code())))?
     {
-        // This binary is the bridge bound into each workspace (see `main`).
-        let bridge =
-            std::env::current_exe().map_err(|e| PoolError(format!("finding this binary: {e}")))?;
-        let sockets = config.state_dir.join("egress");
-        workspaces = workspaces.with_egress(WorkspaceEgress::new(policy, bridge, sockets));
+        let egress = if config.sandbox == "kubernetes" {
+            // A pod cannot share a Unix socket: it reaches its proxy here over TCP, and its
+            // NetworkPolicy lets it reach this pod's address only.
+            let kubernetes = &config.kubernetes;
+            let advertise = kubernetes
+                .proxy_address
+                .ok_or_else(|| PoolError("pool.kubernetes.proxyAddress is unset".to_owned()))?;
+            WorkspaceEgress::over_tcp(policy, kubernetes.proxy_listen, advertise)
+        } else {
+            // This binary is the bridge bound into each workspace (see `main`).
+            let bridge = std::env::current_exe()
+                .map_err(|e| PoolError(format!("finding this binary: {e}")))?;
+            WorkspaceEgress::new(policy, bridge, config.state_dir.join("egress"))
+        };
+        workspaces = workspaces.with_egress(egress);
     }
     Ok(Arc::new(WorkerServices {
         store: store.clone(),
@@ -198,9 +208,9 @@ fn model_client(model: &str) -> Result<Arc<dyn ModelClient>, PoolError> {
 }
 
 async fn backend(
-    choice: &str,
-    state_dir: &Path,
+    config: &PoolConfig,
 ) -> Result<(Arc<dyn WorkspaceBackend>, SandboxSettings), PoolError> {
+    let state_dir = config.state_dir.as_path();
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let settings = SandboxSettings::resolve(&|name| std::env::var(name).ok(), cpus)
         .map_err(|e| PoolError(e.to_string()))?;
@@ -221,8 +231,20 @@ async fn backend(
             .map_err(|e| PoolError(e.to_string()))?
             .protect_path(state_dir))
     };
-    let chosen: Arc<dyn WorkspaceBackend> = match choice {
+    let chosen: Arc<dyn WorkspaceBackend> = match config.sandbox.as_str() {
         "local" => local(&settings)?,
+        "kubernetes" => {
+            let proxied = config.workspaces.network == auto_swe_egress::WorkspaceNetwork::Proxy;
+            let kubernetes = &config.kubernetes;
+            Arc::new(
+                KubernetesBackend::connect(
+                    kubernetes.backend_config(proxied),
+                    kubernetes.kubeconfig.as_deref(),
+                )
+                .await
+                .map_err(|e| PoolError(e.to_string()))?,
+            )
+        }
         "docker" => Arc::new(docker(&settings).await?),
         _ => match docker(&settings).await {
             Ok(engine) if engine.has_image(&settings.image).await => Arc::new(engine),

@@ -11,6 +11,7 @@ mod auth;
 mod browser;
 mod connections;
 mod human;
+mod kubernetes;
 mod orgs;
 mod patterns;
 mod pool;

@@ -96,6 +96,24 @@ impl Server {
         extra_config: &str,
         env: &[(&str, &str)],
     ) -> Self {
+        Self::start_with_pool(
+            store_url,
+            workers,
+            extra_config,
+            "sandbox = \"local\"\n",
+            env,
+        )
+    }
+
+    /// [`Server::start_with_env`] whose `[pool]` section ends with `pool` (its `sandbox` line
+    /// included, then any `[pool.…]` tables).
+    pub(crate) fn start_with_pool(
+        store_url: &str,
+        workers: usize,
+        extra_config: &str,
+        pool: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         // The sandbox's account passes through the state directory (a temporary one is 0700).
         std::fs::set_permissions(
@@ -110,8 +128,7 @@ impl Server {
             format!(
                 "listen = \"127.0.0.1:0\"\nbodyLimitBytes = 65536\n{extra_config}\n\
                  [bootstrap]\nadminEmail = \"root@example.test\"\ntokenFile = \"{}\"\n\
-                 [pool]\nworkers = {workers}\nsandbox = \"local\"\nleaseSeconds = 10\n\
-                 stateDir = \"{}\"\n",
+                 [pool]\nworkers = {workers}\nleaseSeconds = 10\nstateDir = \"{}\"\n{pool}",
                 dir.path().join("admin.token").display(),
                 state.display()
             ),

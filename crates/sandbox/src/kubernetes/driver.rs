@@ -3,6 +3,7 @@
 //! secret wrapper, so no secret value is ever part of a request URL.
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -271,6 +272,36 @@ impl KubernetesBackend {
         }
     }
 
+    /// A driver for the cluster named by the kubeconfig file `kubeconfig` (its current
+    /// context), or when `None` found the usual way: `KUBECONFIG` or `~/.kube/config`, else the
+    /// service account of the pod this process runs in. Nothing is sent to the cluster yet.
+    ///
+    /// # Errors
+    /// [`SandboxError::Engine`] when the file cannot be read or names no usable cluster, or no
+    /// cluster is found.
+    pub async fn connect(config: KubernetesConfig, kubeconfig: Option<&Path>) -> Result<Self> {
+        let client_config = match kubeconfig {
+            Some(path) => {
+                let text = tokio::fs::read_to_string(path)
+                    .await
+                    .map_err(|e| engine(format!("reading {}: {e}", path.display())))?;
+                let file = kube::config::Kubeconfig::from_yaml(&text)
+                    .map_err(|e| engine(format!("{}: {e}", path.display())))?;
+                kube::Config::from_custom_kubeconfig(
+                    file,
+                    &kube::config::KubeConfigOptions::default(),
+                )
+                .await
+                .map_err(|e| engine(format!("{}: {e}", path.display())))?
+            }
+            None => kube::Config::infer()
+                .await
+                .map_err(|e| engine(format!("finding the cluster: {e}")))?,
+        };
+        let client = kube::Client::try_from(client_config).map_err(|e| api_error(&e))?;
+        Ok(Self::new(client, config))
+    }
+
     fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.client.clone(), &self.config.namespace)
     }
@@ -498,6 +529,18 @@ impl WorkspaceBackend for KubernetesBackend {
         let proxy = crate::bridge::check_tcp_egress(spec.network, spec.egress.as_ref())?;
         let fence = match (proxy, &self.config.egress) {
             (None, _) => None,
+            // An empty selector selects every pod: the workspace could reach them all.
+            (Some(_), Some(egress)) if egress.proxy_labels.is_empty() => {
+                return Err(SandboxError::BackendUnavailable {
+                    backend: "kubernetes",
+                    reason: "the egress proxy's pods are selected by no label, which would \
+                             let the workspace reach every pod of their namespace"
+                        .to_owned(),
+                    remedy: "name the labels of the proxy's pods in the egress section of the \
+                             Kubernetes settings"
+                        .to_owned(),
+                });
+            }
             (Some(proxy), Some(egress)) => Some((egress, proxy.port)),
             (Some(_), None) => {
                 return Err(SandboxError::BackendUnavailable {

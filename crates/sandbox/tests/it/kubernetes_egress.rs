@@ -239,6 +239,15 @@ async fn a_proxied_spec_the_backend_cannot_fence_is_refused_before_any_request()
     assert_eq!(err.code(), "WORKSPACE_BACKEND_UNAVAILABLE", "{err}");
     assert!(err.to_string().contains("egress section"), "{err}");
 
+    // Proxy pods selected by no label: the policy would let the workspace reach every pod.
+    let mut unlabelled = config();
+    unlabelled.egress = Some(KubernetesEgress::new(BTreeMap::new(), None));
+    let unlabelled = KubernetesBackend::new(kube::Client::new(mock.clone(), NS), unlabelled);
+    let err = unlabelled.create(&proxied_spec()).await.unwrap_err();
+    assert_eq!(err.code(), "WORKSPACE_BACKEND_UNAVAILABLE", "{err}");
+    assert!(err.to_string().contains("every pod"), "{err}");
+    drop(unlabelled);
+
     let fenced = KubernetesBackend::new(kube::Client::new(mock, NS), fenced_config());
     // A Unix socket cannot reach into a pod.
     let mut socket = spec();
