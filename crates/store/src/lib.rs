@@ -81,8 +81,8 @@ pub use records::templates::{
     NewTemplate, NewTemplateVersion, TemplateStore, TemplateVersion, WorkflowTemplate,
 };
 pub use records::tenancy::{
-    MembershipStore, OrgMember, OrgRole, Organization, OrganizationStore, PlatformRole, Team,
-    TeamMember, TeamRole, User, UserListQuery, UserPage, UserStore,
+    MAX_TEAM_EGRESS_RULES, MembershipStore, OrgMember, OrgRole, Organization, OrganizationStore,
+    PlatformRole, Team, TeamMember, TeamRole, User, UserListQuery, UserPage, UserStore,
 };
 pub use records::tokens::{
     ApiToken, LAST_USE_RESOLUTION, NewApiToken, ServicePrincipal, TOKEN_PREFIX, TokenOwner,

@@ -13,6 +13,7 @@ pub mod patterns;
 pub mod runs;
 pub mod skills;
 pub mod team_agents;
+pub mod team_egress;
 pub mod template_versions;
 pub mod templates;
 pub mod triggers;
@@ -271,6 +272,7 @@ impl Modify for CommonErrors {
           agents::list, agents::create, agents::detail, agents::versions, agents::edit, agents::restore,
           agents::deactivate, team_agents::list, team_agents::create, team_agents::detail,
           team_agents::versions, team_agents::edit, team_agents::restore, team_agents::deactivate,
+          team_egress::read, team_egress::replace,
           skills::list, skills::create, skills::detail, skills::revisions, skills::edit, skills::verify,
           skills::restore, skills::deactivate, triggers::create, triggers::list, triggers::detail,
           triggers::update, triggers::delete, triggers::rotate_secret, triggers::deliver),
@@ -450,6 +452,10 @@ fn library_routes() -> Router<AppState> {
         .route(
             "/api/v1/platform/agent-library/{key}/restore",
             post(agents::restore),
+        )
+        .route(
+            "/api/v1/teams/{team_id}/egress",
+            get(team_egress::read).put(team_egress::replace),
         )
         .route(
             "/api/v1/teams/{team_id}/agent-library",

@@ -19,6 +19,7 @@ mod runs;
 mod skills;
 mod support;
 mod team_agents;
+mod team_egress;
 mod template_versions;
 mod temporal;
 mod triggers;

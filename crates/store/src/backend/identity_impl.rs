@@ -14,10 +14,12 @@ macro_rules! impl_identity_stores {
             }
 
             fn team_from_row(row: &$row) -> StoreResult<Team> {
+                let egress: String = row.try_get("egress_allow")?;
                 Ok(Team {
                     id: row.try_get("id")?,
                     org_id: row.try_get("org_id")?,
                     name: row.try_get("name")?,
+                    egress_allow: crate::backend::shared::from_json_text("team", &egress)?,
                     created_at: Timestamp::from_millis(row.try_get("created_at")?),
                 })
             }
@@ -183,6 +185,31 @@ macro_rules! impl_identity_stores {
                     .await?
                     .ok_or_else(|| StoreError::not_found("team", id))?;
                 Self::team_from_row(&row)
+            }
+
+            async fn set_team_egress(&self, id: &str, allow: &[String]) -> StoreResult<()> {
+                if allow.len() > crate::records::tenancy::MAX_TEAM_EGRESS_RULES {
+                    return Err(StoreError::invalid(
+                        "egress rules",
+                        format!(
+                            "at most {} rules",
+                            crate::records::tenancy::MAX_TEAM_EGRESS_RULES
+                        ),
+                    ));
+                }
+                for rule in allow {
+                    limits::short_text("egress rule", rule)?;
+                }
+                let text = crate::backend::shared::to_json_text("egress rules", &allow)?;
+                let done = sqlx::query("UPDATE teams SET egress_allow = $1 WHERE id = $2")
+                    .bind(text)
+                    .bind(id)
+                    .execute(&self.pool)
+                    .await?;
+                if done.rows_affected() == 0 {
+                    return Err(StoreError::not_found("team", id));
+                }
+                Ok(())
             }
 
             async fn set_org_role(

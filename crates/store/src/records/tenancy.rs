@@ -111,9 +111,16 @@ pub struct Team {
     pub org_id: String,
     /// Name, unique in the org.
     pub name: String,
+    /// Allow rules the team adds to its proxied workspaces' egress policy
+    /// (`[METHODS ]HOST:PORT`, at most [`MAX_TEAM_EGRESS_RULES`]); the host's policy, its deny
+    /// rules and its address checks still apply.
+    pub egress_allow: Vec<String>,
     /// Creation time.
     pub created_at: Timestamp,
 }
+
+/// The most egress allow rules a team may add.
+pub const MAX_TEAM_EGRESS_RULES: usize = 64;
 
 /// A person.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,6 +156,9 @@ pub trait OrganizationStore: Send + Sync {
     async fn create_team(&self, org_id: &str, name: &str) -> StoreResult<Team>;
     /// Reads a team.
     async fn get_team(&self, id: &str) -> StoreResult<Team>;
+    /// Replaces a team's egress allow rules (the store checks their number and length; the
+    /// caller checks that each parses).
+    async fn set_team_egress(&self, id: &str, allow: &[String]) -> StoreResult<()>;
     /// Sets a user's org role.
     async fn set_org_role(&self, org_id: &str, user_id: &str, role: OrgRole) -> StoreResult<()>;
     /// A user's org role.

@@ -180,6 +180,49 @@ async fn tenancy_and_memberships(db: &TestDb) {
 
     let team = db.store.create_team(&org.id, "core").await.unwrap();
     assert_eq!(db.store.get_team(&team.id).await.unwrap(), team);
+    // A team's egress rules: none at first, replaced whole, bounded in number and length.
+    assert!(team.egress_allow.is_empty());
+    let rules = vec![
+        "mirror.example.test:443".to_owned(),
+        "GET,HEAD *.pkg.example.test:443".to_owned(),
+    ];
+    db.store.set_team_egress(&team.id, &rules).await.unwrap();
+    assert_eq!(
+        db.store.get_team(&team.id).await.unwrap().egress_allow,
+        rules
+    );
+    let too_many = vec!["a.example.test:443".to_owned(); auto_swe_store::MAX_TEAM_EGRESS_RULES + 1];
+    let too_long = vec![format!(
+        "{}.test:443",
+        "a".repeat(auto_swe_store::MAX_SHORT_TEXT_BYTES)
+    )];
+    for (refused, code) in [
+        (too_many, "STORE_INVALID_INPUT"),
+        (too_long, "STORE_VALUE_TOO_LARGE"),
+    ] {
+        let error = db
+            .store
+            .set_team_egress(&team.id, &refused)
+            .await
+            .unwrap_err();
+        assert_eq!(error.code(), code, "{error}");
+    }
+    assert_eq!(
+        db.store
+            .set_team_egress("nope", &[])
+            .await
+            .unwrap_err()
+            .code(),
+        "STORE_NOT_FOUND"
+    );
+    assert_eq!(
+        db.store.get_team(&team.id).await.unwrap().egress_allow,
+        rules,
+        "a refused write changed nothing"
+    );
+    db.store.set_team_egress(&team.id, &[]).await.unwrap();
+    let team = db.store.get_team(&team.id).await.unwrap();
+    assert!(team.egress_allow.is_empty());
     assert_eq!(
         db.store
             .create_team(&org.id, "core")

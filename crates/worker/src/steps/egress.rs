@@ -9,12 +9,14 @@ use std::sync::Arc;
 
 use auto_swe_egress::{
     EgressDecision, EgressPolicy, EgressProxy, EgressSink, ProxyConfig, ProxyCredential,
-    RefusalChannel, Resolve, SystemResolver,
+    RefusalChannel, Resolve, Rule, SystemResolver,
 };
 use auto_swe_interpreter::DispatchError;
 use auto_swe_sandbox::{EgressAttachment, EgressSocket, EgressTcpProxy, SecretValue};
 use auto_swe_store::{LeaseToken, NewAgentTrace, Spend, Store};
 use tokio_util::sync::CancellationToken;
+
+use super::store_failure;
 
 /// The trace kind of a refused (or failed) egress request.
 pub const EGRESS_TRACE_KIND: &str = "egress_refused";
@@ -81,21 +83,36 @@ impl WorkspaceEgress {
     }
 
     /// Starts one workspace's proxy, its decisions going to `trace` (refusals only; `None`:
-    /// to the worker's log alone).
-    pub(crate) fn start(&self, trace: Option<EgressTrace>) -> Result<RunningEgress, DispatchError> {
+    /// to the worker's log alone). The policy is the host's, extended with the allow rules of
+    /// the team that owns `trace`'s run: the host's deny rules and address checks still win.
+    pub(crate) async fn start(
+        &self,
+        trace: Option<EgressTrace>,
+    ) -> Result<RunningEgress, DispatchError> {
+        let mut policy = self.policy.clone();
+        if let Some(trace) = &trace {
+            policy.extend(&team_policy(&trace.team_rules().await?)?);
+        }
         let sink: Arc<dyn EgressSink> = match trace {
             Some(trace) => Arc::new(trace.spawn()),
             None => Arc::new(NoSink),
         };
         match &self.reach {
-            Reach::Socket { bridge, sockets } => self.start_on_socket(sink, bridge, sockets),
-            Reach::Tcp { bind, advertise } => self.start_on_tcp(sink, *bind, *advertise),
+            Reach::Socket { bridge, sockets } => {
+                self.start_on_socket(policy, sink, bridge, sockets)
+            }
+            Reach::Tcp { bind, advertise } => self.start_on_tcp(policy, sink, *bind, *advertise),
         }
     }
 
-    fn proxy(&self, sink: Arc<dyn EgressSink>, config: ProxyConfig) -> Arc<EgressProxy> {
+    fn proxy(
+        &self,
+        policy: EgressPolicy,
+        sink: Arc<dyn EgressSink>,
+        config: ProxyConfig,
+    ) -> Arc<EgressProxy> {
         Arc::new(EgressProxy::new(
-            self.policy.clone(),
+            policy,
             Arc::clone(&self.resolver),
             sink,
             config,
@@ -104,6 +121,7 @@ impl WorkspaceEgress {
 
     fn start_on_tcp(
         &self,
+        policy: EgressPolicy,
         sink: Arc<dyn EgressSink>,
         bind: IpAddr,
         advertise: IpAddr,
@@ -124,7 +142,10 @@ impl WorkspaceEgress {
         let mut config = ProxyConfig::default();
         config.credential = Some(credential.clone());
         let shutdown = CancellationToken::new();
-        tokio::spawn(self.proxy(sink, config).serve(listener, shutdown.clone()));
+        tokio::spawn(
+            self.proxy(policy, sink, config)
+                .serve(listener, shutdown.clone()),
+        );
         Ok(RunningEgress {
             attachment: EgressAttachment::Tcp(EgressTcpProxy {
                 host: advertise,
@@ -139,6 +160,7 @@ impl WorkspaceEgress {
 
     fn start_on_socket(
         &self,
+        policy: EgressPolicy,
         sink: Arc<dyn EgressSink>,
         bridge: &std::path::Path,
         sockets: &std::path::Path,
@@ -179,7 +201,7 @@ impl WorkspaceEgress {
             .map_err(|e| failed("listening on the proxy's socket", e))?;
         let shutdown = CancellationToken::new();
         tokio::spawn(
-            self.proxy(sink, ProxyConfig::default())
+            self.proxy(policy, sink, ProxyConfig::default())
                 .serve_unix(listener, shutdown.clone()),
         );
         Ok(RunningEgress {
@@ -192,6 +214,22 @@ impl WorkspaceEgress {
             shutdown,
         })
     }
+}
+
+/// A team's allow rules as a policy to extend the host's with. The rules were checked when they
+/// were saved; one that no longer parses refuses the workspace rather than being skipped.
+fn team_policy(rules: &[String]) -> Result<EgressPolicy, DispatchError> {
+    let mut policy = EgressPolicy::deny_all();
+    for text in rules {
+        let rule = Rule::parse(text).map_err(|e| {
+            DispatchError::non_retryable(
+                "EGRESS_TEAM_RULE_INVALID",
+                format!("the team's egress rule `{text}`: {e}"),
+            )
+        })?;
+        policy.allow(rule);
+    }
+    Ok(policy)
 }
 
 /// Decisions go to the proxy's own log lines only.
@@ -255,6 +293,24 @@ impl EgressTrace {
         }
     }
 
+    /// The egress allow rules of the team that owns the run (none for a run without a team).
+    async fn team_rules(&self) -> Result<Vec<String>, DispatchError> {
+        let run = self
+            .store
+            .get_run(&self.token.run_id)
+            .await
+            .map_err(|e| store_failure(&e))?;
+        let Some(team) = run.team_id else {
+            return Ok(Vec::new());
+        };
+        let team = self
+            .store
+            .get_team(&team)
+            .await
+            .map_err(|e| store_failure(&e))?;
+        Ok(team.egress_allow)
+    }
+
     /// A sink that hands refusals to a task writing them to the store (the proxy never waits on
     /// the store). The task ends with the proxy.
     fn spawn(self) -> RefusalChannel {
@@ -303,6 +359,20 @@ mod tests {
 
     const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
+    #[test]
+    fn a_team_rule_that_does_not_parse_refuses_the_workspace() {
+        let policy = team_policy(&["GET pkg.example.test:443".to_owned()]).unwrap();
+        let get = auto_swe_egress::Access::Http {
+            method: "GET".to_owned(),
+        };
+        assert!(policy.decide("pkg.example.test", 443, &get).is_ok());
+        assert!(policy.decide("other.example.test", 443, &get).is_err());
+        for bad in ["pkg.example.test", "*:443", "GET"] {
+            let error = team_policy(&[bad.to_owned()]).unwrap_err();
+            assert_eq!(error.code, "EGRESS_TEAM_RULE_INVALID", "{bad}");
+        }
+    }
+
     /// An upstream answering every connection with `200 registry`.
     async fn registry() -> u16 {
         let listener = TcpListener::bind((LOOPBACK, 0)).await.unwrap();
@@ -347,7 +417,7 @@ mod tests {
                 .with_resolver(Arc::new(
                     StaticResolver::new().with("registry.test", &[LOOPBACK]),
                 ));
-        let running = egress.start(None).unwrap();
+        let running = egress.start(None).await.unwrap();
         let EgressAttachment::Tcp(proxy) = &running.attachment else {
             panic!(
                 "a TCP proxy's attachment is a TCP one: {:?}",
@@ -375,7 +445,7 @@ mod tests {
             assert!(answer.starts_with("HTTP/1.1 407"), "{wrong:?}: {answer}");
         }
         // A second workspace's proxy has a port and a credential of its own.
-        let other = egress.start(None).unwrap();
+        let other = egress.start(None).await.unwrap();
         let EgressAttachment::Tcp(other_proxy) = &other.attachment else {
             panic!("a TCP attachment");
         };

@@ -104,7 +104,7 @@ impl WorkspaceTemplate {
         let mut spec = self.spec(label);
         let egress = match &self.egress {
             Some(egress) => {
-                let running = egress.start(trace)?;
+                let running = egress.start(trace).await?;
                 spec.network = NetworkMode::Proxy;
                 spec.egress = Some(running.attachment.clone());
                 Some(running)

@@ -24,6 +24,9 @@ use crate::support::{Kind, TestStore};
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
+/// Numbers the repositories one test registers (their names are unique in a store).
+static NEXT_REPOSITORY: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// An HTTP server on loopback answering `registry says hi` to at most `connections` connections,
 /// then ending by itself.
 fn registry(connections: usize) -> u16 {
@@ -69,17 +72,21 @@ fn make_branch(repo: &std::path::Path, branch: &str) {
 }
 
 /// Services whose workspaces each get a proxy allowing `allowed` (a loopback origin, opted in)
-/// and nothing else, with its sockets under `sockets`.
+/// and nothing else, with its sockets under `sockets`. The `private` origins may be reached on
+/// loopback too, once a rule allows them.
 fn egress_services(
     db: &TestStore,
     backend: Arc<dyn auto_swe_sandbox::WorkspaceBackend>,
     root: auto_swe_sandbox::LocalRoot,
     allowed: &str,
+    private: &[&str],
     sockets: &std::path::Path,
     repos: &std::path::Path,
 ) -> Arc<WorkerServices> {
     let mut addresses = UrlPolicy::new();
-    addresses.allow_private_origin(allowed).unwrap();
+    for origin in std::iter::once(&allowed).chain(private) {
+        addresses.allow_private_origin(origin).unwrap();
+    }
     let mut policy = EgressPolicy::deny_all();
     policy.allow(Rule::parse(allowed).unwrap());
     let egress = WorkspaceEgress::new(
@@ -91,6 +98,7 @@ fn egress_services(
     .with_resolver(Arc::new(
         StaticResolver::new()
             .with("registry.test", &[LOOPBACK])
+            .with("mirror.test", &[LOOPBACK])
             .with("blocked.test", &[LOOPBACK]),
     ));
     let git = LocalGit::new();
@@ -120,8 +128,14 @@ fn egress_services(
 }
 
 /// Launches a run of one quality-gates node on a repository whose `auto-swe.toml` is `gates`,
-/// and drives it to its end; returns the run's id.
-async fn run_gates(services: &Arc<WorkerServices>, db: &TestStore, gates: String) -> String {
+/// its team adding the egress rules `team_rules`, and drives it to its end; returns the run's
+/// id.
+async fn run_gates(
+    services: &Arc<WorkerServices>,
+    db: &TestStore,
+    gates: String,
+    team_rules: &[String],
+) -> String {
     let source = tempfile::tempdir().unwrap();
     std::fs::write(source.path().join("auto-swe.toml"), gates).unwrap();
     services
@@ -133,7 +147,13 @@ async fn run_gates(services: &Arc<WorkerServices>, db: &TestStore, gates: String
         .scm
         .as_local()
         .unwrap()
-        .register(source.path().to_str().unwrap(), "widget")
+        .register(
+            source.path().to_str().unwrap(),
+            &format!(
+                "widget-{}",
+                NEXT_REPOSITORY.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ),
+        )
         .await
         .unwrap();
     let run = launch(
@@ -153,6 +173,19 @@ async fn run_gates(services: &Arc<WorkerServices>, db: &TestStore, gates: String
     .await
     .unwrap();
     make_branch(&repo.path, &run_branch(&run.id));
+    // A run on a registered repository belongs to that repository's team.
+    let team = services
+        .store
+        .get_run(&run.id)
+        .await
+        .unwrap()
+        .team_id
+        .unwrap();
+    services
+        .store
+        .set_team_egress(&team, team_rules)
+        .await
+        .unwrap();
     let worker = Worker::with_effects(
         Arc::new(EmbeddedEngine::new(
             db.store.clone(),
@@ -187,13 +220,21 @@ async fn a_gate_behind_the_proxy_reaches_its_registry_and_the_refusal_is_in_the_
     let port = registry(4);
     let allowed = format!("registry.test:{port}");
     let (sockets, repos) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let services = egress_services(&db, backend, root, &allowed, sockets.path(), repos.path());
+    let services = egress_services(
+        &db,
+        backend,
+        root,
+        &allowed,
+        &[],
+        sockets.path(),
+        repos.path(),
+    );
     let gates = format!(
         "[gates]\nallowed = '''{}'''\nrefused = '''{}'''\n",
         fetch(&format!("http://{allowed}/simple/"), &allowed),
         fetch("http://blocked.test/upload", "blocked.test"),
     );
-    let run_id = run_gates(&services, &db, gates).await;
+    let run_id = run_gates(&services, &db, gates, &[]).await;
 
     let output = gates_output(&services, &run_id).await;
     assert!(output.contains("registry says hi"), "{output}");
@@ -212,6 +253,52 @@ async fn a_gate_behind_the_proxy_reaches_its_registry_and_the_refusal_is_in_the_
     assert_eq!(refusal.payload["verdict"]["reason"], "DEFAULT_DENY");
     // The proxy's socket went with the workspace.
     assert_eq!(std::fs::read_dir(sockets.path()).unwrap().count(), 0);
+}
+
+/// A team's allow rules extend the host's policy for its runs' workspaces: a host the team adds
+/// is reached, with the methods the rule names only, and without the rule it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_reaches_the_hosts_it_adds_and_no_more() {
+    let Some(db) = TestStore::new(Kind::Sqlite).await else {
+        return;
+    };
+    let state = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = local_backend(state.path()) else {
+        return;
+    };
+    let mirror_port = registry(4);
+    let mirror = format!("mirror.test:{mirror_port}");
+    let (sockets, repos) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let services = egress_services(
+        &db,
+        backend,
+        root,
+        "registry.test:1",
+        &[&mirror],
+        sockets.path(),
+        repos.path(),
+    );
+    let gates = format!(
+        "[gates]\nmirror = '''{}'''\n",
+        fetch(&format!("http://{mirror}/simple/"), &mirror),
+    );
+    // Without the team's rule the mirror is refused; with it the mirror answers.
+    let refused = run_gates(&services, &db, gates.clone(), &[]).await;
+    let output = gates_output(&services, &refused).await;
+    assert!(output.contains("EGRESS_REFUSED (DEFAULT_DENY)"), "{output}");
+    assert!(!output.contains("registry says hi"), "{output}");
+    let team_rules = [format!("GET {mirror}")];
+    let allowed = run_gates(&services, &db, gates, &team_rules).await;
+    let output = gates_output(&services, &allowed).await;
+    assert!(output.contains("registry says hi"), "{output}");
+    // The team's rule names GET only: a POST to the same host is refused.
+    let post = format!(
+        "[gates]\npost = '''bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128; printf \"POST http://{mirror}/upload HTTP/1.1\\r\\nHost: {mirror}\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n\" >&3; cat <&3' '''\n"
+    );
+    let posted = run_gates(&services, &db, post, &team_rules).await;
+    let output = gates_output(&services, &posted).await;
+    assert!(output.contains("EGRESS_REFUSED"), "{output}");
+    assert!(!output.contains("registry says hi"), "{output}");
 }
 
 /// A socket directory another account could write to is refused before any workspace is made:
@@ -236,10 +323,11 @@ async fn a_socket_directory_others_may_write_to_is_refused() {
         backend,
         root,
         "registry.test:1",
+        &[],
         sockets.path(),
         repos.path(),
     );
-    let run_id = run_gates(&services, &db, "[gates]\nok = 'true'\n".to_owned()).await;
+    let run_id = run_gates(&services, &db, "[gates]\nok = 'true'\n".to_owned(), &[]).await;
     let output = gates_output(&services, &run_id).await;
     assert!(output.contains("WORKSPACE_EGRESS_FAILED"), "{output}");
     assert_eq!(std::fs::read_dir(sockets.path()).unwrap().count(), 0);

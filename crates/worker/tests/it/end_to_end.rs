@@ -136,6 +136,24 @@ pub(crate) async fn two_workers(db: &TestStore, services: &Arc<WorkerServices>) 
     ]
 }
 
+/// Fails, naming each step that recorded an error and the error, unless the run parked on its
+/// merge.
+async fn assert_parked_on_merge(end: Option<DriveEnd>, store: &Store, run_id: &str) {
+    if let Some(DriveEnd::Parked(wake)) = &end {
+        assert_eq!(wake.signal, MERGE_SIGNAL);
+        return;
+    }
+    let failed: Vec<_> = store
+        .list_steps(run_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|step| !step.output["error"].is_null())
+        .map(|step| (step.node_id, step.output["error"].clone()))
+        .collect();
+    panic!("the run did not park on the merge: {end:?}; failed steps: {failed:?}");
+}
+
 async fn ticket_to_merge_takes_the_demo_ticket_to_a_merged_pull_request(db: &TestStore) {
     let dir = tempfile::tempdir().unwrap();
     let Some((backend, root)) = local_backend(&dir.path().join("state")) else {
@@ -157,11 +175,8 @@ async fn ticket_to_merge_takes_the_demo_ticket_to_a_merged_pull_request(db: &Tes
     // (the changelog check), the CI fix back through review, green CI: then the run parks
     // on the merge.
     let end = drive_until_quiet(&workers, &ci).await;
-    match end {
-        Some(DriveEnd::Parked(wake)) => assert_eq!(wake.signal, MERGE_SIGNAL),
-        other => panic!("the run did not park on the merge: {other:?}"),
-    }
     let store = &db.store;
+    assert_parked_on_merge(end, store, &run_id).await;
     assert_eq!(
         store.get_run(&run_id).await.unwrap().status,
         RunStatus::Waiting
