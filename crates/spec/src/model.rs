@@ -528,7 +528,9 @@ pub enum OnBranchFail {
 pub enum ShellNetwork {
     /// No network (the default).
     None,
-    /// Egress to the team's allow-list only.
+    /// Out through the workspace's egress proxy only: the host's policy with the team's own
+    /// allow rules. Refused (`SHELL_EGRESS_UNAVAILABLE`) where the host gives workspaces no
+    /// proxy.
     Egress,
 }
 

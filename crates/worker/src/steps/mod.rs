@@ -675,7 +675,13 @@ impl Dispatcher for RunDispatcher {
             recording_id = %request.recording_id,
             step = "shell",
         );
-        workspace::run_shell_node(&self.services, request, cancellation)
+        let trace = EgressTrace::new(
+            self.services.store.clone(),
+            self.run.token.clone(),
+            Some(request.spec_node_id.clone()),
+            Some(request.recording_id.clone()),
+        );
+        workspace::run_shell_node(&self.services, request, cancellation, trace)
             .instrument(span)
             .await
     }

@@ -309,6 +309,7 @@ pub(crate) async fn run_shell_node(
     services: &WorkerServices,
     request: &StepDispatch,
     cancel: &CancellationToken,
+    trace: EgressTrace,
 ) -> Result<Value, DispatchError> {
     let command = match request.config.get("command") {
         Some(Value::String(text)) => vec!["/bin/sh".to_owned(), "-c".to_owned(), text.clone()],
@@ -330,9 +331,27 @@ pub(crate) async fn run_shell_node(
         .and_then(Value::as_u64)
         .map_or(Duration::from_secs(600), Duration::from_millis);
     let template = &services.workspaces;
+    let mut spec = template.spec("shell");
+    // `network: egress`: the same proxy as every proxied workspace (the host's policy and the
+    // team's rules), or a clear refusal where the host gives workspaces no network at all.
+    let _egress = if request.config.get("network").and_then(Value::as_str) == Some("egress") {
+        let Some(egress) = &template.egress else {
+            return Err(DispatchError::non_retryable(
+                "SHELL_EGRESS_UNAVAILABLE",
+                "this shell node asks for network: egress, and this worker gives workspaces no \
+                 network (its host sets no egress proxy)",
+            ));
+        };
+        let running = egress.start(Some(trace)).await?;
+        spec.network = NetworkMode::Proxy;
+        spec.egress = Some(running.attachment.clone());
+        Some(running)
+    } else {
+        None
+    };
     let handle = template
         .backend
-        .create(&template.spec("shell"))
+        .create(&spec)
         .await
         .map_err(|e| sandbox_failure("WORKSPACE_UNAVAILABLE", &e))?;
     let mut exec = ExecRequest::new(command).timeout(timeout);

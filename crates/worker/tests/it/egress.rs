@@ -136,6 +136,18 @@ async fn run_gates(
     gates: String,
     team_rules: &[String],
 ) -> String {
+    let node = json!({"id": "gates", "type": "step", "step": "runQualityGates"});
+    run_node(services, db, gates, node, team_rules).await
+}
+
+/// [`run_gates`] for any one node (its id must be `gates`).
+async fn run_node(
+    services: &Arc<WorkerServices>,
+    db: &TestStore,
+    gates: String,
+    node: serde_json::Value,
+    team_rules: &[String],
+) -> String {
     let source = tempfile::tempdir().unwrap();
     std::fs::write(source.path().join("auto-swe.toml"), gates).unwrap();
     services
@@ -164,7 +176,7 @@ async fn run_gates(
                 "specVersion": 1,
                 "name": "gates-only",
                 "entry": "gates",
-                "nodes": [{"id": "gates", "type": "step", "step": "runQualityGates"}]
+                "nodes": [node]
             }),
             input: json!({ "repository": repo.connection_id }),
             submitter: "tester".to_owned(),
@@ -299,6 +311,74 @@ async fn a_team_reaches_the_hosts_it_adds_and_no_more() {
     let output = gates_output(&services, &posted).await;
     assert!(output.contains("EGRESS_REFUSED"), "{output}");
     assert!(!output.contains("registry says hi"), "{output}");
+}
+
+/// A shell node with `network: egress` gets the same proxy, the team's rules included; one
+/// without it has no network at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shell_node_asking_for_egress_gets_the_proxy_and_no_more() {
+    let Some(db) = TestStore::new(Kind::Sqlite).await else {
+        return;
+    };
+    let state = tempfile::tempdir().unwrap();
+    let Some((backend, root)) = local_backend(state.path()) else {
+        return;
+    };
+    let mirror = format!("mirror.test:{}", registry(2));
+    let (sockets, repos) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let services = egress_services(
+        &db,
+        backend,
+        root,
+        "registry.test:1",
+        &[&mirror],
+        sockets.path(),
+        repos.path(),
+    );
+    let shell = |network: Option<&str>| {
+        let mut node = json!({
+            "id": "gates", "type": "shell", "image": "unused",
+            "command": fetch(&format!("http://{mirror}/simple/"), &mirror),
+        });
+        if let Some(network) = network {
+            node["network"] = json!(network);
+        }
+        node
+    };
+    let team_rules = [format!("GET {mirror}")];
+    let proxied = run_node(
+        &services,
+        &db,
+        String::new(),
+        shell(Some("egress")),
+        &team_rules,
+    )
+    .await;
+    let output = gates_output(&services, &proxied).await;
+    assert!(output.contains("registry says hi"), "{output}");
+    // Without `network: egress` nothing listens on the proxy's port: the connection fails.
+    let offline = run_node(&services, &db, String::new(), shell(None), &team_rules).await;
+    let output = gates_output(&services, &offline).await;
+    assert!(!output.contains("registry says hi"), "{output}");
+    assert!(output.contains("Connection refused"), "{output}");
+    assert_eq!(std::fs::read_dir(sockets.path()).unwrap().count(), 0);
+
+    // A worker whose host gives workspaces no network refuses the node, named, rather than
+    // running it offline.
+    let Some((backend, root)) = local_backend(state.path()) else {
+        return;
+    };
+    let cassette = serde_json::from_str(auto_swe_worker::demo::DEMO_CASSETTE).unwrap();
+    let offline = crate::services::services_with(
+        db.store.clone(),
+        backend,
+        root,
+        repos.path(),
+        Arc::new(ReplayClient::new(cassette).unwrap()),
+    );
+    let refused = run_node(&offline, &db, String::new(), shell(Some("egress")), &[]).await;
+    let output = gates_output(&offline, &refused).await;
+    assert!(output.contains("SHELL_EGRESS_UNAVAILABLE"), "{output}");
 }
 
 /// A socket directory another account could write to is refused before any workspace is made:
