@@ -74,6 +74,11 @@ async fn only_a_platform_admin_widens_a_teams_egress() {
             json!({"allow": [format!("{}.example.test:443", "a".repeat(600))]}),
             "INVALID_EGRESS_RULE",
         ),
+        // One that parses (methods may repeat) but is longer than a rule may be stored.
+        (
+            json!({"allow": [format!("{} a.example.test:443", ["GET"; 128].join(","))]}),
+            "INVALID_EGRESS_RULE",
+        ),
         (json!({"allow": too_many}), "INVALID_BODY"),
         (
             json!({"allow": [], "allowPrivate": ["db:5432"]}),
@@ -100,6 +105,28 @@ async fn only_a_platform_admin_widens_a_teams_egress() {
             .is_empty()
     );
 
+    // Exactly as many rules as a team may have, each exactly as long as one may be, are taken.
+    let longest = format!("{} a.example.test:443", ["GET"; 120].join(","));
+    let longest = format!("{}{longest}", " ".repeat(512 - longest.len()));
+    let full: Vec<String> = (1..64)
+        .map(|i| format!("h{i}.example.test:443"))
+        .chain([longest])
+        .collect();
+    let (status, body) = server
+        .call(
+            Method::PUT,
+            &path,
+            Some(&admin),
+            Some(&json!({"allow": full})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["allow"], json!(full));
+    let (status, body) = server
+        .call(Method::PUT, &path, Some(&admin), Some(&rules))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
     // The change is audited with what it replaced; an empty list removes them.
     let (status, body) = server
         .call(
@@ -123,7 +150,7 @@ async fn only_a_platform_admin_widens_a_teams_egress() {
         .iter()
         .filter(|entry| entry.action == "team.egress")
         .collect();
-    assert_eq!(changes.len(), 2, "{audit:?}");
+    assert_eq!(changes.len(), 4, "{audit:?}");
     assert!(
         changes
             .iter()
