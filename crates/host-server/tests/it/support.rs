@@ -262,6 +262,43 @@ pub(crate) async fn user_with_token(
     (user, token.expose().to_owned())
 }
 
+/// An org `acme` with the teams `core` and `web`, an OWNER of `core` and a plain member of it.
+pub(crate) struct TwoTeams {
+    pub(crate) org: auto_swe_store::Organization,
+    pub(crate) core: auto_swe_store::Team,
+    pub(crate) web: auto_swe_store::Team,
+    pub(crate) owner: User,
+    pub(crate) owner_token: String,
+    pub(crate) member_token: String,
+}
+
+/// Makes [`TwoTeams`] in `store`.
+#[allow(
+    dead_code,
+    reason = "the benchmarks that share this file make no teams"
+)]
+pub(crate) async fn two_teams(store: &Store) -> TwoTeams {
+    let org = store.create_org("acme", "Acme").await.unwrap();
+    let core = store.create_team(&org.id, "core").await.unwrap();
+    let web = store.create_team(&org.id, "web").await.unwrap();
+    let (owner, owner_token) =
+        user_with_token(store, "owner@example.test", Some(&core.id), None).await;
+    store
+        .set_team_role(&core.id, &owner.id, TeamRole::Owner)
+        .await
+        .unwrap();
+    let (_, member_token) =
+        user_with_token(store, "member@example.test", Some(&core.id), None).await;
+    TwoTeams {
+        org,
+        core,
+        web,
+        owner,
+        owner_token,
+        member_token,
+    }
+}
+
 /// A service principal of `team` allowed to launch `templates` on no connection, and its token.
 pub(crate) async fn service_token(store: &Store, team: &str, templates: Vec<String>) -> String {
     let bot = store

@@ -8,7 +8,9 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::agents::versions_in_store;
-use crate::support::{Server, code, fresh_database, open_store, service_token, user_with_token};
+use crate::support::{
+    Server, TwoTeams, code, fresh_database, open_store, service_token, two_teams, user_with_token,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_team_overrides_platform_agents_and_no_other_team_reaches_them() {
@@ -18,16 +20,14 @@ async fn a_team_overrides_platform_agents_and_no_other_team_reaches_them() {
     let server = Server::start(&url, 0, "");
     let store = open_store(&url).await;
     let admin = server.admin_token();
-    let org = store.create_org("acme", "Acme").await.unwrap();
-    let core = store.create_team(&org.id, "core").await.unwrap();
-    let web = store.create_team(&org.id, "web").await.unwrap();
-    let (owner, owner_token) =
-        user_with_token(&store, "owner@example.test", Some(&core.id), None).await;
-    store
-        .set_team_role(&core.id, &owner.id, TeamRole::Owner)
-        .await
-        .unwrap();
-    let (_, member) = user_with_token(&store, "member@example.test", Some(&core.id), None).await;
+    let TwoTeams {
+        org,
+        core,
+        web,
+        owner,
+        owner_token,
+        member_token: member,
+    } = two_teams(&store).await;
     let (other, other_token) =
         user_with_token(&store, "other@example.test", Some(&web.id), None).await;
     store

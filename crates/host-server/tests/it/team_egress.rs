@@ -2,11 +2,13 @@
 //! set by platform admins only, every rule checked before anything is written, audited, and
 //! another team's rules reading as absent.
 
-use auto_swe_store::{AuditQuery, TeamRole};
+use auto_swe_store::AuditQuery;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::support::{Server, code, fresh_database, open_store, user_with_token};
+use crate::support::{
+    Server, TwoTeams, code, fresh_database, open_store, two_teams, user_with_token,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_platform_admin_widens_a_teams_egress() {
@@ -16,16 +18,13 @@ async fn only_a_platform_admin_widens_a_teams_egress() {
     let server = Server::start(&url, 0, "");
     let store = open_store(&url).await;
     let admin = server.admin_token();
-    let org = store.create_org("acme", "Acme").await.unwrap();
-    let core = store.create_team(&org.id, "core").await.unwrap();
-    let web = store.create_team(&org.id, "web").await.unwrap();
-    let (owner, owner_token) =
-        user_with_token(&store, "owner@example.test", Some(&core.id), None).await;
-    store
-        .set_team_role(&core.id, &owner.id, TeamRole::Owner)
-        .await
-        .unwrap();
-    let (_, member) = user_with_token(&store, "member@example.test", Some(&core.id), None).await;
+    let TwoTeams {
+        core,
+        web,
+        owner_token,
+        member_token: member,
+        ..
+    } = two_teams(&store).await;
     let (_, outsider) = user_with_token(&store, "web@example.test", Some(&web.id), None).await;
     let path = format!("/api/v1/teams/{}/egress", core.id);
     let rules = json!({"allow": ["GET,HEAD pkg.example.test:443", "*.mirror.example.test:443"]});

@@ -213,6 +213,39 @@ async fn run_node(
     run.id
 }
 
+/// One test's store and proxied services, with the directories they live in.
+struct Proxied {
+    db: TestStore,
+    services: Arc<WorkerServices>,
+    state: tempfile::TempDir,
+    sockets: tempfile::TempDir,
+    repos: tempfile::TempDir,
+}
+
+/// [`egress_services`] over a fresh store and `local` sandbox; `None` where either is missing.
+async fn proxied(allowed: &str, private: &[&str]) -> Option<Proxied> {
+    let db = TestStore::new(Kind::Sqlite).await?;
+    let state = tempfile::tempdir().unwrap();
+    let (backend, root) = local_backend(state.path())?;
+    let (sockets, repos) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let services = egress_services(
+        &db,
+        backend,
+        root,
+        allowed,
+        private,
+        sockets.path(),
+        repos.path(),
+    );
+    Some(Proxied {
+        db,
+        services,
+        state,
+        sockets,
+        repos,
+    })
+}
+
 /// What the run's gates node recorded, as JSON text.
 async fn gates_output(services: &WorkerServices, run_id: &str) -> String {
     let steps = services.store.list_steps(run_id).await.unwrap();
@@ -222,25 +255,19 @@ async fn gates_output(services: &WorkerServices, run_id: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gate_behind_the_proxy_reaches_its_registry_and_the_refusal_is_in_the_trace() {
-    let Some(db) = TestStore::new(Kind::Sqlite).await else {
-        return;
-    };
-    let state = tempfile::tempdir().unwrap();
-    let Some((backend, root)) = local_backend(state.path()) else {
-        return;
-    };
     let port = registry(4);
     let allowed = format!("registry.test:{port}");
-    let (sockets, repos) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let services = egress_services(
-        &db,
-        backend,
-        root,
-        &allowed,
-        &[],
-        sockets.path(),
-        repos.path(),
-    );
+    // Every directory stays bound (`_state`, not `_`): each lives as long as the test.
+    let Some(Proxied {
+        db,
+        services,
+        state: _state,
+        sockets,
+        repos: _repos,
+    }) = proxied(&allowed, &[]).await
+    else {
+        return;
+    };
     let gates = format!(
         "[gates]\nallowed = '''{}'''\nrefused = '''{}'''\n",
         fetch(&format!("http://{allowed}/simple/"), &allowed),
@@ -271,25 +298,17 @@ async fn a_gate_behind_the_proxy_reaches_its_registry_and_the_refusal_is_in_the_
 /// is reached, with the methods the rule names only, and without the rule it is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_team_reaches_the_hosts_it_adds_and_no_more() {
-    let Some(db) = TestStore::new(Kind::Sqlite).await else {
+    let mirror = format!("mirror.test:{}", registry(4));
+    let Some(Proxied {
+        db,
+        services,
+        state: _state,
+        sockets: _sockets,
+        repos: _repos,
+    }) = proxied("registry.test:1", &[&mirror]).await
+    else {
         return;
     };
-    let state = tempfile::tempdir().unwrap();
-    let Some((backend, root)) = local_backend(state.path()) else {
-        return;
-    };
-    let mirror_port = registry(4);
-    let mirror = format!("mirror.test:{mirror_port}");
-    let (sockets, repos) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let services = egress_services(
-        &db,
-        backend,
-        root,
-        "registry.test:1",
-        &[&mirror],
-        sockets.path(),
-        repos.path(),
-    );
     let gates = format!(
         "[gates]\nmirror = '''{}'''\n",
         fetch(&format!("http://{mirror}/simple/"), &mirror),
@@ -317,24 +336,17 @@ async fn a_team_reaches_the_hosts_it_adds_and_no_more() {
 /// without it has no network at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shell_node_asking_for_egress_gets_the_proxy_and_no_more() {
-    let Some(db) = TestStore::new(Kind::Sqlite).await else {
-        return;
-    };
-    let state = tempfile::tempdir().unwrap();
-    let Some((backend, root)) = local_backend(state.path()) else {
-        return;
-    };
     let mirror = format!("mirror.test:{}", registry(2));
-    let (sockets, repos) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let services = egress_services(
-        &db,
-        backend,
-        root,
-        "registry.test:1",
-        &[&mirror],
-        sockets.path(),
-        repos.path(),
-    );
+    let Some(Proxied {
+        db,
+        services,
+        state,
+        sockets,
+        repos,
+    }) = proxied("registry.test:1", &[&mirror]).await
+    else {
+        return;
+    };
     let shell = |network: Option<&str>| {
         let mut node = json!({
             "id": "gates", "type": "shell", "image": "unused",
