@@ -112,6 +112,14 @@ pub struct PoolConfig {
     pub kubernetes: KubernetesPoolConfig,
 }
 
+impl PoolConfig {
+    /// Whether workspaces get an egress proxy (`workspaces.network = "proxy"`).
+    #[must_use]
+    pub fn proxied(&self) -> bool {
+        self.workspaces.network == auto_swe_egress::WorkspaceNetwork::Proxy
+    }
+}
+
 impl Default for PoolConfig {
     fn default() -> Self {
         Self {
@@ -266,10 +274,9 @@ impl ServerConfig {
             ));
         }
         if self.pool.sandbox == "kubernetes" {
-            let proxied = self.pool.workspaces.network == auto_swe_egress::WorkspaceNetwork::Proxy;
             self.pool
                 .kubernetes
-                .check(proxied)
+                .check(self.pool.proxied())
                 .map_err(ConfigError::Invalid)?;
         }
         #[cfg(not(feature = "temporal"))]

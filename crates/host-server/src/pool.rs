@@ -234,11 +234,10 @@ async fn backend(
     let chosen: Arc<dyn WorkspaceBackend> = match config.sandbox.as_str() {
         "local" => local(&settings)?,
         "kubernetes" => {
-            let proxied = config.workspaces.network == auto_swe_egress::WorkspaceNetwork::Proxy;
             let kubernetes = &config.kubernetes;
             Arc::new(
                 KubernetesBackend::connect(
-                    kubernetes.backend_config(proxied),
+                    kubernetes.backend_config(config.proxied()),
                     kubernetes.kubeconfig.as_deref(),
                 )
                 .await
