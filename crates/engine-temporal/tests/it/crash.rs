@@ -290,18 +290,33 @@ async fn every_worker_killed_mid_wait_loses_nothing_and_a_new_one_ends_the_run()
     .await;
     first.kill();
 
-    let _second = WorkerProcess::start(&queue, &log);
+    let second = WorkerProcess::start(&queue, &log);
     engine
         .signal(&run, "go", json!("now"))
         .await
         .expect("delivered");
     let ended = end(&engine, &run).await;
-    assert_eq!(ended.status, TerminalStatus::Success, "{ended:?}");
+    let written = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        ended.status,
+        TerminalStatus::Success,
+        "{ended:?}\n{written}"
+    );
     assert_eq!(
         count(&log, "done", "a"),
         1,
-        "a completed step is never made again"
+        "a completed step is never made again:\n{written}"
     );
-    assert_eq!(count(&log, "record", "a"), 1);
-    assert_eq!(count(&log, "done", "b"), 1);
+    // The record is an activity too: killed after its line and before its report, it is made
+    // again by the new worker (the store keeps one step for both), never twice by one worker.
+    let recorders: Vec<u32> = lines(&log)
+        .into_iter()
+        .filter(|(what, node, _)| what == "record" && node == "a")
+        .map(|(_, _, pid)| pid)
+        .collect();
+    assert!(
+        recorders == [first.pid()] || recorders == [first.pid(), second.pid()],
+        "the first step's record, once per worker at most:\n{written}"
+    );
+    assert_eq!(count(&log, "done", "b"), 1, "{written}");
 }

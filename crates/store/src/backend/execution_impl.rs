@@ -133,10 +133,10 @@ macro_rules! impl_execution_stores {
                 limits::non_negative("attempt", attempt)?;
                 let id = new_id();
                 let mut tx = self.fenced(token).await?;
-                let row = sqlx::query(
+                let inserted = sqlx::query(
                     "INSERT INTO workflow_steps (id, run_id, recording_id, node_id, attempt, \
                      status, output, started_at) VALUES ($1, $2, $3, $4, $5, 'RUNNING', 'null', $6) \
-                     RETURNING *",
+                     ON CONFLICT (run_id, recording_id, attempt) DO NOTHING RETURNING *",
                 )
                 .bind(&id)
                 .bind(&token.run_id)
@@ -144,11 +144,34 @@ macro_rules! impl_execution_stores {
                 .bind(node_id)
                 .bind(attempt)
                 .bind(Timestamp::now(&*self.clock).as_millis())
-                .fetch_one(&mut *tx)
+                .fetch_optional(&mut *tx)
                 .await
                 .map_err(|e| map_write("step", recording_id, e))?;
+                let row = match inserted {
+                    Some(row) => row,
+                    // Started before: the same entry, as it stands.
+                    None => sqlx::query(
+                        "SELECT * FROM workflow_steps WHERE run_id = $1 AND recording_id = $2 \
+                         AND attempt = $3",
+                    )
+                    .bind(&token.run_id)
+                    .bind(recording_id)
+                    .bind(attempt)
+                    .fetch_one(&mut *tx)
+                    .await?,
+                };
                 tx.commit().await?;
-                Self::step_from_row(&row)
+                let step = Self::step_from_row(&row)?;
+                if step.node_id != node_id {
+                    return Err(StoreError::Conflict {
+                        entity: "step",
+                        detail: format!(
+                            "{recording_id} attempt {attempt} was started as node {}",
+                            step.node_id
+                        ),
+                    });
+                }
+                Ok(step)
             }
 
             async fn finish_step(

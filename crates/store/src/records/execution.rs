@@ -251,10 +251,13 @@ impl Relayed {
 /// Steps of runs.
 ///
 /// Implementors guarantee: start and finish are fenced by the run's lease (`LEASE_LOST`,
-/// `RUN_ENDED`, nothing written); a step is finished once, and only under its own run's lease.
+/// `RUN_ENDED`, nothing written); a run has one step per recording id and attempt; a step is
+/// finished once, and only under its own run's lease.
 #[async_trait]
 pub trait StepStore: Send + Sync {
-    /// Records a step start of the leased run.
+    /// Records a step start of the leased run. A step started before under the same recording
+    /// id and attempt comes back as it stands (running or ended) and nothing is written; under
+    /// another node id it is a conflict.
     async fn start_step(
         &self,
         token: &LeaseToken,

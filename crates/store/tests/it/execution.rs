@@ -9,6 +9,7 @@ use crate::support::TestDb;
 conformance!(
     steps_and_interactions,
     every_step_end_is_stored_and_read_back,
+    a_step_started_again_is_the_same_step_and_is_written_once,
     artifacts_and_traces
 );
 
@@ -59,6 +60,58 @@ async fn every_step_end_is_stored_and_read_back(db: &TestDb) {
         HumanStepStatus::Ended(HumanStepEnd::Cancelled)
     );
     assert!("RESOLVED".parse::<HumanStepStatus>().is_err());
+}
+
+/// A record made again (its first report lost) finds its step, running or ended, and writes no
+/// second row; the same recording id under another node is a conflict, another attempt a new
+/// step, and the same entry in another run is that run's own.
+async fn a_step_started_again_is_the_same_step_and_is_written_once(db: &TestDb) {
+    let (run, claim) = db.leased_run(NewRun::new(json!({})), "w").await;
+    let token = claim.token();
+    let first = db
+        .store
+        .start_step(&token, "impl", "impl", 1)
+        .await
+        .unwrap();
+    let again = db
+        .store
+        .start_step(&token, "impl", "impl", 1)
+        .await
+        .unwrap();
+    assert_eq!(again, first, "a running step comes back as it stands");
+    let done = db
+        .store
+        .finish_step(&token, &first.id, StepStatus::SUCCEEDED, &json!("kept"))
+        .await
+        .unwrap();
+    let ended = db
+        .store
+        .start_step(&token, "impl", "impl", 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        ended, done,
+        "an ended step comes back ended, its output kept"
+    );
+    let other_node = db.store.start_step(&token, "impl", "review", 1).await;
+    assert_eq!(other_node.unwrap_err().code(), "STORE_CONFLICT");
+    let retry = db
+        .store
+        .start_step(&token, "impl", "impl", 2)
+        .await
+        .unwrap();
+    assert_ne!(retry.id, first.id);
+    let mut steps = db.store.list_steps(&run.id).await.unwrap();
+    steps.sort_by_key(|step| step.attempt);
+    assert_eq!(steps, vec![done, retry]);
+    let (other_run, other_claim) = db.leased_run(NewRun::new(json!({})), "w").await;
+    let elsewhere = db
+        .store
+        .start_step(&other_claim.token(), "impl", "impl", 1)
+        .await
+        .unwrap();
+    assert_eq!(elsewhere.run_id, other_run.id);
+    assert_ne!(elsewhere.id, first.id);
 }
 
 async fn steps_and_interactions(db: &TestDb) {

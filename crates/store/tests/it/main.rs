@@ -27,5 +27,6 @@ mod runs;
 mod runtime_pins;
 mod scale;
 mod secrets;
+mod step_migration;
 mod triggers;
 mod visibility;

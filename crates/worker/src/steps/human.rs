@@ -4,7 +4,7 @@
 //! overwritten), and `null` when no stored answer backs the signal, so a template that needs
 //! different people (`four-eyes`) cannot be satisfied by a forged payload.
 
-use auto_swe_interpreter::{DispatchError, SignalWait, WaitKind};
+use auto_swe_interpreter::{DispatchError, HumanStepNotice, SignalWait, WaitKind};
 use auto_swe_store::{HumanStepStatus, Store};
 use serde_json::Value;
 
@@ -54,4 +54,22 @@ pub async fn stamp_answerer(
         answered_by.map_or(Value::Null, Value::String),
     );
     Ok(Value::Object(answer))
+}
+
+/// Whether the run already holds the human step `notice` asks for (same node, same recording
+/// id), answered or not.
+pub(crate) async fn asked_before(
+    store: &Store,
+    run_id: &str,
+    notice: &HumanStepNotice,
+) -> Result<bool, DispatchError> {
+    let steps = store
+        .list_human_steps(run_id)
+        .await
+        .map_err(|e| store_failure(&e))?;
+    Ok(steps.iter().any(|step| {
+        step.node_id == notice.spec_node_id
+            && step.prompt.get("recordingId").and_then(Value::as_str)
+                == Some(notice.recording_id.as_str())
+    }))
 }

@@ -705,6 +705,10 @@ impl Dispatcher for RunDispatcher {
             )
             .await
             .map_err(|e| store_failure(&e))?;
+        if step.status != StepStatus::Running {
+            // Recorded before: a retried record (its first try's report was lost) writes nothing.
+            return Ok(());
+        }
         let output = json!({
             "nodeType": record.node_type,
             "inputs": record.inputs,
@@ -724,6 +728,10 @@ impl Dispatcher for RunDispatcher {
     }
 
     async fn notify_human_step(&self, notice: &HumanStepNotice) -> Result<(), DispatchError> {
+        if human::asked_before(&self.services.store, &self.run.run_id, notice).await? {
+            // A notice made again (its first report was lost) asks nobody twice.
+            return Ok(());
+        }
         let prompt = json!({
             "recordingId": notice.recording_id,
             "signal": notice.signal,

@@ -13,6 +13,7 @@ mod end_to_end;
 mod node_executors;
 mod patterns;
 mod reaper;
+mod records;
 mod results;
 mod resume;
 mod scm;
