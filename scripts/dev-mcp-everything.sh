@@ -62,7 +62,11 @@ auto_swe_mcp_start() {
   local pidfile="$home/$mode.pid"
   local portfile="$home/$mode.port"
   local log="$home/$mode.log"
-  if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null && [ -f "$portfile" ]; then
+  # Reused only when the recorded process is still this server (a pid is recycled) and its
+  # port still takes connections.
+  if [ -f "$pidfile" ] && [ -f "$portfile" ] \
+    && grep -qs "server-everything" "/proc/$(cat "$pidfile")/cmdline" \
+    && (exec 3<>"/dev/tcp/127.0.0.1/$(cat "$portfile")") 2>/dev/null; then
     export "$variable=http://127.0.0.1:$(cat "$portfile")$path"
     echo "${!variable}"
     return 0
