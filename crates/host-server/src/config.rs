@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use auto_swe_sandbox::SandboxChoice;
 use serde::Deserialize;
 
 use crate::config_kubernetes::KubernetesPoolConfig;
@@ -98,7 +99,7 @@ pub struct PoolConfig {
     /// Worker tasks (0 serves the API only; `auto-swe worker` processes elsewhere drive runs).
     pub workers: usize,
     /// `auto`, `local`, `docker` or `kubernetes` (`[pool.kubernetes]`).
-    pub sandbox: String,
+    pub sandbox: SandboxChoice,
     /// The model runs that name none run on (`provider/name`, or `replay/demo`).
     pub model: String,
     /// Lease length in seconds (1 to 3,600).
@@ -124,7 +125,7 @@ impl Default for PoolConfig {
     fn default() -> Self {
         Self {
             workers: 2,
-            sandbox: "auto".to_owned(),
+            sandbox: SandboxChoice::Auto,
             model: "replay/demo".to_owned(),
             lease_seconds: 60,
             state_dir: std::env::temp_dir().join("auto-swe-server"),
@@ -264,16 +265,7 @@ impl ServerConfig {
         if self.pool.workers > 64 {
             return bad("pool.workers must be at most 64".to_owned());
         }
-        if !matches!(
-            self.pool.sandbox.as_str(),
-            "auto" | "local" | "docker" | "kubernetes"
-        ) {
-            return bad(format!(
-                "pool.sandbox {:?}: use auto, local, docker or kubernetes",
-                self.pool.sandbox
-            ));
-        }
-        if self.pool.sandbox == "kubernetes" {
+        if self.pool.sandbox == SandboxChoice::Kubernetes {
             self.pool
                 .kubernetes
                 .check(self.pool.proxied())
@@ -342,7 +334,10 @@ mod tests {
             ("secret = \"x\"\n", "unknown field"),
             ("bodyLimitBytes = 1\n", "bodyLimitBytes"),
             ("[jwt]\nalgorithm = \"RS256\"\n", "RS256 needs"),
-            ("[pool]\nsandbox = \"host\"\n", "pool.sandbox"),
+            (
+                "[pool]\nsandbox = \"host\"\n",
+                "expected one of `auto`, `local`, `docker`, `kubernetes`",
+            ),
             (
                 "[pool]\nsandbox = \"kubernetes\"\n[pool.workspaces]\nnetwork = \"proxy\"\n",
                 "proxyPodLabels",

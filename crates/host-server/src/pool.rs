@@ -11,7 +11,9 @@ use auto_swe_models::{
     ReplayClient, Tier,
 };
 use auto_swe_sandbox::kubernetes::KubernetesBackend;
-use auto_swe_sandbox::{DockerBackend, LocalBackend, SandboxSettings, WorkspaceBackend};
+use auto_swe_sandbox::{
+    DockerBackend, LocalBackend, SandboxChoice, SandboxSettings, WorkspaceBackend,
+};
 use auto_swe_store::Store;
 use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::{
@@ -152,7 +154,7 @@ async fn services(
         .policy()
         .map_err(|e| PoolError(format!("pool.workspaces: {e} ({})", e.code())))?
     {
-        let egress = if config.sandbox == "kubernetes" {
+        let egress = if config.sandbox == SandboxChoice::Kubernetes {
             // A pod cannot share a Unix socket: it reaches its proxy here over TCP, and its
             // NetworkPolicy lets it reach this pod's address only.
             let kubernetes = &config.kubernetes;
@@ -231,9 +233,9 @@ async fn backend(
             .map_err(|e| PoolError(e.to_string()))?
             .protect_path(state_dir))
     };
-    let chosen: Arc<dyn WorkspaceBackend> = match config.sandbox.as_str() {
-        "local" => local(&settings)?,
-        "kubernetes" => {
+    let chosen: Arc<dyn WorkspaceBackend> = match config.sandbox {
+        SandboxChoice::Local => local(&settings)?,
+        SandboxChoice::Kubernetes => {
             let kubernetes = &config.kubernetes;
             Arc::new(
                 KubernetesBackend::connect(
@@ -244,7 +246,7 @@ async fn backend(
                 .map_err(|e| PoolError(e.to_string()))?,
             )
         }
-        "docker" => Arc::new(docker(&settings).await?),
+        SandboxChoice::Docker => Arc::new(docker(&settings).await?),
         _ => match docker(&settings).await {
             Ok(engine) if engine.has_image(&settings.image).await => Arc::new(engine),
             _ => local(&settings)?,

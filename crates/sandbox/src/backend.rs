@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::error::Result;
+use crate::error::{Result, SandboxError};
 use crate::spec::{
     EnvName, ExecId, ExecOutput, ExecRequest, Mount, NetworkMode, ResourceLimits, SecretEnv,
 };
@@ -38,6 +38,71 @@ impl BackendKind {
             Self::Kubernetes => "kubernetes",
             Self::Custom => "custom",
         }
+    }
+}
+
+/// The backend a host runs its workspaces on, as its settings name it: one of the backends, or
+/// `auto`. The server's `pool.sandbox` and the CLI's `--sandbox` and `--backend` read it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SandboxChoice {
+    /// `docker` when an engine answers and has the workspace image, else `local`.
+    #[default]
+    Auto,
+    /// bubblewrap namespaces on this host.
+    Local,
+    /// A Docker engine.
+    Docker,
+    /// A Kubernetes cluster.
+    Kubernetes,
+}
+
+impl SandboxChoice {
+    /// Every choice, in the order help texts list them.
+    pub const ALL: [Self; 4] = [Self::Auto, Self::Local, Self::Docker, Self::Kubernetes];
+
+    /// The choice as users type it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Local => "local",
+            Self::Docker => "docker",
+            Self::Kubernetes => "kubernetes",
+        }
+    }
+
+    /// The backend this choice names; `None` for `auto`, which picks one on the host.
+    #[must_use]
+    pub fn backend(self) -> Option<BackendKind> {
+        match self {
+            Self::Auto => None,
+            Self::Local => Some(BackendKind::Local),
+            Self::Docker => Some(BackendKind::Docker),
+            Self::Kubernetes => Some(BackendKind::Kubernetes),
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for SandboxChoice {
+    type Err = SandboxError;
+
+    fn from_str(text: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|choice| choice.as_str() == text)
+            .ok_or_else(|| {
+                SandboxError::InvalidRequest(format!(
+                    "sandbox {text:?}: use auto, local, docker or kubernetes"
+                ))
+            })
     }
 }
 
@@ -309,4 +374,40 @@ pub trait EphemeralRunner: Send + Sync {
     /// `SIGINT`/`SIGTERM` (see [`crate::TerminationSignals`]) before it exits. Runs started
     /// later are not affected.
     async fn shutdown(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sandbox_choice_reads_back_as_written_and_anything_else_is_refused() {
+        for choice in SandboxChoice::ALL {
+            assert_eq!(choice.as_str().parse::<SandboxChoice>().unwrap(), choice);
+            assert_eq!(
+                serde_json::to_value(choice).unwrap(),
+                serde_json::json!(choice.as_str())
+            );
+            let read: SandboxChoice =
+                serde_json::from_value(serde_json::json!(choice.as_str())).unwrap();
+            assert_eq!(read, choice);
+            assert_eq!(
+                choice.backend().map(BackendKind::as_str),
+                match choice {
+                    SandboxChoice::Auto => None,
+                    other => Some(other.as_str()),
+                }
+            );
+        }
+        for bad in ["host", "Docker", "custom", "", " local"] {
+            let error = bad.parse::<SandboxChoice>().unwrap_err();
+            assert_eq!(error.code(), "WORKSPACE_INVALID_REQUEST");
+            assert!(
+                error
+                    .to_string()
+                    .contains("auto, local, docker or kubernetes")
+            );
+        }
+        assert_eq!(SandboxChoice::default(), SandboxChoice::Auto);
+    }
 }

@@ -41,7 +41,7 @@ pub mod testing;
 pub use archive::{ArchiveSummary, assert_safe_archive};
 pub use backend::{
     BackendKind, EphemeralRunner, EphemeralSpec, Exit, HelperScript, OutputChunk, Protection,
-    SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
+    SandboxChoice, SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
 };
 pub use bridge::{EgressAttachment, EgressSocket, EgressTcpProxy};
 pub use cleanup::{STATE_DIR_PREFIX, TerminationSignals};

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use auto_swe_sandbox::{
     BackendProbe, DockerBackend, EnvName, EphemeralRunner, EphemeralSpec, ExecRequest, Exit,
     LocalBackend, LocalRoot, Mount, MountAccess, NetworkMode, OutputChunk, ProbeConfig,
-    SandboxSettings, SecretEnv, TerminationSignals,
+    SandboxChoice, SandboxError, SandboxSettings, SecretEnv, TerminationSignals,
 };
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -46,12 +46,6 @@ enum SandboxCommand {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-enum BackendArg {
-    Local,
-    Docker,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
 enum NetworkArg {
     /// Loopback only.
     None,
@@ -64,8 +58,8 @@ enum NetworkArg {
 #[derive(Debug, Args)]
 struct RunArgs {
     /// Backend to run on.
-    #[arg(long, value_enum)]
-    backend: BackendArg,
+    #[arg(long, value_parser = one_shot_backend())]
+    backend: SandboxChoice,
     /// Docker image, or for `local` a root filesystem directory.
     #[arg(long)]
     image: Option<String>,
@@ -113,6 +107,13 @@ struct RunArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<String>,
+}
+
+/// `--backend`: the backends that run one command in a throwaway workspace.
+fn one_shot_backend() -> impl clap::builder::TypedValueParser<Value = SandboxChoice> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(["local", "docker"])
+        .try_map(|text| text.parse::<SandboxChoice>())
 }
 
 pub(crate) fn run(args: &SandboxArgs) -> anyhow::Result<Status> {
@@ -331,7 +332,7 @@ async fn run_command(args: &RunArgs) -> anyhow::Result<Status> {
     let result = async {
         let mut settings = settings()?;
         match args.backend {
-            BackendArg::Local => {
+            SandboxChoice::Local => {
                 if let Some(dir) = &args.image {
                     settings.local_root = LocalRoot::Rootfs(PathBuf::from(dir));
                 }
@@ -340,13 +341,17 @@ async fn run_command(args: &RunArgs) -> anyhow::Result<Status> {
                 let backend = LocalBackend::new(config)?;
                 stream(&backend, &spec, &request, &mut signals).await
             }
-            BackendArg::Docker => {
+            SandboxChoice::Docker => {
                 let image = args.image.clone().unwrap_or_else(|| settings.image.clone());
                 let config = settings.docker_config(image.clone())?;
                 let spec = ephemeral_spec(args, image, &settings, proxy.as_ref())?;
                 let backend = DockerBackend::connect(config).await?;
                 stream(&backend, &spec, &request, &mut signals).await
             }
+            other => Err(SandboxError::BackendUnsupported {
+                backend: other.as_str(),
+                operation: "one command in a throwaway workspace",
+            }),
         }
     }
     .await;

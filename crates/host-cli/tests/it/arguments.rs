@@ -248,11 +248,6 @@ fn bad_arguments_exit_two_with_one_error_line_and_no_internals() {
             None,
             "invalid value 'huge'",
         ),
-        (
-            vec!["demo", "--sandbox", "moon"],
-            None,
-            "invalid value 'moon'",
-        ),
         (vec!["worker", "--lease", "0"], None, "invalid value '0'"),
         (vec!["runs", "show"], None, "required"),
         (vec!["pr", "merge"], None, "required"),
@@ -288,6 +283,35 @@ fn bad_arguments_exit_two_with_one_error_line_and_no_internals() {
     ];
     for (args, stdin, expected) in cases {
         assert_refused(&with_env(h, &args, &[], stdin), &args, expected);
+    }
+}
+
+/// Each command lists the sandbox choices it takes, and refuses the others before doing
+/// anything: a cluster is the server's, and a throwaway workspace names its backend.
+#[test]
+fn each_command_takes_the_sandbox_choices_it_lists() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    for (args, expected) in [
+        (vec!["demo", "--sandbox", "moon"], "invalid value 'moon'"),
+        (
+            vec!["demo", "--sandbox", "kubernetes"],
+            "[possible values: auto, docker, local]",
+        ),
+        (
+            vec!["worker", "--sandbox", "kubernetes"],
+            "[possible values: auto, docker, local]",
+        ),
+        (
+            vec!["sandbox", "run", "--backend", "auto", "--", "true"],
+            "[possible values: local, docker]",
+        ),
+        (
+            vec!["sandbox", "run", "--backend", "kubernetes", "--", "true"],
+            "[possible values: local, docker]",
+        ),
+    ] {
+        assert_refused(&with_env(h, &args, &[], None), &args, expected);
     }
 }
 

@@ -101,7 +101,7 @@ impl Served {
         let gauge = WorkerGauge::new(1);
         let mut pool_config = PoolConfig::default();
         pool_config.workers = 1;
-        "local".clone_into(&mut pool_config.sandbox);
+        pool_config.sandbox = auto_swe_sandbox::SandboxChoice::Local;
         pool_config.lease_seconds = 10;
         pool_config.state_dir = dir.path().join("state");
         let pool = WorkerPool::start(

@@ -16,9 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::progress::Progress;
 use super::run::report_end;
-use super::{LocalHost, SandboxChoice, open_store, runtime, text_argument};
+use super::{LocalHost, host_sandbox, open_store, runtime, text_argument};
 use crate::commands::remote::{Remote, ServerArgs};
 use crate::output::{self, Format, Status};
+use auto_swe_sandbox::SandboxChoice;
 
 /// A store error as a one-line error with its code and a hint.
 pub(super) fn store_error(error: &StoreError, what: &str) -> anyhow::Error {
@@ -602,7 +603,7 @@ pub(crate) struct WorkerArgs {
     #[arg(long)]
     model: Option<String>,
     /// Workspace backend.
-    #[arg(long, value_enum, default_value_t)]
+    #[arg(long, default_value_t, value_parser = host_sandbox())]
     sandbox: SandboxChoice,
     /// Lease length in seconds (1 to 3600): how long a run this worker holds stays its own
     /// without a heartbeat, and so how soon another worker takes over a run it dropped.

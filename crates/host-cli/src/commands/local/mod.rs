@@ -19,7 +19,9 @@ use anyhow::Context as _;
 use auto_swe_models::{
     Cassette, ModelClient, ModelError, PriceCatalog, ProviderClient, ReplayClient, Tier,
 };
-use auto_swe_sandbox::{DockerBackend, LocalBackend, SandboxSettings, WorkspaceBackend};
+use auto_swe_sandbox::{
+    DockerBackend, LocalBackend, SandboxChoice, SandboxSettings, WorkspaceBackend,
+};
 use auto_swe_store::{Keyring, Store, StoreConfig};
 use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::{
@@ -39,16 +41,12 @@ pub(crate) const DEMO_MODEL: &str = "replay/demo";
 /// How long a local worker's lease lasts unless `auto-swe worker --lease` says otherwise.
 pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 
-/// Which workspace backend to use.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum SandboxChoice {
-    /// `docker` when an engine answers and has the workspace image, else `local`.
-    #[default]
-    Auto,
-    /// A container per workspace.
-    Docker,
-    /// bubblewrap on this host.
-    Local,
+/// `--sandbox`: the backends workspaces run on from this host (a `kubernetes` cluster is the
+/// server's, `pool.sandbox`).
+pub(crate) fn host_sandbox() -> impl clap::builder::TypedValueParser<Value = SandboxChoice> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(["auto", "docker", "local"])
+        .try_map(|text| text.parse::<SandboxChoice>())
 }
 
 /// The worker's services over `store` in this process: `sandbox` workspaces, every agent on
@@ -228,6 +226,10 @@ async fn backend(
             Ok(engine) if engine.has_image(&settings.image).await => Arc::new(engine),
             _ => local(&settings)?,
         },
+        other => anyhow::bail!(
+            "--sandbox {other}: this command runs workspaces from this host (auto, docker or \
+             local); a Kubernetes cluster is the server's (`pool.sandbox = \"kubernetes\"`)"
+        ),
     };
     Ok((chosen, settings))
 }

@@ -11,8 +11,9 @@ use auto_swe_worker::MERGE_SIGNAL;
 use super::inspect::store_error;
 use super::progress::Progress;
 use super::run::report_end;
-use super::{LocalHost, SandboxChoice, open_store, run_model, runtime, scm};
+use super::{LocalHost, host_sandbox, open_store, run_model, runtime, scm};
 use crate::output::{self, Format, Status};
+use auto_swe_sandbox::SandboxChoice;
 
 /// `auto-swe pr`.
 #[derive(Debug, clap::Args)]
@@ -42,7 +43,7 @@ enum PrCommand {
         #[arg(long, default_value = "local")]
         by: String,
         /// Workspace backend for the rest of the run.
-        #[arg(long, value_enum, default_value_t)]
+        #[arg(long, default_value_t, value_parser = host_sandbox())]
         sandbox: SandboxChoice,
         /// Merge and return; `auto-swe worker` finishes the run.
         #[arg(long)]

@@ -13,8 +13,9 @@ use auto_swe_worker::{
 use serde_json::{Value, json};
 
 use super::progress::Progress;
-use super::{DEMO_MODEL, LocalHost, SandboxChoice, open_store, runtime, scm, text_argument};
+use super::{DEMO_MODEL, LocalHost, host_sandbox, open_store, runtime, scm, text_argument};
 use crate::output::{self, Format, Status};
+use auto_swe_sandbox::SandboxChoice;
 
 /// Budget tiers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -49,7 +50,7 @@ pub(crate) struct FollowArgs {
     #[arg(long, value_enum, default_value_t)]
     tier: TierArg,
     /// Workspace backend.
-    #[arg(long, value_enum, default_value_t)]
+    #[arg(long, default_value_t, value_parser = host_sandbox())]
     sandbox: SandboxChoice,
     /// Start the run and return; `auto-swe worker` drives it.
     #[arg(long)]
@@ -94,7 +95,7 @@ pub(crate) struct DemoArgs {
     #[arg(long)]
     model: Option<String>,
     /// Workspace backend.
-    #[arg(long, value_enum, default_value_t)]
+    #[arg(long, default_value_t, value_parser = host_sandbox())]
     sandbox: SandboxChoice,
     /// Start the run and return; `auto-swe worker` drives it.
     #[arg(long)]
