@@ -398,10 +398,13 @@ impl Session {
                 address,
             },
         );
-        sender
-            .send_request(request)
-            .await
-            .map_err(|e| upstream_failed(e.to_string()))
+        let sent = async {
+            sender
+                .send_request(request)
+                .await
+                .map_err(|e| upstream_failed(e.to_string()))
+        };
+        self.proxy.answered(&target, sent).await
     }
 }
 

@@ -49,6 +49,10 @@ pub struct ProxyConfig {
     pub handshake_timeout: Duration,
     /// How long connecting to the upstream may take.
     pub connect_timeout: Duration,
+    /// How long the upstream may take to start its response (status line and headers) once a
+    /// plain HTTP or intercepted request is on its way; past it the client gets a 504. The
+    /// body, once it flows, has no limit of the proxy's.
+    pub response_timeout: Duration,
     /// The most client connections served at once; more wait to be accepted.
     pub max_connections: usize,
     /// The credential every request must carry (`Proxy-Authorization: Basic`, see
@@ -65,6 +69,7 @@ impl Default for ProxyConfig {
             max_head_lines: 100,
             handshake_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
+            response_timeout: Duration::from_secs(300),
             max_connections: 256,
             credential: None,
         }
@@ -480,13 +485,39 @@ impl EgressProxy {
                 address,
             },
         );
-        crate::forward::forward(stream, &target, request)
-            .await
-            .map_err(|message| Stop::Failed {
-                reason: "UPSTREAM",
-                message,
-                status: StatusCode::BAD_GATEWAY,
+        let forwarded = async {
+            crate::forward::forward(stream, &target, request)
+                .await
+                .map_err(|message| Stop::Failed {
+                    reason: "UPSTREAM",
+                    message,
+                    status: StatusCode::BAD_GATEWAY,
+                })
+        };
+        self.answered(&target, forwarded).await
+    }
+
+    /// `sent` (a request on its way upstream, up to its response head), given at most
+    /// [`ProxyConfig::response_timeout`]: an upstream that accepts and never answers holds no
+    /// client and no connection slot for longer.
+    pub(crate) async fn answered<T>(
+        &self,
+        target: &Target,
+        sent: impl Future<Output = Result<T, Stop>>,
+    ) -> Result<T, Stop> {
+        let limit = self.config.response_timeout;
+        tokio::time::timeout(limit, sent).await.unwrap_or_else(|_| {
+            Err(Stop::Failed {
+                reason: "TIMEOUT",
+                message: format!(
+                    "{}:{}: no response within {} ms",
+                    target.host,
+                    target.port,
+                    limit.as_millis()
+                ),
+                status: StatusCode::GATEWAY_TIMEOUT,
             })
+        })
     }
 
     /// Resolves the target once and checks the name and every address it resolved to; any

@@ -615,3 +615,45 @@ async fn request_bodies_reach_the_upstream_framed_one_way() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_upstream_that_never_answers_is_a_gateway_timeout_and_recorded() {
+    // Accepts, reads what comes, and never answers; the connections live as long as the test.
+    let listener = tokio::net::TcpListener::bind((LOOPBACK, 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let origin = format!("silent.test:{port}");
+    let mut config = ProxyConfig::default();
+    config.response_timeout = std::time::Duration::from_millis(300);
+    let proxy = Proxy::start_with(
+        policy(&[&origin], &[&origin]),
+        Arc::new(loopback_names(&["silent.test"])),
+        config,
+    )
+    .await;
+    let answer = tokio::time::timeout(
+        PATIENCE,
+        proxy.exchange(
+            format!("GET http://{origin}/slow HTTP/1.1\r\nHost: {origin}\r\n\r\n").as_bytes(),
+        ),
+    )
+    .await
+    .unwrap();
+    let (status, body) = status_and_body(&answer);
+    assert_eq!(status, "HTTP/1.1 504 Gateway Timeout");
+    assert!(body.starts_with("EGRESS_FAILED (TIMEOUT)"), "{body}");
+    let decisions = proxy.sink.wait_for(2).await;
+    let json = serde_json::to_value(&decisions[1]).unwrap();
+    assert_eq!(json["verdict"]["verdict"], "failed", "{json}");
+    assert_eq!(json["verdict"]["reason"], "TIMEOUT", "{json}");
+    assert_eq!(
+        json["verdict"]["message"],
+        format!("silent.test:{port}: no response within 300 ms")
+    );
+    silent.abort();
+}
