@@ -384,6 +384,7 @@ mod tests {
     fn a_sandbox_choice_reads_back_as_written_and_anything_else_is_refused() {
         for choice in SandboxChoice::ALL {
             assert_eq!(choice.as_str().parse::<SandboxChoice>().unwrap(), choice);
+            assert_eq!(choice.to_string(), choice.as_str());
             assert_eq!(
                 serde_json::to_value(choice).unwrap(),
                 serde_json::json!(choice.as_str())
