@@ -1,9 +1,6 @@
 //! Migration `0006_agent_library` on rows written before it: agent lineages, their activation
 //! and skills with revisions come through whole on both backends and take new writes.
 
-use std::borrow::Cow;
-use std::str::FromStr;
-
 use auto_swe_agents::{AgentVersion, ReasoningLevel, Runtime, ScopeRef, SkillScope};
 
 use crate::support::{BlankDb, Kind, keyring};
@@ -27,47 +24,18 @@ INSERT INTO skill_revisions (skill_id, revision, text, description, hash, author
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn older_library_rows_survive_the_migration_on_sqlite() {
-    let Some(blank) = BlankDb::new(Kind::Sqlite).await else {
-        return;
-    };
-    let options = sqlx::sqlite::SqliteConnectOptions::from_str(&blank.url)
-        .unwrap()
-        .create_if_missing(true);
-    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    let mut before = sqlx::migrate!("./migrations/sqlite");
-    before.migrations = Cow::Owned(
-        before
-            .migrations
-            .iter()
-            .filter(|m| m.version < 6)
-            .cloned()
-            .collect(),
-    );
-    before.run(&pool).await.unwrap();
-    sqlx::raw_sql(OLDER_ROWS).execute(&pool).await.unwrap();
-    pool.close().await;
-    check(blank).await;
+    if let Some(blank) = BlankDb::new(Kind::Sqlite).await {
+        blank.written_before(6, OLDER_ROWS).await;
+        check(blank).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn older_library_rows_survive_the_migration_on_postgres() {
-    let Some(blank) = BlankDb::new(Kind::Postgres).await else {
-        return;
-    };
-    let pool = sqlx::PgPool::connect(&blank.url).await.unwrap();
-    let mut before = sqlx::migrate!("./migrations/postgres");
-    before.migrations = Cow::Owned(
-        before
-            .migrations
-            .iter()
-            .filter(|m| m.version < 6)
-            .cloned()
-            .collect(),
-    );
-    before.run(&pool).await.unwrap();
-    sqlx::raw_sql(OLDER_ROWS).execute(&pool).await.unwrap();
-    pool.close().await;
-    check(blank).await;
+    if let Some(blank) = BlankDb::new(Kind::Postgres).await {
+        blank.written_before(6, OLDER_ROWS).await;
+        check(blank).await;
+    }
 }
 
 async fn check(blank: BlankDb) {

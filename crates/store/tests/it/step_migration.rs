@@ -1,9 +1,6 @@
 //! Migration `0015_step_once` on a run whose step was written twice before it: the earliest row
 //! stays, and the later copies go.
 
-use std::borrow::Cow;
-use std::str::FromStr;
-
 use crate::support::{BlankDb, Kind, keyring};
 
 /// A run with `impl` attempt 1 written twice (the second a retried record), attempt 2 once, and
@@ -23,49 +20,20 @@ INSERT INTO workflow_steps (id, run_id, recording_id, node_id, attempt, status, 
     ('s-other', 'r2', 'impl', 'impl', 1, 'SUCCESS', 'null', 50, 51);
 ";
 
-fn before_0015(mut migrator: sqlx::migrate::Migrator) -> sqlx::migrate::Migrator {
-    migrator.migrations = Cow::Owned(
-        migrator
-            .migrations
-            .iter()
-            .filter(|m| m.version < 15)
-            .cloned()
-            .collect(),
-    );
-    migrator
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_written_twice_keeps_its_first_row_on_sqlite() {
-    let Some(blank) = BlankDb::new(Kind::Sqlite).await else {
-        return;
-    };
-    let options = sqlx::sqlite::SqliteConnectOptions::from_str(&blank.url)
-        .unwrap()
-        .create_if_missing(true);
-    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    before_0015(sqlx::migrate!("./migrations/sqlite"))
-        .run(&pool)
-        .await
-        .unwrap();
-    sqlx::raw_sql(OLDER_ROWS).execute(&pool).await.unwrap();
-    pool.close().await;
-    check(blank).await;
+    if let Some(blank) = BlankDb::new(Kind::Sqlite).await {
+        blank.written_before(15, OLDER_ROWS).await;
+        check(blank).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_written_twice_keeps_its_first_row_on_postgres() {
-    let Some(blank) = BlankDb::new(Kind::Postgres).await else {
-        return;
-    };
-    let pool = sqlx::PgPool::connect(&blank.url).await.unwrap();
-    before_0015(sqlx::migrate!("./migrations/postgres"))
-        .run(&pool)
-        .await
-        .unwrap();
-    sqlx::raw_sql(OLDER_ROWS).execute(&pool).await.unwrap();
-    pool.close().await;
-    check(blank).await;
+    if let Some(blank) = BlankDb::new(Kind::Postgres).await {
+        blank.written_before(15, OLDER_ROWS).await;
+        check(blank).await;
+    }
 }
 
 async fn check(blank: BlankDb) {

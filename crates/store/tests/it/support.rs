@@ -255,6 +255,46 @@ impl BlankDb {
         }
     }
 
+    /// Applies the migrations older than `version`, then `rows` (SQL): the database as a store
+    /// of before `version` left it.
+    pub(crate) async fn written_before(&self, version: i64, rows: &str) {
+        let older = |mut migrator: sqlx::migrate::Migrator| {
+            migrator.migrations = std::borrow::Cow::Owned(
+                migrator
+                    .migrations
+                    .iter()
+                    .filter(|m| m.version < version)
+                    .cloned()
+                    .collect(),
+            );
+            migrator
+        };
+        match self.kind {
+            Kind::Sqlite => {
+                let options =
+                    <sqlx::sqlite::SqliteConnectOptions as std::str::FromStr>::from_str(&self.url)
+                        .unwrap()
+                        .create_if_missing(true);
+                let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+                older(sqlx::migrate!("./migrations/sqlite"))
+                    .run(&pool)
+                    .await
+                    .unwrap();
+                sqlx::raw_sql(rows).execute(&pool).await.unwrap();
+                pool.close().await;
+            }
+            Kind::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
+                older(sqlx::migrate!("./migrations/postgres"))
+                    .run(&pool)
+                    .await
+                    .unwrap();
+                sqlx::raw_sql(rows).execute(&pool).await.unwrap();
+                pool.close().await;
+            }
+        }
+    }
+
     /// Opens the store on it (applying every pending migration).
     pub(crate) async fn open(self, keyring: Keyring) -> TestDb {
         let clock = ManualClock::at_wall(Timestamp::from_millis(START).to_system_time());
