@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use auto_swe_sandbox::SandboxChoice;
 use auto_swe_store::{
     HumanStepStatus, OutcomeState, PullRequestQuery, QueueState, RunEngine, RunListQuery, Store,
     StoreError, WakeOn,
@@ -19,7 +20,6 @@ use super::run::report_end;
 use super::{LocalHost, host_sandbox, open_store, runtime, text_argument};
 use crate::commands::remote::{Remote, ServerArgs};
 use crate::output::{self, Format, Status};
-use auto_swe_sandbox::SandboxChoice;
 
 /// A store error as a one-line error with its code and a hint.
 pub(super) fn store_error(error: &StoreError, what: &str) -> anyhow::Error {

@@ -3,6 +3,7 @@
 use anyhow::Context as _;
 use std::fmt::Write as _;
 
+use auto_swe_sandbox::SandboxChoice;
 use auto_swe_store::{PullRequestQuery, Store};
 use serde_json::{Value, json};
 
@@ -13,7 +14,6 @@ use super::progress::Progress;
 use super::run::report_end;
 use super::{LocalHost, host_sandbox, open_store, run_model, runtime, scm};
 use crate::output::{self, Format, Status};
-use auto_swe_sandbox::SandboxChoice;
 
 /// `auto-swe pr`.
 #[derive(Debug, clap::Args)]

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
+use auto_swe_sandbox::SandboxChoice;
 use auto_swe_store::{RunEngine, Store};
 use auto_swe_worker::templates::{DEFAULT_TEMPLATE, template};
 use auto_swe_worker::{
@@ -15,7 +16,6 @@ use serde_json::{Value, json};
 use super::progress::Progress;
 use super::{DEMO_MODEL, LocalHost, host_sandbox, open_store, runtime, scm, text_argument};
 use crate::output::{self, Format, Status};
-use auto_swe_sandbox::SandboxChoice;
 
 /// Budget tiers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
