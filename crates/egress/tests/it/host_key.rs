@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use auto_swe_egress::{EgressVerdict, HostKey, UpstreamTrust, WorkspaceCa};
+use auto_swe_egress::{EgressVerdict, HostKey, ProxyConfig, UpstreamTrust, WorkspaceCa};
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::service::service_fn;
@@ -16,6 +16,9 @@ use tokio_util::sync::CancellationToken;
 use crate::clients::{command, run, text};
 use crate::git_server::tls_config;
 use crate::support::{Proxy, loopback_names, policy};
+
+/// The path the provider below takes in and never answers.
+const STALL: &str = "/v1/stall";
 
 /// Fake by construction: only the loopback provider below knows it.
 const KEY: &str = "sk-ant-egress-test-key-0000000000000000";
@@ -87,6 +90,9 @@ impl Provider {
                                         .any(|name| name.as_str().starts_with("proxy-")),
                                 };
                                 record.lock().unwrap().push(seen);
+                                if request.uri().path() == STALL {
+                                    std::future::pending::<()>().await;
+                                }
                                 let _ = request.into_body().collect().await;
                                 Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
                                     Bytes::from_static(b"{\"type\":\"message\"}"),
@@ -124,11 +130,17 @@ struct Fixture {
 /// A provider, and a proxy holding its key in `header`; `trusted`: whether the proxy trusts
 /// the provider's certificate.
 async fn fixture(header: &str, trusted: bool) -> Fixture {
-    fixture_beside(header, trusted, None).await
+    fixture_beside(header, trusted, None, ProxyConfig::default()).await
 }
 
-/// As [`fixture`], the policy also allowing `models.test` on the port `also`.
-async fn fixture_beside(header: &str, trusted: bool, also: Option<u16>) -> Fixture {
+/// As [`fixture`], the policy also allowing `models.test` on the port `also`, the proxy of
+/// `config`.
+async fn fixture_beside(
+    header: &str,
+    trusted: bool,
+    also: Option<u16>,
+    config: ProxyConfig,
+) -> Fixture {
     let provider = Provider::start().await;
     let origin = format!("models.test:{}", provider.port);
     let other = also.map(|port| format!("models.test:{port}"));
@@ -156,6 +168,7 @@ async fn fixture_beside(header: &str, trusted: bool, also: Option<u16>) -> Fixtu
         policy(&origins, &origins),
         Arc::new(loopback_names(&["models.test"])),
         key,
+        config,
     )
     .await;
     let home = tempfile::tempdir().unwrap();
@@ -174,14 +187,15 @@ impl Fixture {
     /// curl as a harness runs it: through the proxy, trusting the workspace authority, with
     /// `headers` and a JSON body; its output (headers and body) and exit status.
     async fn curl(&self, headers: &[String]) -> (String, bool) {
-        self.curl_to(self.provider.port, &self.ca_file, headers)
+        self.curl_to(self.provider.port, "/v1/messages", &self.ca_file, headers)
             .await
     }
 
-    /// curl to `models.test:port`, trusting `roots` only.
+    /// curl to `path` on `models.test:port`, trusting `roots` only.
     async fn curl_to(
         &self,
         port: u16,
+        path: &str,
         roots: &std::path::Path,
         headers: &[String],
     ) -> (String, bool) {
@@ -194,7 +208,7 @@ impl Fixture {
             curl.args(["-H", header]);
         }
         curl.args(["-d", "{\"model\":\"m\"}"])
-            .arg(format!("https://models.test:{port}/v1/messages"));
+            .arg(format!("https://models.test:{port}{path}"));
         let out = run(curl).await;
         (
             format!("{}{}", text(&out.stdout), text(&out.stderr)),
@@ -298,7 +312,13 @@ async fn a_provider_the_proxy_cannot_verify_never_receives_the_key() {
 async fn the_same_host_on_another_port_is_tunnelled_untouched_and_never_gets_the_key() {
     // A second server for the same name on another port, with an authority of its own.
     let elsewhere = Provider::start().await;
-    let fixture = fixture_beside("x-api-key", true, Some(elsewhere.port)).await;
+    let fixture = fixture_beside(
+        "x-api-key",
+        true,
+        Some(elsewhere.port),
+        ProxyConfig::default(),
+    )
+    .await;
     let roots = fixture.home.path().join("elsewhere-ca.pem");
     std::fs::write(&roots, &elsewhere.ca_pem).unwrap();
     // Trusting only that server's authority: the handshake succeeds only if the proxy did not
@@ -306,6 +326,7 @@ async fn the_same_host_on_another_port_is_tunnelled_untouched_and_never_gets_the
     let (output, ok) = fixture
         .curl_to(
             elsewhere.port,
+            "/v1/messages",
             &roots,
             &[format!("x-api-key: {}", fixture.placeholder)],
         )
@@ -318,4 +339,35 @@ async fn the_same_host_on_another_port_is_tunnelled_untouched_and_never_gets_the
         Some(fixture.placeholder.as_str())
     );
     assert!(fixture.provider.seen().is_empty());
+}
+
+#[tokio::test]
+async fn a_provider_that_never_answers_is_a_gateway_timeout_inside_the_tunnel() {
+    let mut config = ProxyConfig::default();
+    config.response_timeout = std::time::Duration::from_millis(300);
+    let fixture = fixture_beside("x-api-key", true, None, config).await;
+    let (output, ok) = fixture
+        .curl_to(
+            fixture.provider.port,
+            STALL,
+            &fixture.ca_file,
+            &[format!("x-api-key: {}", fixture.placeholder)],
+        )
+        .await;
+    assert!(ok, "{output}");
+    assert!(output.contains("HTTP/1.1 504 Gateway Timeout"), "{output}");
+    assert!(output.contains("EGRESS_FAILED (TIMEOUT)"), "{output}");
+    assert!(!output.contains(KEY), "the key came back to the client");
+    assert_eq!(fixture.provider.seen().len(), 1, "the request reached it");
+    let port = fixture.provider.port;
+    assert!(
+        fixture.proxy.sink.decisions().iter().any(|d| matches!(
+            &d.verdict,
+            EgressVerdict::Failed { reason, message }
+                if *reason == "TIMEOUT"
+                    && message == &format!("models.test:{port}: no response within 300 ms")
+        )),
+        "{:?}",
+        fixture.proxy.sink.decisions()
+    );
 }

@@ -228,16 +228,15 @@ impl Proxy {
         .await
     }
 
-    /// A proxy that writes `key` over its placeholder for the `CONNECT`s of its host.
+    /// A proxy of `config` that writes `key` over its placeholder for the `CONNECT`s of its
+    /// host.
     pub(crate) async fn start_keyed(
         policy: EgressPolicy,
         resolver: Arc<dyn Resolve>,
         key: HostKey,
+        config: ProxyConfig,
     ) -> Self {
-        Self::start_proxy(policy, resolver, ProxyConfig::default(), |proxy| {
-            proxy.with_host_key(key)
-        })
-        .await
+        Self::start_proxy(policy, resolver, config, |proxy| proxy.with_host_key(key)).await
     }
 
     async fn start_proxy(
