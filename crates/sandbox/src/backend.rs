@@ -72,17 +72,6 @@ impl SandboxChoice {
             Self::Kubernetes => "kubernetes",
         }
     }
-
-    /// The backend this choice names; `None` for `auto`, which picks one on the host.
-    #[must_use]
-    pub fn backend(self) -> Option<BackendKind> {
-        match self {
-            Self::Auto => None,
-            Self::Local => Some(BackendKind::Local),
-            Self::Docker => Some(BackendKind::Docker),
-            Self::Kubernetes => Some(BackendKind::Kubernetes),
-        }
-    }
 }
 
 impl std::fmt::Display for SandboxChoice {
@@ -392,13 +381,6 @@ mod tests {
             let read: SandboxChoice =
                 serde_json::from_value(serde_json::json!(choice.as_str())).unwrap();
             assert_eq!(read, choice);
-            assert_eq!(
-                choice.backend().map(BackendKind::as_str),
-                match choice {
-                    SandboxChoice::Auto => None,
-                    other => Some(other.as_str()),
-                }
-            );
         }
         for bad in ["host", "Docker", "custom", "", " local"] {
             let error = bad.parse::<SandboxChoice>().unwrap_err();

@@ -109,11 +109,18 @@ struct RunArgs {
     command: Vec<String>,
 }
 
+/// A flag taking one of `choices` (listed in its help, any other refused while parsing).
+pub(crate) fn sandbox_choice(
+    choices: &'static [SandboxChoice],
+) -> impl clap::builder::TypedValueParser<Value = SandboxChoice> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(choices.iter().map(|choice| choice.as_str()))
+        .try_map(|text| text.parse::<SandboxChoice>())
+}
+
 /// `--backend`: the backends that run one command in a throwaway workspace.
 fn one_shot_backend() -> impl clap::builder::TypedValueParser<Value = SandboxChoice> {
-    use clap::builder::TypedValueParser as _;
-    clap::builder::PossibleValuesParser::new(["local", "docker"])
-        .try_map(|text| text.parse::<SandboxChoice>())
+    sandbox_choice(&[SandboxChoice::Local, SandboxChoice::Docker])
 }
 
 pub(crate) fn run(args: &SandboxArgs) -> anyhow::Result<Status> {

@@ -5,7 +5,7 @@
 //! different people (`four-eyes`) cannot be satisfied by a forged payload.
 
 use auto_swe_interpreter::{DispatchError, HumanStepNotice, SignalWait, WaitKind};
-use auto_swe_store::{HumanStepStatus, Store};
+use auto_swe_store::{HumanStep, HumanStepStatus, Store};
 use serde_json::Value;
 
 use super::store_failure;
@@ -37,10 +37,8 @@ pub async fn stamp_answerer(
         .iter()
         .rev()
         .find(|step| {
-            step.node_id == wait.spec_node_id
-                && step.status == HumanStepStatus::ANSWERED
-                && step.prompt.get("recordingId").and_then(Value::as_str)
-                    == Some(wait.recording_id.as_str())
+            step.status == HumanStepStatus::ANSWERED
+                && asks_for(step, &wait.spec_node_id, &wait.recording_id)
         })
         .and_then(|step| step.answered_by.clone());
     tracing::info!(
@@ -67,9 +65,13 @@ pub(crate) async fn asked_before(
         .list_human_steps(run_id)
         .await
         .map_err(|e| store_failure(&e))?;
-    Ok(steps.iter().any(|step| {
-        step.node_id == notice.spec_node_id
-            && step.prompt.get("recordingId").and_then(Value::as_str)
-                == Some(notice.recording_id.as_str())
-    }))
+    Ok(steps
+        .iter()
+        .any(|step| asks_for(step, &notice.spec_node_id, &notice.recording_id)))
+}
+
+/// Whether `step` is the one a human node (`node_id`) asked under `recording_id`.
+fn asks_for(step: &HumanStep, node_id: &str, recording_id: &str) -> bool {
+    step.node_id == node_id
+        && step.prompt.get("recordingId").and_then(Value::as_str) == Some(recording_id)
 }

@@ -44,9 +44,11 @@ pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(60);
 /// `--sandbox`: the backends workspaces run on from this host (a `kubernetes` cluster is the
 /// server's, `pool.sandbox`).
 pub(crate) fn host_sandbox() -> impl clap::builder::TypedValueParser<Value = SandboxChoice> {
-    use clap::builder::TypedValueParser as _;
-    clap::builder::PossibleValuesParser::new(["auto", "docker", "local"])
-        .try_map(|text| text.parse::<SandboxChoice>())
+    crate::commands::sandbox::sandbox_choice(&[
+        SandboxChoice::Auto,
+        SandboxChoice::Docker,
+        SandboxChoice::Local,
+    ])
 }
 
 /// The worker's services over `store` in this process: `sandbox` workspaces, every agent on
