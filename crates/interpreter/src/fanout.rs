@@ -1,6 +1,8 @@
 //! `fanOut`: one branch walk per item, at most `concurrency` at once, driven on the caller's task
 //! (no spawning), with `join`, `onBranchFail`, `exports` and `pluck`.
 
+mod output;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -8,7 +10,7 @@ use auto_swe_spec::{FanOutNode, Join, OnBranchFail, TerminalStatus};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::{Root, type_name};
@@ -19,38 +21,7 @@ use crate::run::{Graph, Run};
 use crate::shared::{ContextSnapshot, Tree};
 use crate::walk::{At, Next, Stop, Walk, follow_shared};
 
-/// How one branch ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BranchStatus {
-    Success,
-    Failed,
-    Cancelled,
-    TimedOut,
-}
-
-impl BranchStatus {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Success => "SUCCESS",
-            Self::Failed => "FAILED",
-            Self::Cancelled => "CANCELLED",
-            Self::TimedOut => "TIMED_OUT",
-        }
-    }
-
-    fn is_failure(self) -> bool {
-        matches!(self, Self::Failed | Self::TimedOut)
-    }
-}
-
-struct BranchEnd {
-    status: BranchStatus,
-    output: Value,
-    error: Option<(String, String)>,
-    exports: Value,
-    /// The run itself was cancelled inside this branch.
-    run_cancelled: Option<String>,
-}
+use output::{BranchEnd, BranchStatus, Collected, Labels, Pending};
 
 impl<'a> Walk<'a> {
     #[expect(
@@ -64,14 +35,14 @@ impl<'a> Walk<'a> {
     ) -> Result<Next<'a>, Stop> {
         let rid = self.rid(at);
         let over = self.bind(at, &node.over).await?;
-        let Value::Array(items) = over else {
+        let Value::Array(values) = over else {
             let failure = SpecFailure::OverNotArray {
                 node: rid.clone(),
                 found: type_name(&over),
             };
             return Err(self.spec_fail(at, &rid, failure).await);
         };
-        let labels = match branch_labels(&items, node.item_key.as_deref()) {
+        let labels = match branch_labels(&values, node.item_key.as_deref()) {
             Ok(labels) => labels,
             Err(message) => {
                 let failure = SpecFailure::BadValue {
@@ -107,7 +78,8 @@ impl<'a> Walk<'a> {
         let input = self.root.input().clone();
         let context = self.root.context().clone();
         let run = self.run;
-        let count = items.len();
+        let count = values.len();
+        let mut items = Pending::new(values);
 
         let branch = Branches {
             run,
@@ -117,14 +89,16 @@ impl<'a> Walk<'a> {
             context: &context,
             token: &fan_token,
         };
-        let start = |index: usize, item: Value| {
-            branch.start(format!("{rid}[{}]/", labels[index]), index, item)
+        let start = |index: usize, item: Tree| {
+            branch.start(format!("{rid}[{}]/", labels.of(index)), index, item)
         };
 
-        let mut ends: Vec<Option<BranchEnd>> = (0..count).map(|_| None).collect();
-        let mut items = items.into_iter().enumerate();
+        // Each branch's entry is written as it ends; nothing else about it is kept.
+        let mut collected = Collected::new(count, node.pluck.as_deref());
         let mut running = FuturesUnordered::new();
-        for (index, item) in items.by_ref().take(concurrency) {
+        while running.len() < concurrency
+            && let Some((index, item)) = items.next()
+        {
             running.push(start(index, item));
         }
         let mut stopping = false;
@@ -153,7 +127,7 @@ impl<'a> Walk<'a> {
                     fan_token.cancel();
                 }
             }
-            ends[index] = Some(end);
+            collected.ended(index, &labels.of(index), end);
             if !stopping && let Some((index, item)) = items.next() {
                 running.push(start(index, item));
             }
@@ -166,12 +140,12 @@ impl<'a> Walk<'a> {
         if self.token.is_cancelled() {
             return Err(self.cancelled(&rid));
         }
-        let output = Arc::new(fan_output(ends, &labels, node.pluck.as_deref()));
+        let output = Arc::new(collected.finish(&labels));
         let stored = Tree::Frozen(Arc::clone(&output));
         self.set_node(at, "output", stored.clone()).await?;
         if let Some((index, message)) = blocked {
             let failure = SpecFailure::BranchBlocked {
-                branch: format!("{rid}[{}]", labels[index]),
+                branch: format!("{rid}[{}]", labels.of(index)),
                 message,
             };
             return Err(self.spec_fail(at, &rid, failure).await);
@@ -200,16 +174,11 @@ struct Branches<'b> {
 }
 
 impl<'b> Branches<'b> {
-    fn start(
-        &self,
-        prefix: String,
-        index: usize,
-        item: Value,
-    ) -> BoxFuture<'b, (usize, BranchEnd)> {
+    fn start(&self, prefix: String, index: usize, item: Tree) -> BoxFuture<'b, (usize, BranchEnd)> {
         let root = Root::new(
             self.input.clone(),
             self.context.clone(),
-            Some((Tree::from(item), index)),
+            Some((item, index)),
         );
         let token = self.token.child_token();
         let (run, graph, export_paths) = (self.run, self.graph, self.export_paths);
@@ -276,9 +245,9 @@ fn branch_end(ended: Result<(TerminalStatus, Value), Stop>, exports: Value) -> B
 }
 
 /// The label of each branch in recording ids: its `itemKey` value, else its index.
-fn branch_labels(items: &[Value], item_key: Option<&str>) -> Result<Vec<String>, String> {
+fn branch_labels(items: &[Value], item_key: Option<&str>) -> Result<Labels, String> {
     let Some(key) = item_key else {
-        return Ok((0..items.len()).map(|i| i.to_string()).collect());
+        return Ok(Labels::Indexes);
     };
     let mut seen = HashSet::with_capacity(items.len());
     items
@@ -301,7 +270,8 @@ fn branch_labels(items: &[Value], item_key: Option<&str>) -> Result<Vec<String>,
             }
             Ok(label)
         })
-        .collect()
+        .collect::<Result<_, _>>()
+        .map(Labels::Keys)
 }
 
 /// Keeps a label from forging recording-id structure: `%`, `[`, `]`, `/` and `#` are escaped.
@@ -318,59 +288,4 @@ fn escape_label(label: &str) -> String {
         }
     }
     out
-}
-
-fn fan_output(ends: Vec<Option<BranchEnd>>, labels: &[String], pluck: Option<&str>) -> Value {
-    let mut branches = Vec::with_capacity(ends.len());
-    let mut results = Vec::with_capacity(ends.len());
-    let (mut succeeded, mut failed, mut cancelled) = (0_usize, 0_usize, 0_usize);
-    for (index, end) in ends.into_iter().enumerate() {
-        // Sized exactly: a fan-out of many branches holds one of these per branch.
-        let fields = end
-            .as_ref()
-            .map_or(4, |end| 6 + usize::from(end.error.is_some()));
-        let mut entry = Map::with_capacity(fields);
-        entry.insert("index".into(), json!(index));
-        entry.insert("key".into(), json!(labels[index]));
-        let Some(end) = end else {
-            cancelled += 1;
-            entry.insert("status".into(), json!("CANCELLED"));
-            entry.insert("started".into(), json!(false));
-            branches.push(Value::Object(entry));
-            results.push(Value::Null);
-            continue;
-        };
-        match end.status {
-            BranchStatus::Success => succeeded += 1,
-            BranchStatus::Failed | BranchStatus::TimedOut => failed += 1,
-            BranchStatus::Cancelled => cancelled += 1,
-        }
-        entry.insert("status".into(), json!(end.status.name()));
-        entry.insert("started".into(), json!(true));
-        let result = if end.status == BranchStatus::Success {
-            match pluck {
-                Some(path) => eval::select(path, &end.output)
-                    .ok()
-                    .flatten()
-                    .unwrap_or(Value::Null),
-                None => end.output.clone(),
-            }
-        } else {
-            Value::Null
-        };
-        entry.insert("output".into(), end.output);
-        if let Some((code, message)) = end.error {
-            entry.insert("error".into(), json!({ "code": code, "message": message }));
-        }
-        entry.insert("exports".into(), end.exports);
-        branches.push(Value::Object(entry));
-        results.push(result);
-    }
-    json!({
-        "branches": branches,
-        "results": results,
-        "succeeded": succeeded,
-        "failed": failed,
-        "cancelled": cancelled,
-    })
 }

@@ -42,7 +42,11 @@ impl From<Value> for Tree {
             Value::Number(number) => Self::Number(number),
             Value::String(text) => Self::String(Arc::from(text)),
             Value::Array(items) => {
-                Self::Array(Arc::new(items.into_iter().map(Self::from).collect()))
+                // Not `collect()`: that would reuse the array's buffer of (larger) JSON values
+                // in place and keep all of it.
+                let mut trees = Vec::with_capacity(items.len());
+                trees.extend(items.into_iter().map(Self::from));
+                Self::Array(Arc::new(trees))
             }
             Value::Object(map) => Self::Object(Arc::new(
                 map.into_iter()
