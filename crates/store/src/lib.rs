@@ -57,8 +57,9 @@ pub use records::execution::{
     TraceStore, WorkflowStep,
 };
 pub use records::integrations::{
-    AttemptResult, CiStatus, DeliveryReceipt, IntegrationStore, NewOutboundWebhook, OutboundState,
-    OutboundWebhook, PullRequest, PullRequestQuery, PullRequestState, PullRequestUpdate,
+    AttemptResult, CiClaim, CiStatus, DeliveryReceipt, HeadClaim, IntegrationStore,
+    NewOutboundWebhook, OutboundState, OutboundWebhook, PullRequest, PullRequestQuery,
+    PullRequestState, PullRequestUpdate, VerdictRecord,
 };
 pub use records::journal::{AppendOutcome, JournalAppend, JournalEntry, JournalStore};
 pub use records::memory::{

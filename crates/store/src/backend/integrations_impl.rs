@@ -304,6 +304,190 @@ macro_rules! impl_integration_store {
                 .await?;
                 Ok(done.rows_affected() > 0)
             }
+
+            #[tracing::instrument(level = "debug", skip(self))]
+            async fn claim_ci_head(
+                &self,
+                connection_id: &str,
+                head_sha: &str,
+                worker: &str,
+                lease: Duration,
+            ) -> StoreResult<HeadClaim> {
+                limits::short_text("connection id", connection_id)?;
+                crate::records::integrations::validate_sha(head_sha)?;
+                limits::short_text("worker", worker)?;
+                crate::records::queue::validate_lease(lease)?;
+                let head_sha = head_sha.to_ascii_lowercase();
+                // One statement: concurrent claimants meet on the row, and only one finds it
+                // free (never judged, lease passed) on the database's clock.
+                let row = sqlx::query(&format!(
+                    "INSERT INTO ci_judgments (connection_id, head_sha, worker, claim_count, \
+                     lease_until, claimed_at) VALUES ($1, $2, $3, 1, {now} + $4, {now}) \
+                     ON CONFLICT (connection_id, head_sha) DO UPDATE SET \
+                     worker = excluded.worker, claim_count = ci_judgments.claim_count + 1, \
+                     lease_until = excluded.lease_until, claimed_at = excluded.claimed_at \
+                     WHERE ci_judgments.verdict IS NULL AND ci_judgments.lease_until <= {now} \
+                     RETURNING claim_count, lease_until",
+                    now = Self::NOW_MS
+                ))
+                .bind(connection_id)
+                .bind(&head_sha)
+                .bind(worker)
+                .bind(crate::records::queue::millis(lease))
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| map_write("ci judgment", &head_sha, e))?;
+                if let Some(row) = row {
+                    return Ok(HeadClaim::Claimed(CiClaim {
+                        connection_id: connection_id.to_owned(),
+                        head_sha,
+                        worker: worker.to_owned(),
+                        epoch: row.try_get("claim_count")?,
+                        lease_until: Timestamp::from_millis(row.try_get("lease_until")?),
+                    }));
+                }
+                let row = sqlx::query(
+                    "SELECT worker, lease_until, verdict FROM ci_judgments \
+                     WHERE connection_id = $1 AND head_sha = $2",
+                )
+                .bind(connection_id)
+                .bind(&head_sha)
+                .fetch_optional(&self.pool)
+                .await?
+                .ok_or_else(|| {
+                    StoreError::not_found("ci judgment", format!("{connection_id}@{head_sha}"))
+                })?;
+                let verdict: Option<String> = row.try_get("verdict")?;
+                Ok(match verdict {
+                    Some(verdict) => HeadClaim::Judged {
+                        verdict: parse_stored("ci_judgments", &verdict)?,
+                    },
+                    None => HeadClaim::Held {
+                        worker: row.try_get("worker")?,
+                        lease_until: Timestamp::from_millis(row.try_get("lease_until")?),
+                    },
+                })
+            }
+
+            async fn renew_ci_claim(
+                &self,
+                claim: &CiClaim,
+                lease: Duration,
+            ) -> StoreResult<Option<CiClaim>> {
+                crate::records::queue::validate_lease(lease)?;
+                let lease_until: Option<i64> = sqlx::query_scalar(&format!(
+                    "UPDATE ci_judgments SET lease_until = {now} + $5 \
+                     WHERE connection_id = $1 AND head_sha = $2 AND worker = $3 \
+                     AND claim_count = $4 AND verdict IS NULL AND lease_until > {now} \
+                     RETURNING lease_until",
+                    now = Self::NOW_MS
+                ))
+                .bind(&claim.connection_id)
+                .bind(&claim.head_sha)
+                .bind(&claim.worker)
+                .bind(claim.epoch)
+                .bind(crate::records::queue::millis(lease))
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(lease_until.map(|until| CiClaim {
+                    lease_until: Timestamp::from_millis(until),
+                    ..claim.clone()
+                }))
+            }
+
+            async fn release_ci_claim(&self, claim: &CiClaim) -> StoreResult<bool> {
+                // The lease ends now: the next claimant takes the head.
+                let done = sqlx::query(&format!(
+                    "UPDATE ci_judgments SET lease_until = {now} \
+                     WHERE connection_id = $1 AND head_sha = $2 AND worker = $3 \
+                     AND claim_count = $4 AND verdict IS NULL AND lease_until > {now}",
+                    now = Self::NOW_MS
+                ))
+                .bind(&claim.connection_id)
+                .bind(&claim.head_sha)
+                .bind(&claim.worker)
+                .bind(claim.epoch)
+                .execute(&self.pool)
+                .await?;
+                Ok(done.rows_affected() == 1)
+            }
+
+            #[tracing::instrument(level = "debug", skip(self, claim), fields(
+                connection_id = %claim.connection_id, head = %claim.head_sha,
+                worker = %claim.worker, verdict = verdict.as_str()))]
+            async fn record_ci_verdict(
+                &self,
+                claim: &CiClaim,
+                verdict: CiStatus,
+            ) -> StoreResult<VerdictRecord> {
+                crate::records::integrations::validate_verdict(verdict)?;
+                // The claim is closed first: the transaction's first statement is a write, so
+                // it holds the write lock from the start (no upgrade to wait on in SQLite).
+                let mut tx = self.pool.begin().await?;
+                let closed = sqlx::query(&format!(
+                    "UPDATE ci_judgments SET verdict = $5, judged_at = {now} \
+                     WHERE connection_id = $1 AND head_sha = $2 AND worker = $3 \
+                     AND claim_count = $4 AND verdict IS NULL AND lease_until > {now}",
+                    now = Self::NOW_MS
+                ))
+                .bind(&claim.connection_id)
+                .bind(&claim.head_sha)
+                .bind(&claim.worker)
+                .bind(claim.epoch)
+                .bind(verdict.as_str())
+                .execute(&mut *tx)
+                .await?;
+                if closed.rows_affected() == 0 {
+                    tx.rollback().await?;
+                    return Ok(VerdictRecord::ClaimLost);
+                }
+                let rows = sqlx::query(
+                    "UPDATE pull_requests SET ci_status = $1, updated_at = $2 \
+                     WHERE connection_id = $3 AND head_sha = $4 AND ci_status = 'PENDING' \
+                     RETURNING *",
+                )
+                .bind(verdict.as_str())
+                .bind(Timestamp::now(&*self.clock).as_millis())
+                .bind(&claim.connection_id)
+                .bind(&claim.head_sha)
+                .fetch_all(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                let mut pull_requests = rows
+                    .iter()
+                    .map(Self::pull_request_from_row)
+                    .collect::<StoreResult<Vec<_>>>()?;
+                pull_requests.sort_by_key(|pr| pr.number);
+                Ok(VerdictRecord::Recorded { pull_requests })
+            }
+
+            async fn replay_ci_verdict(
+                &self,
+                connection_id: &str,
+                head_sha: &str,
+            ) -> StoreResult<Vec<PullRequest>> {
+                crate::records::integrations::validate_sha(head_sha)?;
+                // One conditional statement: of concurrent replayers (and a recorder), only
+                // the first finds the pull request still `PENDING`.
+                let rows = sqlx::query(
+                    "UPDATE pull_requests SET ci_status = (SELECT j.verdict FROM ci_judgments j \
+                     WHERE j.connection_id = $1 AND j.head_sha = $2), updated_at = $3 \
+                     WHERE connection_id = $1 AND head_sha = $2 AND ci_status = 'PENDING' \
+                     AND EXISTS (SELECT 1 FROM ci_judgments j WHERE j.connection_id = $1 \
+                     AND j.head_sha = $2 AND j.verdict IS NOT NULL) RETURNING *",
+                )
+                .bind(connection_id)
+                .bind(head_sha.to_ascii_lowercase())
+                .bind(Timestamp::now(&*self.clock).as_millis())
+                .fetch_all(&self.pool)
+                .await?;
+                let mut pull_requests = rows
+                    .iter()
+                    .map(Self::pull_request_from_row)
+                    .collect::<StoreResult<Vec<_>>>()?;
+                pull_requests.sort_by_key(|pr| pr.number);
+                Ok(pull_requests)
+            }
         }
     };
 }

@@ -56,8 +56,9 @@ pub(crate) mod prelude {
         NewHumanStep, Relayed, Signal, StepStatus, StepStore, TraceStore, WorkflowStep,
     };
     pub(crate) use crate::records::integrations::{
-        AttemptResult, CiStatus, DeliveryReceipt, IntegrationStore, NewOutboundWebhook,
-        OutboundWebhook, PullRequest, PullRequestQuery, PullRequestUpdate,
+        AttemptResult, CiClaim, CiStatus, DeliveryReceipt, HeadClaim, IntegrationStore,
+        NewOutboundWebhook, OutboundWebhook, PullRequest, PullRequestQuery, PullRequestUpdate,
+        VerdictRecord,
     };
     pub(crate) use crate::records::journal::{
         AppendOutcome, JournalAppend, JournalEntry, JournalStore,

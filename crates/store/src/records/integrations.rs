@@ -204,13 +204,69 @@ impl PullRequestQuery {
     }
 }
 
+/// A worker's claim on judging one head with local CI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CiClaim {
+    /// The repository connection.
+    pub connection_id: String,
+    /// The head judged (lower case).
+    pub head_sha: String,
+    /// Who holds the claim.
+    pub worker: String,
+    /// How many claims this head has seen; renewing, releasing and recording carry it, so a
+    /// holder whose lease passed and was taken over writes nothing.
+    pub epoch: i64,
+    /// The lease's end (database time).
+    pub lease_until: Timestamp,
+}
+
+/// What claiming a head for judging found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HeadClaim {
+    /// The caller judges the head: run the gates, then record the verdict.
+    Claimed(CiClaim),
+    /// Another claimant judges it while its lease lasts.
+    Held {
+        /// The holder.
+        worker: String,
+        /// Its lease's end (database time).
+        lease_until: Timestamp,
+    },
+    /// The head was judged already.
+    Judged {
+        /// Its verdict (`SUCCESS` or `FAILURE`).
+        verdict: CiStatus,
+    },
+}
+
+/// What recording a verdict did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum VerdictRecord {
+    /// The verdict is the head's for good. `pull_requests` are those that waited on it
+    /// (`PENDING` with this head) and now carry it: deliver it to their runs. Empty when the
+    /// head moved on meanwhile.
+    Recorded {
+        /// The pull requests that took the verdict.
+        pull_requests: Vec<PullRequest>,
+    },
+    /// The claim was no longer the caller's (released, or its lease passed): nothing was
+    /// written.
+    ClaimLost,
+}
+
 /// Webhooks and pull requests.
 ///
 /// Implementors guarantee: an inbound (provider, delivery id) is `New` exactly once, however
 /// many redeliveries race, until it is forgotten; an outbound webhook is handed to one sender at a time (a taken
 /// webhook is not due again until its attempt window passes) and ends `DELIVERED` or `FAILED`
 /// after at most `max_attempts` attempts; a CI status is recorded only for the pull request's
-/// current head, so a late report about an old head changes nothing.
+/// current head, so a late report about an old head changes nothing; local CI judges a head
+/// (connection, commit) once: one claimant at a time holds it, a claim whose lease has passed
+/// on the database's clock can be taken again, and a head with a recorded verdict is never
+/// claimed again.
 #[async_trait]
 pub trait IntegrationStore: Send + Sync {
     /// Records an inbound delivery, or says it is a duplicate.
@@ -256,6 +312,42 @@ pub trait IntegrationStore: Send + Sync {
         head_sha: &str,
         status: CiStatus,
     ) -> StoreResult<bool>;
+    /// Claims judging `head_sha` of `connection_id` for `worker`, for `lease` (1 s to 1 h) of
+    /// database time. `Claimed` goes to one claimant at a time; a claim whose lease has passed
+    /// can be claimed again; a judged head is `Judged` for good.
+    async fn claim_ci_head(
+        &self,
+        connection_id: &str,
+        head_sha: &str,
+        worker: &str,
+        lease: Duration,
+    ) -> StoreResult<HeadClaim>;
+    /// Extends a live claim to `lease` from now (database time); `None` when the claim is
+    /// no longer the caller's.
+    async fn renew_ci_claim(
+        &self,
+        claim: &CiClaim,
+        lease: Duration,
+    ) -> StoreResult<Option<CiClaim>>;
+    /// Gives up a live claim without a verdict, so the head can be claimed again at once;
+    /// `false` when it was no longer the caller's.
+    async fn release_ci_claim(&self, claim: &CiClaim) -> StoreResult<bool>;
+    /// Records the verdict (`SUCCESS` or `FAILURE`) of a live claim and closes the claim for
+    /// good; in the same transaction the pull requests waiting on this head (`PENDING`) take
+    /// the verdict.
+    async fn record_ci_verdict(
+        &self,
+        claim: &CiClaim,
+        verdict: CiStatus,
+    ) -> StoreResult<VerdictRecord>;
+    /// Gives a judged head's verdict to the pull requests that wait on that head again
+    /// (`PENDING`: a branch moved back to a commit already judged), once: the pull requests
+    /// that took it. Empty when none waits or the head was not judged.
+    async fn replay_ci_verdict(
+        &self,
+        connection_id: &str,
+        head_sha: &str,
+    ) -> StoreResult<Vec<PullRequest>>;
 }
 
 pub(crate) fn validate_outbound(webhook: &NewOutboundWebhook) -> StoreResult<String> {
@@ -289,4 +381,14 @@ pub(crate) fn validate_sha(sha: &str) -> StoreResult<()> {
         return Err(StoreError::invalid("head sha", "must be 7-64 hex digits"));
     }
     Ok(())
+}
+
+pub(crate) fn validate_verdict(verdict: CiStatus) -> StoreResult<()> {
+    match verdict {
+        CiStatus::Success | CiStatus::Failure => Ok(()),
+        CiStatus::Unknown | CiStatus::Pending => Err(StoreError::invalid(
+            "ci verdict",
+            "must be SUCCESS or FAILURE",
+        )),
+    }
 }

@@ -8,6 +8,7 @@
 mod support;
 
 mod agent_library;
+mod ci_judging;
 mod connection_edits;
 mod errors;
 mod execution;
