@@ -10,6 +10,7 @@ mod budget_ask;
 mod cancel;
 mod egress;
 mod end_to_end;
+mod local_ci;
 mod node_executors;
 mod patterns;
 mod reaper;
