@@ -46,11 +46,16 @@ pub trait RunEffects: Send + Sync {
         Ok(payload)
     }
     /// Tells readers that `run_id` now waits (`true`: a human step was opened, or every effect
-    /// in flight is a wait for a signal, a person or a timer) or works again (`false`). Only
-    /// what readers see changes; the run goes on whatever this answers. The default records
-    /// nothing.
-    async fn waiting(&self, run_id: &str, waiting: bool) -> Result<(), DispatchError> {
-        let _ = (run_id, waiting);
+    /// in flight is a wait for a signal, a person or a timer), `on` naming the signal that wakes
+    /// it when one can, or works again (`false`). Only what readers see changes; the run goes on
+    /// whatever this answers. The default records nothing.
+    async fn waiting(
+        &self,
+        run_id: &str,
+        waiting: bool,
+        on: Option<&str>,
+    ) -> Result<(), DispatchError> {
+        let _ = (run_id, waiting, on);
         Ok(())
     }
     /// Keeps `text`, a long string of `run_id`'s end document (`from_bytes` long before it was
@@ -206,8 +211,12 @@ impl RunActivities {
                 Bookkeeping::Finish { run_id, end } => {
                     return Ok(self.effects.finish(run_id, end).await);
                 }
-                Bookkeeping::Waiting { run_id, waiting } => {
-                    return Ok(self.effects.waiting(run_id, *waiting).await);
+                Bookkeeping::Waiting {
+                    run_id,
+                    waiting,
+                    on,
+                } => {
+                    return Ok(self.effects.waiting(run_id, *waiting, on.as_deref()).await);
                 }
                 _ => {}
             }
@@ -220,13 +229,17 @@ impl RunActivities {
                 Bookkeeping::Record { record, .. } => dispatcher.record_step(record).await,
                 Bookkeeping::Notify { notice, .. } => {
                     match dispatcher.notify_human_step(notice).await {
-                        Ok(()) => self.effects.waiting(run_id, true).await,
+                        Ok(()) => {
+                            self.effects
+                                .waiting(run_id, true, Some(&notice.signal))
+                                .await
+                        }
                         Err(error) => Err(error),
                     }
                 }
                 Bookkeeping::Resolve { resolution, .. } => {
                     match dispatcher.resolve_human_step(resolution).await {
-                        Ok(()) => self.effects.waiting(run_id, false).await,
+                        Ok(()) => self.effects.waiting(run_id, false, None).await,
                         Err(error) => Err(error),
                     }
                 }

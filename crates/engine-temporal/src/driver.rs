@@ -149,9 +149,18 @@ impl<'a> WaitStatus<'a> {
         if waiting == self.shown_waiting {
             return false;
         }
+        let on = if waiting {
+            pending.iter().find_map(|call| match call {
+                Pending::Wait { wait, .. } => Some(wait.name.clone()),
+                _ => None,
+            })
+        } else {
+            None
+        };
         let effect = Bookkeeping::Waiting {
             run_id: shared.run_id().to_owned(),
             waiting,
+            on,
         };
         self.writing = Some((book(ctx, effect, limits, ids), waiting));
         true

@@ -74,7 +74,9 @@ impl TemporalLookup {
     pub fn new(temporal: TemporalEngine, store: Store) -> Self {
         Self {
             temporal,
-            store: Arc::new(EmbeddedEngine::new(store, Duration::from_secs(30))),
+            store: Arc::new(
+                EmbeddedEngine::new(store, Duration::from_secs(30)).serving(RunEngine::Temporal),
+            ),
         }
     }
 }

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use auto_swe_interpreter::{DispatchError, Dispatcher, SignalWait};
-use auto_swe_store::{LeaseToken, QueueState, RunStatus, Store};
+use auto_swe_store::{LeaseToken, QueueState, RunEngine, RunStatus, Store};
 use auto_swe_worker::{
-    DurableEngine, EffectsFactory, EmbeddedEngine, Parking, RunEnd, RunLease, WorkerError,
+    DurableEngine, EffectsFactory, EmbeddedEngine, Parking, RunEnd, RunLease, RunWake, WorkerError,
     spill_text, stamp_answerer,
 };
 use serde_json::Value;
@@ -64,6 +64,10 @@ fn refused(run_id: &str, error: &WorkerError) -> DispatchError {
         WorkerError::RunEnded { .. } => {
             DispatchError::non_retryable("RUN_ENDED", format!("run {run_id} already ended"))
         }
+        // Another engine drives the run: no retry on this one makes it Temporal's.
+        WorkerError::Store(error @ auto_swe_store::StoreError::OtherEngine { .. }) => {
+            DispatchError::non_retryable(error.code(), error.to_string())
+        }
         other => DispatchError::failure(other.code(), other.to_string()),
     }
 }
@@ -74,7 +78,9 @@ impl StoreEffects {
     #[must_use]
     pub fn new(store: Store, factory: Arc<dyn EffectsFactory>, lease: Duration) -> Self {
         Self {
-            engine: Arc::new(EmbeddedEngine::new(store.clone(), lease)),
+            engine: Arc::new(
+                EmbeddedEngine::new(store.clone(), lease).serving(RunEngine::Temporal),
+            ),
             store,
             factory,
             lease,
@@ -143,7 +149,12 @@ impl StoreEffects {
     async fn take(&self, run_id: &str) -> Result<RunLease, WorkerError> {
         match self
             .store
-            .claim_run(run_id, TEMPORAL_LEASE_HOLDER, self.lease)
+            .claim_run(
+                run_id,
+                TEMPORAL_LEASE_HOLDER,
+                self.lease,
+                RunEngine::Temporal,
+            )
             .await
         {
             Ok(claim) => Ok(RunLease::from(claim)),
@@ -168,7 +179,7 @@ impl StoreEffects {
                         // Renewing it proves it is still the run's current lease.
                         self.engine.heartbeat(&shared).await
                     }
-                    // An embedded worker holds it: this run is not Temporal's to make.
+                    // Another holder (an operator's cancel) has it: not this worker's to make.
                     _ => Err(WorkerError::LeaseLost {
                         run_id: run_id.to_owned(),
                     }),
@@ -233,17 +244,41 @@ impl RunEffects for StoreEffects {
     }
 
     #[tracing::instrument(level = "debug", skip(self))]
-    async fn waiting(&self, run_id: &str, waiting: bool) -> Result<(), DispatchError> {
-        let token = self.lease_token(run_id).await?;
-        let status = if waiting {
-            RunStatus::Waiting
-        } else {
-            RunStatus::Running
-        };
-        self.store
-            .set_run_status(&token, status)
+    async fn waiting(
+        &self,
+        run_id: &str,
+        waiting: bool,
+        on: Option<&str>,
+    ) -> Result<(), DispatchError> {
+        let held = self
+            .hold(run_id)
             .await
-            .map_err(|error| refused(run_id, &WorkerError::Store(error)))
+            .map_err(|error| refused(run_id, &error))?;
+        let lease = held.lease();
+        match (waiting, on) {
+            // Parked on its wake, as on the embedded engine: the run holds no lease while it
+            // waits, and readers see what wakes it. Its next effect takes the lease again.
+            (true, Some(signal)) => {
+                let wake = RunWake {
+                    signal: signal.to_owned(),
+                    deadline: None,
+                };
+                let parked = self.engine.park(&lease, wake).await;
+                self.forget(run_id);
+                parked.map_err(|error| refused(run_id, &error))
+            }
+            (waiting, _) => {
+                let status = if waiting {
+                    RunStatus::Waiting
+                } else {
+                    RunStatus::Running
+                };
+                self.store
+                    .set_run_status(&LeaseToken::from(&lease), status)
+                    .await
+                    .map_err(|error| refused(run_id, &WorkerError::Store(error)))
+            }
+        }
     }
 
     #[tracing::instrument(level = "debug", skip(self, text))]

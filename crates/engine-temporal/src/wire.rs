@@ -38,7 +38,8 @@ pub struct ActivityLimits {
     /// own time limit (ten minutes, thirty for the implementer family) stops it well before.
     pub step_timeout_secs: u64,
     /// A step or shell activity that has not heartbeated for this long, in seconds, is taken for
-    /// lost (its worker died) and tried again.
+    /// lost (its worker died) and tried again. Default 10: the activity heartbeats every quarter
+    /// of it (2.5 s), so a killed worker's step is retried on another within about ten seconds.
     pub heartbeat_timeout_secs: u64,
     /// Attempts of a step or shell activity whose worker was lost (the seeds' implementer
     /// limits: two). A failure the executor reports goes back to the interpreter instead.
@@ -51,7 +52,7 @@ impl Default for ActivityLimits {
     fn default() -> Self {
         Self {
             step_timeout_secs: 2 * 60 * 60,
-            heartbeat_timeout_secs: 60,
+            heartbeat_timeout_secs: 10,
             step_attempts: 2,
             bookkeeping_attempts: 5,
         }
@@ -127,6 +128,11 @@ pub enum Bookkeeping {
         run_id: String,
         /// Whether it only waits.
         waiting: bool,
+        /// The signal the first wait in flight is woken by, when the run only waits and a
+        /// signal can wake it (none for a run that waits only for timers). The host parks the
+        /// run's queue row on it, as the embedded engine does, so readers see what it waits for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on: Option<String>,
     },
     /// The run's end.
     Finish {

@@ -114,7 +114,12 @@ impl ApiError {
                 "PAYLOAD_TOO_LARGE",
                 error.to_string(),
             ),
-            "STORE_CONFLICT" | "IDEMPOTENCY_KEY_MISMATCH" | "RUN_ENDED" => {
+            "ENGINE_PAYLOAD_TOO_LARGE" => Self::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "ENGINE_PAYLOAD_TOO_LARGE",
+                error.to_string(),
+            ),
+            "STORE_CONFLICT" | "IDEMPOTENCY_KEY_MISMATCH" | "RUN_ENDED" | "RUN_OTHER_ENGINE" => {
                 Self::conflict(error.code(), error.to_string())
             }
             code if error.is_retryable() => Self::new(

@@ -105,6 +105,7 @@ async fn leased_run(store: &Store) -> LeaseToken {
             worker: "journal".to_owned(),
             limit: 1,
             lease: Duration::from_secs(3600),
+            engine: auto_swe_store::RunEngine::Embedded,
         })
         .await
         .unwrap();
@@ -267,6 +268,7 @@ async fn claims(store: &Store, raw: &Raw) {
                         worker: format!("w{worker}"),
                         limit: 1,
                         lease: Duration::from_secs(60),
+                        engine: auto_swe_store::RunEngine::Embedded,
                     };
                     let got = store.claim(&request).await.unwrap();
                     assert_eq!(got.len(), 1, "the backlog ran dry");
@@ -291,6 +293,7 @@ async fn claims(store: &Store, raw: &Raw) {
                         worker: format!("w{worker}"),
                         limit: 1,
                         lease: Duration::from_secs(60),
+                        engine: auto_swe_store::RunEngine::Embedded,
                     };
                     assert_eq!(store.claim(&request).await.unwrap().len(), 1);
                 }

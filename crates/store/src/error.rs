@@ -62,6 +62,28 @@ pub enum StoreError {
         /// The run.
         run_id: String,
     },
+    /// The run is driven by another durable engine than the caller's: a host never claims,
+    /// reaps or drives a run of another engine.
+    #[error("run {run_id} runs on the {engine} engine, not this host's")]
+    OtherEngine {
+        /// The run.
+        run_id: String,
+        /// The engine the run was launched on.
+        engine: crate::RunEngine,
+    },
+    /// A payload is larger than the run's engine can carry (a Temporal payload is at most
+    /// 2 MiB): refused where it enters, before anything is written.
+    #[error("{what} is {bytes} bytes; a run on the {engine} engine carries at most {limit}")]
+    EnginePayloadTooLarge {
+        /// What was refused.
+        what: &'static str,
+        /// Its encoded size.
+        bytes: usize,
+        /// The engine's limit.
+        limit: usize,
+        /// The run's engine.
+        engine: crate::RunEngine,
+    },
     /// The run was dead-lettered after too many claims ended without a release.
     #[error("run {run_id} was abandoned after too many failed attempts")]
     RunAbandoned {
@@ -190,6 +212,8 @@ impl StoreError {
             Self::LeaseLost { .. } => "LEASE_LOST",
             Self::RunEnded { .. } => "RUN_ENDED",
             Self::RunAbandoned { .. } => "RUN_ABANDONED",
+            Self::OtherEngine { .. } => "RUN_OTHER_ENGINE",
+            Self::EnginePayloadTooLarge { .. } => "ENGINE_PAYLOAD_TOO_LARGE",
             Self::SecretOpen => "SECRET_OPEN_FAILED",
             Self::UnknownKeyVersion { .. } => "SECRET_UNKNOWN_KEY_VERSION",
             Self::Keyring(_) => "SECRET_KEYRING_INVALID",
@@ -214,6 +238,8 @@ impl StoreError {
             | Self::LeaseLost { .. }
             | Self::RunEnded { .. }
             | Self::RunAbandoned { .. }
+            | Self::OtherEngine { .. }
+            | Self::EnginePayloadTooLarge { .. }
             | Self::SecretOpen
             | Self::UnknownKeyVersion { .. }
             | Self::Keyring(_)

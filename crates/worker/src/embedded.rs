@@ -25,13 +25,28 @@ use crate::error::WorkerError;
 pub struct EmbeddedEngine {
     store: Store,
     lease: Duration,
+    runs: RunEngine,
 }
 
 impl EmbeddedEngine {
-    /// An engine whose leases last `lease` (1 s to 1 h, as the store allows) unless renewed.
+    /// An engine whose leases last `lease` (1 s to 1 h, as the store allows) unless renewed,
+    /// over the embedded engine's runs.
     #[must_use]
     pub fn new(store: Store, lease: Duration) -> Self {
-        Self { store, lease }
+        Self {
+            store,
+            lease,
+            runs: RunEngine::Embedded,
+        }
+    }
+
+    /// The same store machinery (leases, fenced writes, finalize) over the runs of `engine`:
+    /// how a Temporal host holds and ends its runs' rows. Its claims and its reaper's take only
+    /// runs of that engine; the store refuses any other (`RUN_OTHER_ENGINE`).
+    #[must_use]
+    pub fn serving(mut self, engine: RunEngine) -> Self {
+        self.runs = engine;
+        self
     }
 
     /// The store it runs on.
@@ -75,7 +90,7 @@ impl From<&RunLease> for LeaseToken {
 #[async_trait]
 impl ExecutionLookup for EmbeddedEngine {
     fn engine(&self) -> RunEngine {
-        RunEngine::Embedded
+        self.runs
     }
 
     #[tracing::instrument(level = "debug", skip(self))]
@@ -100,7 +115,11 @@ impl ExecutionLookup for EmbeddedEngine {
         run_id: &str,
         status: TerminalStatus,
     ) -> Result<bool, WorkerError> {
-        let claim = match self.store.claim_run(run_id, REAPER, self.lease).await {
+        let claim = match self
+            .store
+            .claim_run(run_id, REAPER, self.lease, self.runs)
+            .await
+        {
             Ok(claim) => claim,
             Err(error) if matches!(error.code(), "LEASE_LOST" | "RUN_ENDED") => return Ok(false),
             Err(error) => return Err(WorkerError::from_store(run_id, error)),
@@ -127,6 +146,7 @@ impl DurableEngine for EmbeddedEngine {
             worker: worker.to_owned(),
             limit,
             lease: self.lease,
+            engine: self.runs,
         };
         let claims = self
             .store

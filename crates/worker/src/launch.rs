@@ -88,10 +88,16 @@ const LAUNCHER: &str = "launcher";
 /// Ends a recorded run its engine refused to start, `FAILED` with the engine's error, through
 /// the same fenced, bill-once finalize as any end: it never ran, and it must not count as in
 /// flight or wait for the reaper.
-async fn end_unstarted(store: &Store, run_id: &str, error: &WorkerError) {
+async fn end_unstarted(store: &Store, run: &Run, error: &WorkerError) {
+    let run_id = run.id.as_str();
     let ended = async {
         let claim = store
-            .claim_run(run_id, LAUNCHER, std::time::Duration::from_secs(30))
+            .claim_run(
+                run_id,
+                LAUNCHER,
+                std::time::Duration::from_secs(30),
+                run.engine,
+            )
             .await?;
         let document = json!({
             "result": Value::Null,
@@ -300,7 +306,7 @@ pub async fn launch_on(
         return Err(WorkerError::from_store(&run.id, error));
     }
     if let Err(error) = starter.start(&run, &recorded.payload).await {
-        end_unstarted(store, &run.id, &error).await;
+        end_unstarted(store, &run, &error).await;
         return Err(error);
     }
     tracing::info!(run_id = %run.id, "run launched");

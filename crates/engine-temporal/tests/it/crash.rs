@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use auto_swe_engine_temporal::{RunEffects, TemporalEngine, TemporalSettings, TemporalWorker};
+use auto_swe_engine_temporal::{
+    ActivityLimits, RunEffects, TemporalEngine, TemporalSettings, TemporalWorker,
+};
 use auto_swe_interpreter::{
     CancellationToken, DispatchError, Dispatcher, SignalWait, SignalWake, StepDispatch, StepRecord,
 };
@@ -181,12 +183,12 @@ async fn until(what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
-async fn engine(address: &str, queue: &str) -> TemporalEngine {
+async fn engine(address: &str, queue: &str, limits: ActivityLimits) -> TemporalEngine {
     let settings = TemporalSettings::new(address).with_task_queue(queue);
     TemporalEngine::connect(settings)
         .await
         .expect("the dev server answers")
-        .with_limits(quick_limits())
+        .with_limits(limits)
 }
 
 async fn end(engine: &TemporalEngine, run: &str) -> RunEnd {
@@ -208,7 +210,9 @@ async fn a_worker_killed_mid_activity_loses_that_attempt_and_nothing_else() {
         WorkerProcess::start(&queue, &log),
         WorkerProcess::start(&queue, &log),
     ];
-    let engine = engine(&address, &queue).await;
+    // The default limits, as a deployment runs: the figure printed below is the recovery time
+    // the heartbeat timeout gives.
+    let engine = engine(&address, &queue, ActivityLimits::default()).await;
     let spec = spec(
         "a",
         &json!([
@@ -232,6 +236,17 @@ async fn a_worker_killed_mid_activity_loses_that_attempt_and_nothing_else() {
         .find(|worker| worker.pid() == holder)
         .expect("one of the two workers holds the step");
     killed.kill();
+    let killed_at = tokio::time::Instant::now();
+    until("the step to be tried again", || {
+        count(&log, "start", "s") == 2
+    })
+    .await;
+    eprintln!(
+        "a step whose worker was killed (SIGKILL) started again on another worker after {:.1} s \
+         (heartbeat timeout {} s)",
+        killed_at.elapsed().as_secs_f64(),
+        ActivityLimits::default().heartbeat_timeout_secs
+    );
 
     let ended = end(&engine, &run).await;
     assert_eq!(ended.status, TerminalStatus::Success, "{ended:?}");
@@ -270,7 +285,7 @@ async fn every_worker_killed_mid_wait_loses_nothing_and_a_new_one_ends_the_run()
     let log = dir.path().join("log");
     let queue = task_queue("crash-wait");
     let mut first = WorkerProcess::start(&queue, &log);
-    let engine = engine(&address, &queue).await;
+    let engine = engine(&address, &queue, quick_limits()).await;
     let spec = spec(
         "a",
         &json!([

@@ -223,13 +223,15 @@ async fn the_temporal_reaper_ends_a_run_without_a_workflow_and_leaves_live_and_e
     );
     assert!(!status(live.clone()).await.is_terminal());
     assert_eq!(status(embedded).await, RunStatus::Pending);
-    // A payload no Temporal payload carries is dropped, not sent again on every pass.
-    store
+    // A payload no Temporal payload carries is refused where it enters, never accepted and then
+    // dropped: nothing reaches the relay.
+    let refused = store
         .send_signal(&live, "go", &json!({"text": "x".repeat(3 * 1024 * 1024)}))
         .await
-        .expect("the store takes it");
+        .expect_err("the store refuses it for a run on Temporal");
+    assert_eq!(refused.code(), "ENGINE_PAYLOAD_TOO_LARGE", "{refused}");
     let pass = relay.pass().await.expect("a relay pass");
-    assert_eq!((pass.forwarded, pass.dropped, pass.left), (0, 1, 0));
+    assert_eq!((pass.forwarded, pass.dropped, pass.left), (0, 0, 0));
     // The live run's signal, written to the store, is forwarded and ends it.
     store
         .send_signal(&live, "go", &json!({}))

@@ -13,4 +13,5 @@ mod replay;
 mod signals;
 mod store;
 mod support;
+mod takeover;
 mod ticket_to_merge;

@@ -8,30 +8,18 @@ use std::time::Duration;
 use auto_swe_engine_temporal::{
     RunEffects, StoreEffects, TEMPORAL_LEASE_HOLDER, TemporalEngine, TemporalSettings,
 };
-use auto_swe_interpreter::{DispatchError, StepRecord};
-use auto_swe_models::ModelClient;
+use auto_swe_interpreter::StepRecord;
 use auto_swe_spec::TerminalStatus;
-use auto_swe_store::{HumanStepStatus, NewRun, NewRunInput, QueueState, RunStatus, Store};
+use auto_swe_store::{
+    HumanStepStatus, NewRun, NewRunInput, QueueState, RunEngine, RunStatus, Store,
+};
 use auto_swe_worker::RunEnd;
-use auto_swe_worker::{ModelRouter, StepEffects};
+use auto_swe_worker::StepEffects;
 use serde_json::json;
 
 use crate::support::{
-    WorkerThread, host_services, quick_limits, spec, task_queue, temporal_address,
+    NoModels, WorkerThread, host_services, quick_limits, spec, task_queue, temporal_address,
 };
-
-/// No agent runs in these tests: any model asked for is refused.
-#[derive(Debug)]
-struct NoModels;
-
-impl ModelRouter for NoModels {
-    fn client(&self, agent_key: &str) -> Result<Arc<dyn ModelClient>, DispatchError> {
-        Err(DispatchError::non_retryable(
-            "NO_MODEL",
-            format!("no model for {agent_key}"),
-        ))
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_on_temporal_keeps_its_row_steps_and_end_in_the_store() {
@@ -56,7 +44,11 @@ async fn a_run_on_temporal_keeps_its_row_steps_and_end_in_the_store() {
         .await
         .expect("the input is stored");
     let run = store
-        .create_run(NewRun::new(spec.clone()).with_run_input(&input.id))
+        .create_run(
+            NewRun::new(spec.clone())
+                .with_run_input(&input.id)
+                .on_engine(RunEngine::Temporal),
+        )
         .await
         .expect("the run is recorded");
     engine
@@ -95,7 +87,12 @@ async fn a_run_on_temporal_keeps_its_row_steps_and_end_in_the_store() {
         .expect("the queue state reads");
     assert_eq!(state, Some(QueueState::Done));
     let claimed = store
-        .claim_run(&run.id, TEMPORAL_LEASE_HOLDER, Duration::from_secs(5))
+        .claim_run(
+            &run.id,
+            TEMPORAL_LEASE_HOLDER,
+            Duration::from_secs(5),
+            RunEngine::Temporal,
+        )
         .await;
     assert_eq!(claimed.expect_err("an ended run").code(), "RUN_ENDED");
 }
@@ -144,7 +141,7 @@ impl Host {
     ) -> String {
         let run = self
             .store
-            .create_run(NewRun::new(spec.clone()))
+            .create_run(NewRun::new(spec.clone()).on_engine(RunEngine::Temporal))
             .await
             .expect("the run is recorded")
             .id;
@@ -173,7 +170,7 @@ impl Host {
 async fn recorded_run(store: &Store) -> String {
     let spec = spec("a", &json!([{"id": "a", "type": "step", "step": "work"}]));
     store
-        .create_run(NewRun::new(spec))
+        .create_run(NewRun::new(spec).on_engine(RunEngine::Temporal))
         .await
         .expect("the run is recorded")
         .id
@@ -188,20 +185,39 @@ fn record(recording_id: &str) -> StepRecord {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_an_embedded_worker_holds_is_not_made_by_temporal_workers() {
+async fn a_run_of_the_other_engine_is_neither_claimed_nor_made() {
     let Some(host) = Host::new().await else {
         return;
     };
     let (store, effects) = (&host.store, host.effects(Duration::from_secs(30)));
-    let run = recorded_run(store).await;
-    store
-        .claim_run(&run, "embedded-worker", Duration::from_secs(30))
+    // A Temporal run: an embedded host never takes it, whatever its lease.
+    let temporal = recorded_run(store).await;
+    let refused = store
+        .claim_run(
+            &temporal,
+            "embedded-worker",
+            Duration::from_secs(30),
+            RunEngine::Embedded,
+        )
         .await
-        .expect("an embedded worker claims it");
-    let Err(refused) = effects.dispatcher(&run).await else {
-        panic!("a Temporal worker made effects under an embedded worker's lease");
+        .expect_err("an embedded host does not claim a Temporal run");
+    assert_eq!(refused.code(), "RUN_OTHER_ENGINE", "{refused}");
+    // An embedded run: a Temporal worker makes none of its effects.
+    let spec = spec("a", &json!([{"id": "a", "type": "step", "step": "work"}]));
+    let embedded = store
+        .create_run(NewRun::new(spec))
+        .await
+        .expect("the run is recorded")
+        .id;
+    let Err(refused) = effects.dispatcher(&embedded).await else {
+        panic!("a Temporal worker made effects of an embedded run");
     };
-    assert_eq!(refused.code, "LEASE_LOST", "{refused}");
+    assert_eq!(refused.code, "RUN_OTHER_ENGINE", "{refused}");
+    assert_eq!(
+        store.queue_state(&embedded).await.expect("the queue reads"),
+        None,
+        "nothing was claimed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -407,7 +423,7 @@ async fn a_held_runs_lease_is_kept_past_its_length_while_its_worker_lives() {
         .expect("still the run's lease");
     let taken = host
         .store
-        .claim_run(&run, "embedded-worker", Duration::from_secs(5))
+        .claim_run(&run, "reaper", Duration::from_secs(5), RunEngine::Temporal)
         .await
         .expect_err("a live lease is not taken");
     assert_eq!(taken.code(), "LEASE_LOST");

@@ -293,6 +293,41 @@ pub(crate) async fn scratch_store(dir: &std::path::Path) -> auto_swe_store::Stor
     .expect("the store opens")
 }
 
+/// A store on a database of its own on the `PostgreSQL` server `AUTO_SWE_POSTGRES_URL` names;
+/// `None` (the test skips) without one, unless `AUTO_SWE_REQUIRE_POSTGRES=1`.
+pub(crate) async fn postgres_store() -> Option<auto_swe_store::Store> {
+    use sqlx::Connection as _;
+    let required = std::env::var("AUTO_SWE_REQUIRE_POSTGRES").as_deref() == Ok("1");
+    let Some(admin_url) = std::env::var("AUTO_SWE_POSTGRES_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+    else {
+        assert!(
+            !required,
+            "AUTO_SWE_REQUIRE_POSTGRES=1 but AUTO_SWE_POSTGRES_URL is not set"
+        );
+        eprintln!("skipped: AUTO_SWE_POSTGRES_URL is not set");
+        return None;
+    };
+    let mut admin = sqlx::PgConnection::connect(&admin_url)
+        .await
+        .expect("the PostgreSQL server answers");
+    let name = task_queue("temporal").replace('-', "_");
+    sqlx::query(&format!("CREATE DATABASE \"{name}\""))
+        .execute(&mut admin)
+        .await
+        .expect("a database of its own");
+    let mut url = url::Url::parse(&admin_url).expect("the admin URL parses");
+    url.set_path(&format!("/{name}"));
+    let store = auto_swe_store::Store::open(auto_swe_store::StoreConfig::new(
+        url.as_str(),
+        auto_swe_store::Keyring::generate(),
+    ))
+    .await
+    .expect("the store opens");
+    Some(store)
+}
+
 /// A store in `dir` and the worker's services over it: `local` workspaces under `dir/sandbox`,
 /// agents on `models`, the local SCM under `dir/repos`. `None` (the test skips) without
 /// bubblewrap.
@@ -300,8 +335,17 @@ pub(crate) async fn host_services(
     dir: &std::path::Path,
     models: Arc<dyn auto_swe_worker::ModelRouter>,
 ) -> Option<(auto_swe_store::Store, Arc<auto_swe_worker::WorkerServices>)> {
-    let (backend, root) = backend(&dir.join("sandbox"))?;
     let store = scratch_store(dir).await;
+    services_over(dir, store, models)
+}
+
+/// The worker's services over `store`, as [`host_services`] makes them.
+pub(crate) fn services_over(
+    dir: &std::path::Path,
+    store: auto_swe_store::Store,
+    models: Arc<dyn auto_swe_worker::ModelRouter>,
+) -> Option<(auto_swe_store::Store, Arc<auto_swe_worker::WorkerServices>)> {
+    let (backend, root) = backend(&dir.join("sandbox"))?;
     let git = auto_swe_worker::local_git::LocalGit::new();
     let services = Arc::new(auto_swe_worker::WorkerServices {
         store: store.clone(),
@@ -323,4 +367,20 @@ pub(crate) async fn host_services(
         tier: auto_swe_models::Tier::Standard,
     });
     Some((store, services))
+}
+
+/// No agent runs in these tests: any model asked for is refused.
+#[derive(Debug)]
+pub(crate) struct NoModels;
+
+impl auto_swe_worker::ModelRouter for NoModels {
+    fn client(
+        &self,
+        agent_key: &str,
+    ) -> Result<Arc<dyn auto_swe_models::ModelClient>, DispatchError> {
+        Err(DispatchError::non_retryable(
+            "NO_MODEL",
+            format!("no model for {agent_key}"),
+        ))
+    }
 }

@@ -136,11 +136,19 @@ fn effective() -> anyhow::Result<Vec<Setting>> {
             "default"
         },
     ));
+    engine_rows(&mut rows, &loaded);
     rows.push(setting(
         "worker.leaseSeconds",
         DEFAULT_LEASE.as_secs().to_string(),
         "default",
     ));
+    model_rows(&mut rows, &loaded);
+    sandbox_rows(&mut rows)?;
+    Ok(rows)
+}
+
+/// The model settings: private hosts, the price file, API bases, and whether each key is set.
+fn model_rows(rows: &mut Vec<Setting>, loaded: &config::Config) {
     let from_file = |set: bool| if set { "config file" } else { "default" };
     let hosts = &loaded.models.private_network_hosts;
     rows.push(setting(
@@ -177,8 +185,78 @@ fn effective() -> anyhow::Result<Vec<Setting>> {
             ));
         }
     }
-    sandbox_rows(&mut rows)?;
-    Ok(rows)
+}
+
+/// The engine runs start on and, when it is Temporal or `[temporal]` is set, the cluster it
+/// names (files by path; an API key only said to be set).
+fn engine_rows(rows: &mut Vec<Setting>, loaded: &config::Config) {
+    let engine = match from_env("AUTO_SWE_ENGINE") {
+        Some(value) => setting("engine", value.to_ascii_lowercase(), "env AUTO_SWE_ENGINE"),
+        None => setting(
+            "engine",
+            loaded.engine.as_str().to_ascii_lowercase(),
+            if loaded.engine == auto_swe_store::RunEngine::default() {
+                "default"
+            } else {
+                "config file"
+            },
+        ),
+    };
+    let on_temporal = engine.value == "temporal";
+    rows.push(engine);
+    let temporal = &loaded.temporal;
+    let defaults = auto_swe_engine_temporal::TemporalSection::default();
+    if !on_temporal && temporal == &defaults && from_env("AUTO_SWE_TEMPORAL_ADDRESS").is_none() {
+        return;
+    }
+    let source = |variable: &str, set: bool| {
+        if from_env(variable).is_some() {
+            format!("env {variable}")
+        } else if set {
+            "config file".to_owned()
+        } else {
+            "default".to_owned()
+        }
+    };
+    rows.push(setting(
+        "temporal.address",
+        from_env("AUTO_SWE_TEMPORAL_ADDRESS")
+            .or_else(|| temporal.address.clone())
+            .map_or_else(|| "unset".to_owned(), |a| mask_url(&a)),
+        source("AUTO_SWE_TEMPORAL_ADDRESS", temporal.address.is_some()),
+    ));
+    rows.push(setting(
+        "temporal.namespace",
+        from_env("AUTO_SWE_TEMPORAL_NAMESPACE").unwrap_or_else(|| temporal.namespace.clone()),
+        source(
+            "AUTO_SWE_TEMPORAL_NAMESPACE",
+            temporal.namespace != defaults.namespace,
+        ),
+    ));
+    rows.push(setting(
+        "temporal.taskQueue",
+        from_env("AUTO_SWE_TEMPORAL_TASK_QUEUE").unwrap_or_else(|| temporal.task_queue.clone()),
+        source(
+            "AUTO_SWE_TEMPORAL_TASK_QUEUE",
+            temporal.task_queue != defaults.task_queue,
+        ),
+    ));
+    let tls = temporal.tls
+        || temporal.server_ca_file.is_some()
+        || temporal.client_cert_file.is_some()
+        || temporal.api_key_file.is_some();
+    rows.push(setting(
+        "temporal.tls",
+        tls.to_string(),
+        if tls { "config file" } else { "default" },
+    ));
+    if let Some(path) = &temporal.api_key_file {
+        rows.push(setting(
+            "temporal.apiKeyFile",
+            format!("{} (contents hidden)", path.display()),
+            "config file",
+        ));
+    }
 }
 
 fn sandbox_rows(rows: &mut Vec<Setting>) -> anyhow::Result<()> {

@@ -75,6 +75,7 @@ pub(crate) fn run(args: &DoctorArgs) -> anyhow::Result<Status> {
         let mut checks = vec![configuration()];
         checks.push(store().await);
         checks.push(sandbox().await);
+        checks.push(engine().await);
         checks.push(model_keys(args.model.as_deref()));
         checks
     });
@@ -164,6 +165,52 @@ async fn store() -> Check {
             NAME,
             format!("{e:#}"),
             "point AUTO_SWE_STORE_URL at a store this host can reach (or unset it for the SQLite store under the home)",
+        ),
+    }
+}
+
+/// The engine runs start on; on Temporal, that its frontend answers and its namespace exists.
+async fn engine() -> Check {
+    const NAME: &str = "engine";
+    let engine = match crate::commands::local::temporal::chosen(None) {
+        Ok(engine) => engine,
+        Err(e) => {
+            return Check::fail(
+                NAME,
+                format!("{e:#}"),
+                "set AUTO_SWE_ENGINE (or `engine` in the configuration) to embedded or temporal",
+            );
+        }
+    };
+    if engine != auto_swe_store::RunEngine::Temporal {
+        return Check::ok(NAME, "embedded: runs are driven from the store's queue");
+    }
+    let connected = match crate::commands::local::temporal::connect().await {
+        Ok(connected) => connected,
+        Err(e) => {
+            return Check::fail(
+                NAME,
+                format!("temporal: {e:#}"),
+                "start the Temporal frontend `[temporal] address` names (or AUTO_SWE_TEMPORAL_ADDRESS), or set engine = \"embedded\"",
+            );
+        }
+    };
+    let settings = connected.settings();
+    match connected.ready().await {
+        Ok(()) => Check::ok(
+            NAME,
+            format!(
+                "temporal at {}, namespace {}, task queue {}: `auto-swe worker --engine temporal` drives its runs",
+                settings.address, settings.namespace, settings.task_queue
+            ),
+        ),
+        Err(e) => Check::fail(
+            NAME,
+            format!("temporal at {}: {e} ({})", settings.address, e.code()),
+            format!(
+                "create the namespace (`temporal operator namespace create {}`) or name an existing one in [temporal] namespace",
+                settings.namespace
+            ),
         ),
     }
 }

@@ -110,6 +110,43 @@ fn cli(env: &Env, args: &[&str]) -> Value {
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
+/// Runs `auto-swe ARGS` over `env` and returns its exit code and output, ending it (by its PID)
+/// if it has not returned within five minutes: a follow that never returns fails the test
+/// instead of hanging it.
+fn output_within(env: &Env, args: &[&str]) -> (Option<i32>, String) {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let mut command = bin();
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out.reopen().unwrap())
+        .stderr(Stdio::inherit());
+    env.apply(&mut command);
+    let mut child = command.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        let late = Instant::now() > deadline;
+        if late {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        assert!(
+            !late,
+            "{args:?} did not return within five minutes: {}\n{}",
+            std::fs::read_to_string(out.path()).unwrap_or_default(),
+            worker_logs(env)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    (
+        status.code(),
+        std::fs::read_to_string(out.path()).unwrap_or_default(),
+    )
+}
+
 /// A worker process over `env`.
 fn worker(env: &Env, extra: &[&str]) -> Child {
     let mut args = vec![
@@ -492,8 +529,8 @@ fn cancel_stops_a_run_a_worker_is_driving() {
 
 /// The demo on a Temporal cluster, named by the home's `config.toml`: `demo` starts the run's
 /// workflow, two `auto-swe worker` processes poll its task queue, local CI's signals and
-/// `pr merge` reach the workflow through the store, and the run ends `SUCCESS` with no finished
-/// node run twice.
+/// `pr merge` reach the workflow through the store, `runs show --follow` and `pr merge` end as
+/// they do on the embedded engine, and the run ends `SUCCESS` with no finished node run twice.
 #[test]
 fn the_demo_runs_on_temporal_with_two_worker_processes_and_merges() {
     let Some(address) = std::env::var("AUTO_SWE_TEMPORAL_ADDRESS")
@@ -526,13 +563,26 @@ fn the_demo_runs_on_temporal_with_two_worker_processes_and_merges() {
     let first = worker(&env, &[]);
     // The second judges no CI: one local CI is enough.
     let second = worker(&env, &["--no-ci"]);
-    let shown = wait_for(&env, &run, "green CI after the fix", |s| {
-        s["pullRequests"][0]["ciStatus"] == "SUCCESS" && finished(s, "ciWait") == 2
-    });
-    assert_ne!(shown["status"], "FAILED", "{shown}");
-    let merged = output(&env, &["pr", "merge", &run]);
-    assert!(merged.status.success(), "{merged:?}");
-    let shown = wait_for(&env, &run, "the end", |s| s["status"] == "SUCCESS");
+    // `runs show --follow` follows the run through local CI's verdicts and returns where it
+    // waits for the merge, exactly as on the embedded engine.
+    let (code, stdout) = output_within(&env, &["runs", "show", &run, "--follow"]);
+    assert_eq!(code, Some(0), "{stdout}\n{}", worker_logs(&env));
+    for expected in [
+        format!("run {run}: WAITING"),
+        format!("auto-swe pr merge {run}"),
+    ] {
+        assert!(stdout.contains(&expected), "{expected}: {stdout}");
+    }
+    let shown = show(&env, &run);
+    assert_eq!(shown["pullRequests"][0]["ciStatus"], "SUCCESS", "{shown}");
+    assert_eq!(finished(&shown, "ciWait"), 2, "{shown}");
+    // `pr merge` merges and follows the run to its end, which the cluster's workers make.
+    let (code, stdout) = output_within(&env, &["pr", "merge", &run, "--format", "json"]);
+    assert_eq!(code, Some(0), "{stdout}\n{}", worker_logs(&env));
+    let ended: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(ended["status"], "SUCCESS", "{stdout}");
+    let shown = show(&env, &run);
+    assert_eq!(shown["status"], "SUCCESS", "{shown}");
     stop(first);
     stop(second);
     for (node, times) in [("implement", 1), ("openPr", 2), ("ciFix", 1), ("lesson", 1)] {

@@ -40,7 +40,12 @@ async fn a_spilled_value_is_read_back_by_who_may_see_the_run_and_by_no_one_else(
             .unwrap();
         store.enqueue(&run.id).await.unwrap();
         let claim = store
-            .claim_run(&run.id, "w", Duration::from_secs(60))
+            .claim_run(
+                &run.id,
+                "w",
+                Duration::from_secs(60),
+                auto_swe_store::RunEngine::Embedded,
+            )
             .await
             .unwrap();
         let token = claim.token();

@@ -91,7 +91,12 @@ pub(crate) async fn leased_run(store: &Store, team: &str, user: &str, spec: &Val
         .await
         .unwrap();
     store
-        .claim_run(&run.id, "test-worker", Duration::from_secs(600))
+        .claim_run(
+            &run.id,
+            "test-worker",
+            Duration::from_secs(600),
+            auto_swe_store::RunEngine::Embedded,
+        )
         .await
         .unwrap()
         .token()

@@ -299,6 +299,21 @@ macro_rules! impl_execution_stores {
             ) -> StoreResult<HumanStep> {
                 limits::short_text("answered by", answered_by)?;
                 let answer = limits::json_text("answer", answer)?;
+                // Only a payload some engine cannot carry costs a look at the run's engine.
+                if crate::RunEngine::Temporal.check_payload("the answer", &answer).is_err() {
+                    let engine: Option<String> = sqlx::query_scalar(
+                        "SELECT r.engine FROM human_steps h JOIN workflow_runs r \
+                         ON r.id = h.run_id WHERE h.id = $1",
+                    )
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    if let Some(engine) = engine {
+                        engine
+                            .parse::<crate::RunEngine>()?
+                            .check_payload("the answer", &answer)?;
+                    }
+                }
                 let mut tx = self.pool.begin().await?;
                 let row = sqlx::query(&format!(
                     "UPDATE human_steps SET status = 'ANSWERED', answer = $1, answered_by = $2, \
@@ -362,6 +377,19 @@ macro_rules! impl_execution_stores {
             ) -> StoreResult<Signal> {
                 limits::short_text("signal name", name)?;
                 let payload = limits::json_text("signal payload", payload)?;
+                // Only a payload some engine cannot carry costs a look at the run's engine.
+                if crate::RunEngine::Temporal.check_payload("the signal's payload", &payload).is_err() {
+                    let engine: Option<String> =
+                        sqlx::query_scalar("SELECT engine FROM workflow_runs WHERE id = $1")
+                            .bind(run_id)
+                            .fetch_optional(&self.pool)
+                            .await?;
+                    if let Some(engine) = engine {
+                        engine
+                            .parse::<crate::RunEngine>()?
+                            .check_payload("the signal's payload", &payload)?;
+                    }
+                }
                 let mut tx = self.pool.begin().await?;
                 let row = sqlx::query(
                     "INSERT INTO signals (run_id, name, payload, received_at, relay) \

@@ -34,16 +34,18 @@ macro_rules! claim_set_sql {
     };
 }
 
-/// The rows a claim may take: runnable and due, or leased with the lease past its end. While a
-/// run is leased `available_at` is its lease end, so one partial index on
-/// `(available_at, run_id) WHERE state IN ('RUNNABLE', 'LEASED')` serves the whole query.
+/// The rows a claim may take: runnable and due, or leased with the lease past its end, of runs
+/// that `$4`'s engine drives. While a run is leased `available_at` is its lease end, so one
+/// partial index on `(available_at, run_id) WHERE state IN ('RUNNABLE', 'LEASED')` serves the
+/// scan, each candidate's engine read by its run's primary key.
 macro_rules! claim_candidates_sql {
     ($now:literal) => {
         concat!(
             "SELECT run_id FROM run_queue WHERE state IN ('RUNNABLE', 'LEASED') \
              AND available_at <= ",
             $now,
-            " ORDER BY available_at, run_id LIMIT $2"
+            " AND EXISTS (SELECT 1 FROM workflow_runs r WHERE r.id = run_queue.run_id \
+             AND r.engine = $4) ORDER BY available_at, run_id LIMIT $2"
         )
     };
 }
@@ -111,6 +113,7 @@ macro_rules! impl_queue_store {
                         .bind(&request.worker)
                         .bind(i64::from(request.limit))
                         .bind(lease)
+                        .bind(request.engine.as_str())
                         .fetch_all(&self.pool)
                         .await?;
                     let mut claims = Vec::with_capacity(rows.len());
@@ -270,6 +273,7 @@ macro_rules! impl_queue_store {
                 run_id: &str,
                 worker: &str,
                 lease: Duration,
+                engine: crate::RunEngine,
             ) -> StoreResult<Claim> {
                 limits::short_text("run id", run_id)?;
                 limits::short_text("worker", worker)?;
@@ -278,7 +282,7 @@ macro_rules! impl_queue_store {
                     "INSERT INTO run_queue (run_id, state, available_at, enqueued_at, worker, \
                      lease_until, claim_count, attempts) \
                      SELECT id, 'LEASED', {now} + $3, $4, $2, {now} + $3, 1, 1 \
-                     FROM workflow_runs WHERE id = $1 AND ended_at IS NULL \
+                     FROM workflow_runs WHERE id = $1 AND ended_at IS NULL AND engine = $5 \
                      ON CONFLICT (run_id) DO UPDATE SET state = 'LEASED', \
                      worker = excluded.worker, lease_until = excluded.lease_until, \
                      available_at = excluded.available_at, \
@@ -293,6 +297,7 @@ macro_rules! impl_queue_store {
                 .bind(worker)
                 .bind(crate::records::queue::millis(lease))
                 .bind(Timestamp::now(&*self.clock).as_millis())
+                .bind(engine.as_str())
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(|e| map_write("queue entry", run_id, e))?;
@@ -302,6 +307,12 @@ macro_rules! impl_queue_store {
                         RunStanding::Ended { .. } => StoreError::RunEnded {
                             run_id: run_id.to_owned(),
                         },
+                        RunStanding::Live { engine: other, .. } if other != engine => {
+                            StoreError::OtherEngine {
+                                run_id: run_id.to_owned(),
+                                engine: other,
+                            }
+                        }
                         RunStanding::Live { .. } => StoreError::LeaseLost {
                             run_id: run_id.to_owned(),
                         },
@@ -379,6 +390,7 @@ macro_rules! impl_queue_store {
                     .bind("plan")
                     .bind(1_i64)
                     .bind(60_000_i64)
+                    .bind(crate::RunEngine::Embedded.as_str())
                     .fetch_all(&self.pool)
                     .await?;
                 rows.iter()
@@ -448,7 +460,7 @@ macro_rules! impl_queue_store {
             /// Whether a run exists, has ended, and where its queue row stands.
             async fn run_standing(&self, run_id: &str) -> StoreResult<RunStanding> {
                 let row = sqlx::query(
-                    "SELECT r.ended_at, q.state, q.claim_count FROM workflow_runs r \
+                    "SELECT r.ended_at, r.engine, q.state, q.claim_count FROM workflow_runs r \
                      LEFT JOIN run_queue q ON q.run_id = r.id WHERE r.id = $1",
                 )
                 .bind(run_id)
@@ -464,6 +476,7 @@ macro_rules! impl_queue_store {
                     None => RunStanding::Live {
                         state: row.try_get("state")?,
                         epoch,
+                        engine: row.try_get::<String, _>("engine")?.parse()?,
                     },
                 })
             }

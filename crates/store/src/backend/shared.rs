@@ -67,6 +67,7 @@ pub(crate) enum RunStanding {
     Live {
         state: Option<String>,
         epoch: Option<i64>,
+        engine: crate::RunEngine,
     },
 }
 

@@ -165,6 +165,8 @@ pub struct ClaimRequest {
     pub limit: u32,
     /// Lease length (1 s ..= 1 h).
     pub lease: Duration,
+    /// Only runs this engine drives: a host never claims a run of another engine.
+    pub engine: crate::RunEngine,
 }
 
 /// Hands out runnable runs to workers.
@@ -185,7 +187,7 @@ pub trait QueueStore: Send + Sync {
     /// Puts a run in the queue (a run already queued, leased or parked is left as it is; one
     /// released as done is queued again with its epoch kept).
     async fn enqueue_with(&self, enqueue: &Enqueue) -> StoreResult<()>;
-    /// Claims up to `limit` runnable runs.
+    /// Claims up to `limit` runnable runs of the request's engine.
     async fn claim(&self, request: &ClaimRequest) -> StoreResult<Vec<Claim>>;
     /// Extends a held lease.
     async fn heartbeat(&self, claim: &Claim, lease: Duration) -> StoreResult<Claim>;
@@ -195,8 +197,14 @@ pub trait QueueStore: Send + Sync {
     /// abandoned, never enqueued, or leased past its end), with the next epoch: how a reaper or
     /// an operator gets the token to finalize a stranded run through the same fenced
     /// `finalize_run` as its own worker. `LEASE_LOST` while another lease is live, `RUN_ENDED`
-    /// once finalized.
-    async fn claim_run(&self, run_id: &str, worker: &str, lease: Duration) -> StoreResult<Claim>;
+    /// once finalized, `RUN_OTHER_ENGINE` when `engine` does not drive the run.
+    async fn claim_run(
+        &self,
+        run_id: &str,
+        worker: &str,
+        lease: Duration,
+        engine: crate::RunEngine,
+    ) -> StoreResult<Claim>;
     /// Puts a dead-lettered run back in the queue with its attempt count reset (an operator's
     /// decision); its epoch keeps counting. `STORE_CONFLICT` unless the run is abandoned.
     async fn requeue_abandoned(&self, run_id: &str) -> StoreResult<()>;

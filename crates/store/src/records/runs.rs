@@ -159,6 +159,32 @@ impl RunEngine {
         self == Self::Embedded
     }
 
+    /// The largest payload (a signal's, a human step's answer, as JSON text) a run on this
+    /// engine can be handed, or `None` when the engine reads it from the store and has no limit
+    /// of its own. A Temporal payload is at most 2 MiB; 64 KiB of that is left for the
+    /// delivery that carries the payload (the run, the slot's name, the answerer's stamp).
+    #[must_use]
+    pub fn payload_limit(self) -> Option<usize> {
+        match self {
+            Self::Embedded => None,
+            Self::Temporal => Some(2 * 1024 * 1024 - 64 * 1024),
+        }
+    }
+
+    /// Refuses `payload` (JSON text) with `ENGINE_PAYLOAD_TOO_LARGE` when a run on this engine
+    /// cannot be handed it.
+    pub fn check_payload(self, what: &'static str, payload: &str) -> StoreResult<()> {
+        match self.payload_limit() {
+            Some(limit) if payload.len() > limit => Err(StoreError::EnginePayloadTooLarge {
+                what,
+                bytes: payload.len(),
+                limit,
+                engine: self,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Reads a host's setting (`embedded`, `temporal`, in any case); the stored spelling is
     /// read with [`str::parse`].
     pub fn from_setting(text: &str) -> StoreResult<Self> {

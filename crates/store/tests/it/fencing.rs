@@ -338,6 +338,7 @@ async fn zombie_racing_a_reclaim_never_lands_after_it(db: &TestDb) {
                 worker: "worker-b".to_owned(),
                 limit: 1,
                 lease: Duration::from_secs(60),
+                engine: auto_swe_store::RunEngine::Embedded,
             })
             .await
             .unwrap();
@@ -443,6 +444,7 @@ async fn claimed_for_a_second(db: &TestDb) -> (Run, Claim) {
             worker: "worker-a".to_owned(),
             limit: 1,
             lease: Duration::from_secs(1),
+            engine: auto_swe_store::RunEngine::Embedded,
         })
         .await
         .unwrap()
@@ -455,6 +457,7 @@ fn reclaim() -> ClaimRequest {
         worker: "worker-b".to_owned(),
         limit: 1,
         lease: Duration::from_secs(60),
+        engine: auto_swe_store::RunEngine::Embedded,
     }
 }
 
@@ -650,6 +653,7 @@ async fn ended_runs_are_closed(db: &TestDb) {
                 worker: "w2".to_owned(),
                 limit: 10,
                 lease: Duration::from_secs(30),
+                engine: auto_swe_store::RunEngine::Embedded,
             })
             .await
             .unwrap()

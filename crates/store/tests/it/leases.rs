@@ -32,6 +32,7 @@ async fn clock_skew_changes_no_lease(db: &TestDb) {
         worker: worker.to_owned(),
         limit: 10,
         lease: Duration::from_secs(30),
+        engine: auto_swe_store::RunEngine::Embedded,
     };
     let first = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
     behind.enqueue(&first.id).await.unwrap();
@@ -108,6 +109,7 @@ async fn crashing_runs_are_abandoned(db: &TestDb) {
             worker: "w3".to_owned(),
             limit: 1,
             lease: Duration::from_secs(60),
+            engine: auto_swe_store::RunEngine::Embedded,
         })
         .await
         .unwrap();
@@ -157,6 +159,7 @@ async fn crashing_runs_are_abandoned(db: &TestDb) {
             worker: "w4".to_owned(),
             limit: 1,
             lease: Duration::from_secs(60),
+            engine: auto_swe_store::RunEngine::Embedded,
         })
         .await
         .unwrap();
@@ -200,7 +203,12 @@ async fn reapers_lease_stranded_runs_to_finalize_them(db: &TestDb) {
         .unwrap();
     let reaped = db
         .store
-        .claim_run(&never.id, "reaper", lease)
+        .claim_run(
+            &never.id,
+            "reaper",
+            lease,
+            auto_swe_store::RunEngine::Embedded,
+        )
         .await
         .unwrap();
     assert_eq!(reaped.epoch, 1);
@@ -219,7 +227,12 @@ async fn reapers_lease_stranded_runs_to_finalize_them(db: &TestDb) {
     assert!(matches!(outcome, FinalizeOutcome::Billed { .. }));
     assert_eq!(
         db.store
-            .claim_run(&never.id, "reaper", lease)
+            .claim_run(
+                &never.id,
+                "reaper",
+                lease,
+                auto_swe_store::RunEngine::Embedded
+            )
             .await
             .unwrap_err()
             .code(),
@@ -232,7 +245,12 @@ async fn reapers_lease_stranded_runs_to_finalize_them(db: &TestDb) {
         .await;
     assert_eq!(
         db.store
-            .claim_run(&live.id, "reaper", lease)
+            .claim_run(
+                &live.id,
+                "reaper",
+                lease,
+                auto_swe_store::RunEngine::Embedded
+            )
             .await
             .unwrap_err()
             .code(),
@@ -245,7 +263,16 @@ async fn reapers_lease_stranded_runs_to_finalize_them(db: &TestDb) {
 
     // The holder went silent: the reaper takes the next epoch and the old holder is fenced off.
     db.age_queue_entry(&live.id, Duration::from_secs(61)).await;
-    let reaped = db.store.claim_run(&live.id, "reaper", lease).await.unwrap();
+    let reaped = db
+        .store
+        .claim_run(
+            &live.id,
+            "reaper",
+            lease,
+            auto_swe_store::RunEngine::Embedded,
+        )
+        .await
+        .unwrap();
     assert_eq!(reaped.epoch, holder.epoch + 1);
     assert_eq!(
         db.store
@@ -278,7 +305,7 @@ async fn reapers_lease_stranded_runs_to_finalize_them(db: &TestDb) {
     for bad in ["", "nope"] {
         let code = db
             .store
-            .claim_run(bad, "reaper", lease)
+            .claim_run(bad, "reaper", lease, auto_swe_store::RunEngine::Embedded)
             .await
             .unwrap_err()
             .code();
@@ -289,7 +316,12 @@ async fn reapers_lease_stranded_runs_to_finalize_them(db: &TestDb) {
     }
     assert_eq!(
         db.store
-            .claim_run(&live.id, "reaper", Duration::ZERO)
+            .claim_run(
+                &live.id,
+                "reaper",
+                Duration::ZERO,
+                auto_swe_store::RunEngine::Embedded
+            )
             .await
             .unwrap_err()
             .code(),

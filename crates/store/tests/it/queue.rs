@@ -17,6 +17,8 @@ conformance!(
     parked_runs_with_a_deadline_wake_on_either,
     new_work_wakes_waiters,
     queue_refuses_bad_input,
+    a_run_is_claimed_only_by_its_own_engine,
+    a_payload_the_runs_engine_cannot_carry_is_refused_where_it_enters,
 );
 
 fn request(worker: &str, limit: u32) -> ClaimRequest {
@@ -24,7 +26,97 @@ fn request(worker: &str, limit: u32) -> ClaimRequest {
         worker: worker.to_owned(),
         limit,
         lease: Duration::from_secs(30),
+        engine: RunEngine::Embedded,
     }
+}
+
+async fn a_run_is_claimed_only_by_its_own_engine(db: &TestDb) {
+    let temporal = db
+        .store
+        .create_run(NewRun::new(json!({})).on_engine(RunEngine::Temporal))
+        .await
+        .unwrap();
+    db.store.enqueue(&temporal.id).await.unwrap();
+    let embedded = runnable_run(db).await;
+    // An embedded claim takes only the embedded run, however many it asks for.
+    let claims = db.store.claim(&request("embedded", 10)).await.unwrap();
+    let claimed: Vec<&str> = claims.iter().map(|c| c.run_id.as_str()).collect();
+    assert_eq!(claimed, vec![embedded.as_str()]);
+    // A claim of the run by name for the other engine is refused, nothing written.
+    let refused = db
+        .store
+        .claim_run(
+            &temporal.id,
+            "reaper",
+            Duration::from_secs(30),
+            RunEngine::Embedded,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), "RUN_OTHER_ENGINE");
+    assert!(matches!(
+        refused,
+        StoreError::OtherEngine {
+            engine: RunEngine::Temporal,
+            ..
+        }
+    ));
+    assert!(matches!(
+        db.store.queue_state(&temporal.id).await.unwrap(),
+        Some(QueueState::Runnable { .. })
+    ));
+    let refused = db
+        .store
+        .claim_run(
+            &embedded,
+            "temporal",
+            Duration::from_secs(30),
+            RunEngine::Temporal,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), "RUN_OTHER_ENGINE");
+    // Its own engine's claim takes it, with the next epoch.
+    let mut own = request("temporal", 10);
+    own.engine = RunEngine::Temporal;
+    let claims = db.store.claim(&own).await.unwrap();
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0].run_id, temporal.id);
+    assert_eq!(claims[0].epoch, 1);
+}
+
+async fn a_payload_the_runs_engine_cannot_carry_is_refused_where_it_enters(db: &TestDb) {
+    let limit = RunEngine::Temporal.payload_limit().unwrap();
+    assert_eq!(RunEngine::Embedded.payload_limit(), None);
+    let temporal = db
+        .store
+        .create_run(NewRun::new(json!({})).on_engine(RunEngine::Temporal))
+        .await
+        .unwrap();
+    let embedded = db.store.create_run(NewRun::new(json!({}))).await.unwrap();
+    // 3 MiB of JSON: under the store's own limit, over what Temporal carries.
+    let big = json!({ "text": "x".repeat(3 * 1024 * 1024) });
+    let refused = db
+        .store
+        .send_signal(&temporal.id, "go", &big)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), "ENGINE_PAYLOAD_TOO_LARGE", "{refused}");
+    assert!(
+        db.store
+            .list_signals(&temporal.id, "go")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // At the limit, it is taken; an embedded run takes the large one.
+    let at = json!("x".repeat(limit - 2));
+    assert_eq!(serde_json::to_string(&at).unwrap().len(), limit);
+    db.store.send_signal(&temporal.id, "go", &at).await.unwrap();
+    db.store
+        .send_signal(&embedded.id, "go", &big)
+        .await
+        .unwrap();
 }
 
 async fn runnable_run(db: &TestDb) -> String {
@@ -367,10 +459,12 @@ async fn queue_refuses_bad_input(db: &TestDb) {
         request("", 1),
         ClaimRequest {
             lease: Duration::ZERO,
+            engine: auto_swe_store::RunEngine::Embedded,
             ..request("w", 1)
         },
         ClaimRequest {
             lease: MAX_LEASE + Duration::from_secs(1),
+            engine: auto_swe_store::RunEngine::Embedded,
             ..request("w", 1)
         },
     ] {

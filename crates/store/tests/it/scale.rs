@@ -70,6 +70,7 @@ async fn claim_is_served_by_the_index_over_a_large_backlog(db: &TestDb) {
             worker: "w".to_owned(),
             limit: 3,
             lease: Duration::from_secs(60),
+            engine: auto_swe_store::RunEngine::Embedded,
         })
         .await
         .unwrap();
@@ -111,6 +112,7 @@ async fn every_run_is_claimed_and_completed_once_by_separate_pools(db: &TestDb) 
                         worker: name.clone(),
                         limit: 4,
                         lease: Duration::from_secs(300),
+                        engine: auto_swe_store::RunEngine::Embedded,
                     })
                     .await
                     .unwrap();

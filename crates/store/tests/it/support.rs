@@ -151,6 +151,7 @@ impl TestDb {
                 worker: worker.to_owned(),
                 limit: 1,
                 lease: std::time::Duration::from_secs(60),
+                engine: auto_swe_store::RunEngine::Embedded,
             })
             .await
             .unwrap();

@@ -160,7 +160,12 @@ async fn live_runs(store: &Store, org: &str) -> [String; 3] {
         ids.push(run.id);
     }
     let parked = store
-        .claim_run(&ids[1], "w3", Duration::from_secs(30))
+        .claim_run(
+            &ids[1],
+            "w3",
+            Duration::from_secs(30),
+            auto_swe_store::RunEngine::Embedded,
+        )
         .await
         .unwrap();
     store
@@ -176,7 +181,12 @@ async fn live_runs(store: &Store, org: &str) -> [String; 3] {
         .await
         .unwrap();
     store
-        .claim_run(&ids[2], "w4", Duration::from_secs(30))
+        .claim_run(
+            &ids[2],
+            "w4",
+            Duration::from_secs(30),
+            auto_swe_store::RunEngine::Embedded,
+        )
         .await
         .unwrap();
     [ids.remove(0), ids.remove(0), ids.remove(0)]

@@ -44,7 +44,12 @@ async fn held_run(db: &TestStore, dir: &Path) -> Option<(String, RunDispatcher)>
     let run_id = db.start(json!({})).await;
     let claim = db
         .store
-        .claim_run(&run_id, "w1", Duration::from_secs(30))
+        .claim_run(
+            &run_id,
+            "w1",
+            Duration::from_secs(30),
+            auto_swe_store::RunEngine::Embedded,
+        )
         .await
         .unwrap();
     let dispatcher = RunDispatcher::new(

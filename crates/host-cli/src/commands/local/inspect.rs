@@ -171,8 +171,13 @@ async fn list_runs(store: &Store, limit: u32, format: Format) -> anyhow::Result<
 const FOLLOW_POLL: Duration = Duration::from_millis(500);
 
 /// Shows a run's progress until no worker moves it any more (it ended, or waits for a person
-/// or a signal), then where it was left.
-async fn follow_run(store: &Store, run_id: &str, format: Format) -> anyhow::Result<Status> {
+/// or a signal), then where it was left. The same on either engine: a run on Temporal parks its
+/// queue row on what wakes it, as an embedded run does.
+pub(super) async fn follow_run(
+    store: &Store,
+    run_id: &str,
+    format: Format,
+) -> anyhow::Result<Status> {
     store
         .get_run(run_id)
         .await
@@ -479,14 +484,26 @@ pub(crate) fn cancel(args: &CancelArgs) -> anyhow::Result<Status> {
     }
     runtime()?.block_on(async {
         let (_, store) = open_store().await?;
+        let run = store
+            .get_run(&args.run)
+            .await
+            .map_err(|e| store_error(&e, &format!("run {}", args.run)))?;
+        if run.engine == RunEngine::Temporal {
+            return cancel_on_temporal(&store, &args.run).await;
+        }
         // The operator's path: take the run from its queue and finalize it CANCELLED under
         // that lease; while a worker holds it, ask that worker to stop it instead.
         let claim = match store
-            .claim_run(&args.run, "cli-cancel", Duration::from_secs(30))
+            .claim_run(
+                &args.run,
+                "cli-cancel",
+                Duration::from_secs(30),
+                RunEngine::Embedded,
+            )
             .await
         {
             Ok(claim) => claim,
-            Err(e) if e.code() == "LEASE_LOST" => {
+            Err(StoreError::LeaseLost { .. }) => {
                 store
                     .request_cancel(&args.run)
                     .await
@@ -516,6 +533,34 @@ pub(crate) fn cancel(args: &CancelArgs) -> anyhow::Result<Status> {
         output::print_text(&format!("run {} cancelled\n", args.run))?;
         Ok(Status::Success)
     })
+}
+
+/// Cancels a run on Temporal: the stop request is recorded (the relay of a Temporal worker
+/// forwards it if this process cannot) and the run's workflow is asked to stop at once when the
+/// cluster answers. The workflow ends the run `CANCELLED` through a worker, never this process,
+/// so the run row and its workflow cannot disagree.
+async fn cancel_on_temporal(store: &Store, run_id: &str) -> anyhow::Result<Status> {
+    store
+        .request_cancel(run_id)
+        .await
+        .map_err(|e| store_error(&e, &format!("run {run_id}")))?;
+    let told = match super::temporal::connect().await {
+        Ok(engine) => engine
+            .cancel(run_id)
+            .await
+            .map_err(|error| format!("{error} ({})", error.code())),
+        Err(error) => Err(format!("{error:#}")),
+    };
+    let how = match told {
+        Ok(()) => "its workflow was asked to stop".to_owned(),
+        Err(why) => format!(
+            "the cluster did not take the stop ({why}); it waits for a Temporal worker's relay (`auto-swe worker --engine temporal`)"
+        ),
+    };
+    output::print_text(&format!(
+        "run {run_id} runs on Temporal: {how}; it ends CANCELLED when the workflow stops\n"
+    ))?;
+    Ok(Status::Success)
 }
 
 /// `auto-swe templates`.

@@ -4,7 +4,7 @@ use anyhow::Context as _;
 use std::fmt::Write as _;
 
 use auto_swe_sandbox::SandboxChoice;
-use auto_swe_store::{PullRequestQuery, Store};
+use auto_swe_store::{PullRequestQuery, RunEngine, Store};
 use serde_json::{Value, json};
 
 use auto_swe_worker::MERGE_SIGNAL;
@@ -100,6 +100,12 @@ pub(crate) fn pr(args: &PrArgs) -> anyhow::Result<Status> {
                 progress.say(&format!("merged pull request #{} into {} at {}", pr.number, repo.default_branch, &merged[..merged.len().min(12)]));
                 if *detach {
                     return Ok(Status::Success);
+                }
+                // A run on Temporal is driven by the cluster's workers: follow it to where they
+                // leave it, as `runs show --follow` does.
+                let engine = store.get_run(run).await.map_err(|e| store_error(&e, "run"))?.engine;
+                if engine == RunEngine::Temporal {
+                    return super::inspect::follow_run(&store, run, *format).await;
                 }
                 let input = run_input(&store, run).await?;
                 let host = LocalHost::open(&home, store.clone(), *sandbox, &run_model(&input)).await?;

@@ -9,7 +9,8 @@ use auto_swe_sandbox::SandboxChoice;
 use auto_swe_store::{RunEngine, Store};
 use auto_swe_worker::templates::{DEFAULT_TEMPLATE, template};
 use auto_swe_worker::{
-    CI_SIGNAL, DriveEnd, Launch, LaunchOptions, MERGE_SIGNAL, StepRegistry, launch, launch_on,
+    CI_SIGNAL, DriveEnd, Launch, LaunchOptions, MERGE_SIGNAL, Registered, Registration,
+    StepRegistry, launch, launch_on,
 };
 use serde_json::{Value, json};
 
@@ -244,10 +245,14 @@ async fn start_and_follow(
     );
     let local = scm(&home, &store);
     super::apply_budget(&local, &store).await?;
-    let repo = local
-        .register(source, &name)
+    let registration = local
+        .register_source(source, &name)
         .await
         .map_err(|e| anyhow::anyhow!("{e} ({})", e.code()))?;
+    if let Some(note) = registration_note(&registration) {
+        progress.say(&note);
+    }
+    let repo = registration.repository;
     let request = Launch {
         spec,
         input: json!({
@@ -267,27 +272,71 @@ async fn start_and_follow(
     }
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     progress.say(&format!(
-        "run {} started on {} ({})",
-        run.id, repo.name, model
+        "run {} started on {} ({}, {} engine)",
+        run.id,
+        repo.name,
+        model,
+        run.engine.as_str().to_ascii_lowercase()
     ));
-    // A run on Temporal is driven by the cluster's workers (`auto-swe worker` with the same
-    // engine), never by this process.
-    if follow.detach || temporal.is_some() {
+    if follow.detach {
         if follow.format == Format::Json {
-            output::print_json(&json!({ "runId": run.id, "status": "PENDING" }))?;
+            output::print_json(
+                &json!({ "runId": run.id, "status": "PENDING", "engine": run.engine }),
+            )?;
         } else if temporal.is_some() {
             progress.say(
-                "on Temporal: `auto-swe worker --engine temporal` drives it; `auto-swe runs show RUN` follows it",
+                "on Temporal: `auto-swe worker --engine temporal` drives it; `auto-swe runs show RUN --follow` follows it",
             );
         } else {
-            progress
-                .say("detached: `auto-swe worker` drives it; `auto-swe runs show RUN` follows it");
+            progress.say(
+                "detached: `auto-swe worker` drives it; `auto-swe runs show RUN --follow` follows it",
+            );
         }
         return Ok(Status::Success);
+    }
+    // A run on Temporal is driven by the cluster's workers (`auto-swe worker --engine
+    // temporal`), never by this process: follow it to where they leave it.
+    if temporal.is_some() {
+        progress.say(
+            "on Temporal: the cluster's workers (`auto-swe worker --engine temporal`) drive it",
+        );
+        return super::inspect::follow_run(&store, &run.id, follow.format).await;
     }
     let host = LocalHost::open(&home, store.clone(), follow.sandbox, &model).await?;
     let end = host.drive(&run.id, &progress).await?;
     report_end(&store, &run.id, end, follow.format).await
+}
+
+/// What to tell the user about reusing a registered repository, when there is something to
+/// tell: the copy's default branch moved, or was kept although the source's differs.
+fn registration_note(registration: &Registration) -> Option<String> {
+    let repo = &registration.repository;
+    let branch = &repo.default_branch;
+    let short = |sha: &str| sha.chars().take(12).collect::<String>();
+    match &registration.outcome {
+        Registered::FastForwarded { from, to } => Some(format!(
+            "{}: {branch} brought up to the source's ({} → {})",
+            repo.name,
+            short(from),
+            short(to)
+        )),
+        Registered::Diverged { kept, source } => Some(format!(
+            "{}: the source's {branch} ({}) and the copy's ({}) have diverged; the run starts from the copy's",
+            repo.name,
+            short(source),
+            short(kept)
+        )),
+        Registered::BranchMissing => Some(format!(
+            "{}: the source has no branch {branch}; the run starts from the copy's",
+            repo.name
+        )),
+        Registered::Replaced { previous } => Some(format!(
+            "the source now holds a different repository than `{previous}` did: registered it as `{}`",
+            repo.name
+        )),
+        // A new clone or a copy already current: nothing to tell.
+        _ => None,
+    }
 }
 
 /// What to type to move a parked run on.
