@@ -58,7 +58,8 @@ pub use patterns::{LivePatterns, PATTERN_REFRESH_INTERVAL};
 pub use reaper::{ReapReport, Reaper, ReaperConfig};
 pub use scm::{
     CI_SIGNAL, CommitIdentity, LOCAL_HOST, LOCAL_ORG_SLUG, LocalRepository, LocalScm, MERGE_SIGNAL,
-    PullRequestOpened, PullRequestRequest, PullRequestText, Scm, ScmError,
+    PullRequestOpened, PullRequestRequest, PullRequestText, Registered, Registration, Scm,
+    ScmError,
 };
 pub use spill::{
     MAX_SPILL_BYTES, MAX_SPILLS, SPILL_ARTIFACT, cut_bytes, long_string_pointers, result_document,

@@ -15,8 +15,10 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
 mod remote;
+mod source;
 
 pub use remote::GitRemote;
+pub use source::{FetchedSource, SourceRef};
 
 /// Longest a local git command may run.
 pub const GIT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -68,9 +70,10 @@ pub enum LocalGitError {
     Failed {
         /// What was being done.
         operation: String,
-        /// Exit status.
+        /// Exit status (128 + the signal when a signal ended it).
         status: i32,
-        /// The end of its standard error.
+        /// What it said: the end of its standard error, else of its standard output, else that
+        /// it said nothing (and which signal ended it, if one did). Never empty.
         stderr: String,
     },
     /// git ran past [`GIT_TIMEOUT`].
@@ -143,27 +146,91 @@ impl Default for LocalGit {
 
 struct Output {
     status: i32,
+    /// The signal that ended git, when one did.
+    signal: Option<i32>,
     stdout: Vec<u8>,
     stderr: String,
 }
 
-fn tail(text: &str) -> String {
+impl Output {
+    /// Why git failed, as far as it said: never empty.
+    fn cause(&self) -> String {
+        describe_exit(
+            self.signal,
+            &self.stderr,
+            &String::from_utf8_lossy(&self.stdout),
+            600,
+        )
+    }
+}
+
+/// The last `limit` characters of `text`, trimmed.
+fn tail_of(text: &str, limit: usize) -> String {
     let text = text.trim();
     let start = text
         .char_indices()
         .rev()
-        .nth(600)
+        .nth(limit)
         .map_or(0, |(index, _)| index);
     text[start..].to_owned()
+}
+
+/// The conventional name of a signal a command may die of.
+fn signal_name(signal: i32) -> Option<&'static str> {
+    Some(match signal {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        6 => "SIGABRT",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        _ => return None,
+    })
+}
+
+/// What a failed command said, for the error that reports it, and never an empty text: the
+/// last `limit` characters of its standard error, else of its standard output (some failures
+/// print only there), else `no output`; prefixed by the signal that ended it, if one did. A
+/// process killed under memory or process pressure says nothing itself, and an error that
+/// says nothing cannot be acted on.
+pub(crate) fn describe_exit(
+    signal: Option<i32>,
+    stderr: &str,
+    stdout: &str,
+    limit: usize,
+) -> String {
+    let said = if !stderr.trim().is_empty() {
+        tail_of(stderr, limit)
+    } else if !stdout.trim().is_empty() {
+        format!("(standard output) {}", tail_of(stdout, limit))
+    } else {
+        "no output".to_owned()
+    };
+    match signal {
+        Some(number) => {
+            let name = signal_name(number).map_or_else(String::new, |n| format!(", {n}"));
+            format!("killed by signal {number}{name}; {said}")
+        }
+        None => said,
+    }
 }
 
 impl LocalGit {
     /// The `git` on `PATH`.
     #[must_use]
     pub fn new() -> Self {
-        Self {
-            program: PathBuf::from("git"),
-        }
+        Self::with_program(PathBuf::from("git"))
+    }
+
+    /// The git at `program` (a path, or a name looked up on `PATH`), run under the same
+    /// hardened environment.
+    #[must_use]
+    pub fn with_program(program: PathBuf) -> Self {
+        Self { program }
     }
 
     async fn run<I, S>(
@@ -283,8 +350,10 @@ impl LocalGit {
                 operation: operation.to_owned(),
             });
         }
+        let signal = std::os::unix::process::ExitStatusExt::signal(&status);
         Ok(Output {
-            status: status.code().unwrap_or(128),
+            status: status.code().unwrap_or(128 + signal.unwrap_or(0)),
+            signal,
             stdout,
             stderr: String::from_utf8_lossy(&stderr).into_owned(),
         })
@@ -308,7 +377,7 @@ impl LocalGit {
             Err(LocalGitError::Failed {
                 operation: operation.to_owned(),
                 status: output.status,
-                stderr: tail(&output.stderr),
+                stderr: output.cause(),
             })
         }
     }
@@ -318,12 +387,7 @@ impl LocalGit {
     /// `REPOSITORY_AUTH_REQUIRED`.
     #[tracing::instrument(level = "debug", skip(self))]
     pub async fn clone_bare(&self, source: &str, dest: &Path) -> Result<(), LocalGitError> {
-        if source.starts_with('-') {
-            return Err(LocalGitError::NotARepository {
-                source_name: source.to_owned(),
-                detail: "a source may not begin with `-`".to_owned(),
-            });
-        }
+        source::refuse_option(source)?;
         let output = self
             .run(
                 "clone",
@@ -343,20 +407,7 @@ impl LocalGit {
         if output.status == 0 {
             return Ok(());
         }
-        let lower = output.stderr.to_ascii_lowercase();
-        if lower.contains("authentication")
-            || lower.contains("could not read username")
-            || lower.contains("permission denied (publickey")
-            || lower.contains("terminal prompts disabled")
-        {
-            return Err(LocalGitError::AuthRequired {
-                source_name: source.to_owned(),
-            });
-        }
-        Err(LocalGitError::NotARepository {
-            source_name: source.to_owned(),
-            detail: tail(&output.stderr),
-        })
+        Err(source::source_error(source, &output))
     }
 
     /// Makes `dir` (which holds files) a repository whose `branch` has one commit of every

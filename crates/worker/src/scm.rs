@@ -2,8 +2,10 @@
 //! as store rows, CI run on this machine (see [`crate::ci`]), merges only when a person says so.
 //!
 //! Each registered repository is a `git_repo` connection of the `local` organization whose
-//! config names its bare repository; a pull request is keyed by (connection, number), one per
-//! run and branch, and keeps its title, body and branches beside the bare repository.
+//! config names its bare repository and its source; a source is registered once and every later
+//! run on it reuses the registration (see [`register`]). A pull request is keyed by (connection,
+//! number), one per run and branch, and keeps its title, body and branches beside the bare
+//! repository.
 //!
 //! [`Scm`] is the seam the worker's steps use: [`LocalScm`] is one provider; a hosted one (GitHub)
 //! lives in its own crate and keeps a bare mirror of each repository under the worker's home, so
@@ -14,13 +16,15 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 
 use auto_swe_store::{
-    CiStatus, ConnectionType, NewConnection, PullRequest, PullRequestQuery, PullRequestState,
-    PullRequestUpdate, RepoCoordinates, Store, StoreError,
+    CiStatus, PullRequest, PullRequestQuery, PullRequestState, PullRequestUpdate, Store, StoreError,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use crate::local_git::{LocalGit, LocalGitError};
+
+mod register;
+
+pub use register::{Registered, Registration};
 
 /// The organization local repositories belong to.
 pub const LOCAL_ORG_SLUG: &str = "local";
@@ -300,67 +304,34 @@ impl LocalScm {
 
     async fn local_team(&self) -> Result<String, ScmError> {
         let org = self.local_org_record().await?;
-        let teams = self.store.list_teams(&org.id).await?;
-        if let Some(team) = teams.into_iter().find(|t| t.name == "local") {
-            return Ok(team.id);
+        let find = || async {
+            let teams = self.store.list_teams(&org.id).await?;
+            Ok::<_, ScmError>(teams.into_iter().find(|t| t.name == "local").map(|t| t.id))
+        };
+        if let Some(id) = find().await? {
+            return Ok(id);
         }
-        Ok(self.store.create_team(&org.id, "local").await?.id)
-    }
-
-    /// Clones `source` (a path or URL) as a new local repository and records its connection.
-    #[tracing::instrument(level = "info", skip(self))]
-    pub async fn register(&self, source: &str, name: &str) -> Result<LocalRepository, ScmError> {
-        tokio::fs::create_dir_all(&self.root).await?;
-        let dir = self
-            .root
-            .join(format!("{}.git", uuid::Uuid::now_v7().simple()));
-        self.git.clone_bare(source, &dir).await?;
-        let default_branch = self.git.default_branch(&dir).await?;
-        // A repository with no commit on its default branch has nothing to change.
-        self.git.rev_parse(&dir, &default_branch).await?;
-        let team_id = self.local_team().await?;
-        let connection = self
-            .store
-            .create_connection(NewConnection {
-                team_id,
-                kind: ConnectionType::GitRepo,
-                name: name.to_owned(),
-                repo: Some(RepoCoordinates {
-                    host: LOCAL_HOST.to_owned(),
-                    owner: LOCAL_ORG_SLUG.to_owned(),
-                    name: name.to_owned(),
-                    default_branch: default_branch.clone(),
-                }),
-                config: json!({ "bareRepository": dir.to_string_lossy(), "source": source }),
-            })
-            .await?;
-        Ok(LocalRepository {
-            connection_id: connection.id,
-            path: dir,
-            default_branch,
-            name: name.to_owned(),
-        })
+        match self.store.create_team(&org.id, "local").await {
+            Ok(team) => Ok(team.id),
+            // Another process created it first.
+            Err(StoreError::Conflict { .. }) => find()
+                .await?
+                .ok_or_else(|| ScmError::NoPullRequest("local team".to_owned())),
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// The local repository of a connection.
     pub async fn repository(&self, connection_id: &str) -> Result<LocalRepository, ScmError> {
         let connection = self.store.get_connection(connection_id).await?;
-        let repo = connection
+        if connection
             .repo
-            .filter(|r| r.host == LOCAL_HOST)
-            .ok_or_else(|| ScmError::NotLocal(connection_id.to_owned()))?;
-        let path = connection
-            .config
-            .get("bareRepository")
-            .and_then(serde_json::Value::as_str)
-            .map(PathBuf::from)
-            .ok_or_else(|| ScmError::NotLocal(connection_id.to_owned()))?;
-        Ok(LocalRepository {
-            connection_id: connection.id,
-            path,
-            default_branch: repo.default_branch,
-            name: repo.name,
-        })
+            .as_ref()
+            .is_none_or(|r| r.host != LOCAL_HOST)
+        {
+            return Err(ScmError::NotLocal(connection_id.to_owned()));
+        }
+        Self::repository_of(connection)
     }
 
     fn text_path(repo: &LocalRepository, number: i64) -> PathBuf {
@@ -412,14 +383,9 @@ impl LocalScm {
             .rev_parse(&repo.path, &format!("refs/heads/{branch}"))
             .await?;
         let existing = self.pull_request_of_run(repo, run_id).await?;
-        let (number, created) = if let Some(pr) = &existing {
-            (pr.number, false)
-        } else {
-            let all = self
-                .store
-                .list_pull_requests(&PullRequestQuery::connection(&repo.connection_id))
-                .await?;
-            (all.iter().map(|p| p.number).max().unwrap_or(0) + 1, true)
+        let (number, created) = match &existing {
+            Some(pr) => (pr.number, false),
+            None => (self.claim_number(repo).await?, true),
         };
         let text = PullRequestText {
             title: title.to_owned(),
@@ -427,13 +393,9 @@ impl LocalScm {
             head_branch: branch.to_owned(),
             base_branch: repo.default_branch.clone(),
         };
-        let path = Self::text_path(repo, number);
-        if let Some(dir) = path.parent() {
-            tokio::fs::create_dir_all(dir).await?;
-        }
         let encoded =
             serde_json::to_vec_pretty(&text).map_err(|e| ScmError::Io(std::io::Error::other(e)))?;
-        tokio::fs::write(&path, encoded).await?;
+        tokio::fs::write(Self::text_path(repo, number), encoded).await?;
         let url = format!("local://{}/pull/{number}", repo.name);
         let recorded = self
             .store
@@ -457,6 +419,32 @@ impl LocalScm {
             head_sha: head,
             created,
         })
+    }
+
+    /// A pull request number of `repo` no other run holds: the next after the recorded ones
+    /// whose text file this call creates first. Runs on one repository may open their pull
+    /// requests at the same moment, from different processes; creating the file is the claim
+    /// (a number whose claimant stopped before recording it stays unused).
+    async fn claim_number(&self, repo: &LocalRepository) -> Result<i64, ScmError> {
+        let recorded = self
+            .store
+            .list_pull_requests(&PullRequestQuery::connection(&repo.connection_id))
+            .await?;
+        let mut number = recorded.iter().map(|p| p.number).max().unwrap_or(0) + 1;
+        let dir = repo.path.join("auto-swe-pulls");
+        tokio::fs::create_dir_all(&dir).await?;
+        loop {
+            let claimed = tokio::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(Self::text_path(repo, number))
+                .await;
+            match claimed {
+                Ok(_) => return Ok(number),
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => number += 1,
+                Err(error) => return Err(error.into()),
+            }
+        }
     }
 
     fn comments_dir(repo: &LocalRepository, number: i64) -> PathBuf {

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use auto_swe_sandbox::SecretValue;
 
-use super::{LocalGit, LocalGitError, Output, tail};
+use super::{LocalGit, LocalGitError, Output};
 
 impl LocalGit {
     /// Clones `remote` into a new bare repository at `dest`, its credential (if any) sent as a
@@ -216,7 +216,7 @@ impl GitRemote {
         Err(LocalGitError::Failed {
             operation: operation.to_owned(),
             status: output.status,
-            stderr: tail(&output.stderr),
+            stderr: output.cause(),
         })
     }
 }

@@ -119,15 +119,13 @@ impl RunScope {
     }
 }
 
-/// The work branch of a run: `auto-swe/` and the first 12 letters and digits of its id.
+/// The work branch of a run: `auto-swe/` and the letters and digits of its id — all of them,
+/// since runs on one repository share its bare copy and a run id's first digits are only its
+/// creation time (two runs started in the same millisecond share them).
 #[must_use]
 pub fn run_branch(run_id: &str) -> String {
-    let short: String = run_id
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .take(12)
-        .collect();
-    format!("auto-swe/{short}")
+    let letters: String = run_id.chars().filter(char::is_ascii_alphanumeric).collect();
+    format!("auto-swe/{letters}")
 }
 
 /// What one step execution gets.

@@ -142,11 +142,7 @@ impl WorkspaceTemplate {
         .timeout(Duration::from_secs(120));
         let output = checkout.exec_raw(&request).await?;
         if output.status != 0 {
-            let message = format!(
-                "the checkout failed (status {}): {}",
-                output.status,
-                tail(&output.stderr_text(), 400)
-            );
+            let message = format!("the checkout failed: {}", exec_cause(&output));
             checkout.remove().await;
             return Err(DispatchError::non_retryable(
                 "WORKSPACE_CHECKOUT_FAILED",
@@ -251,10 +247,7 @@ impl Checkout {
         if output.status != 0 || !is_sha(&head) {
             return Err(DispatchError::non_retryable(
                 "COMMIT_FAILED",
-                format!(
-                    "committing the change failed: {}",
-                    tail(&output.stderr_text(), 400)
-                ),
+                format!("committing the change failed: {}", exec_cause(&output)),
             ));
         }
         Ok((head, made))
@@ -267,10 +260,29 @@ impl Checkout {
         request.workdir.clone_from(&self.layout.checkout);
         request.output_limit = BUNDLE_LIMIT;
         let output = self.exec_raw(&request).await?;
-        if output.status != 0 || output.truncated {
+        if output.truncated {
             return Err(DispatchError::non_retryable(
                 "COMMIT_FAILED",
-                "the workspace's commits could not be bundled",
+                format!(
+                    "the workspace's commits could not be bundled: the bundle is larger than \
+                     {BUNDLE_LIMIT} bytes"
+                ),
+            ));
+        }
+        if output.status != 0 {
+            // The bundle is on standard output: only standard error says why.
+            let cause = crate::local_git::describe_exit(
+                exec_signal(output.status),
+                &output.stderr_text(),
+                "",
+                400,
+            );
+            return Err(DispatchError::non_retryable(
+                "COMMIT_FAILED",
+                format!(
+                    "the workspace's commits could not be bundled (status {}): {cause}",
+                    output.status
+                ),
             ));
         }
         Ok(output.stdout)
@@ -283,6 +295,34 @@ impl Checkout {
             tracing::warn!(%error, "a workspace was not removed");
         }
     }
+}
+
+/// The signal that ended an exec, read from its status (the backends report a signalled exec
+/// as 128 + the signal).
+fn exec_signal(status: i32) -> Option<i32> {
+    (129..=128 + 64).contains(&status).then(|| status - 128)
+}
+
+/// Why an exec that should have printed a commit did not: its status (and the signal, when one
+/// ended it) and what it said, never an empty text.
+pub(crate) fn exec_cause(output: &ExecOutput) -> String {
+    let said = crate::local_git::describe_exit(
+        exec_signal(output.status),
+        &output.stderr_text(),
+        &output.stdout_text(),
+        400,
+    );
+    let ended = if output.status == 0 {
+        "it exited 0 but printed no commit".to_owned()
+    } else {
+        format!("status {}", output.status)
+    };
+    let truncated = if output.truncated {
+        " (output truncated)"
+    } else {
+        ""
+    };
+    format!("{ended}: {said}{truncated}")
 }
 
 pub(crate) fn is_sha(text: &str) -> bool {
@@ -373,3 +413,6 @@ pub(crate) async fn run_shell_node(
         Some(Err(error)) => Err(sandbox_failure("SHELL_FAILED", &error)),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,6 +7,9 @@ use auto_swe_worker::{LocalScm, Scm};
 
 use crate::support::{Kind, TestStore};
 
+mod git_failure;
+mod register;
+
 #[tokio::test]
 async fn comments_on_a_local_pull_request_are_kept_in_order() {
     let db = TestStore::new(Kind::Sqlite).await.unwrap();
