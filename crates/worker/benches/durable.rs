@@ -1,8 +1,13 @@
 //! Durable execution costs, as ratios against the same run without a journal in the same
 //! process:
-//! - overhead per step: a 100-step run through the worker (journal + fenced step records) on
-//!   `SQLite` and, when `AUTO_SWE_POSTGRES_URL` is set, `PostgreSQL`, against the bare
-//!   interpreter;
+//! - overhead per step: a 100-step run through the worker (journal + fenced step records)
+//!   against the bare interpreter, on `SQLite` (WAL) with `synchronous=NORMAL` (the store's
+//!   default) and with `synchronous=FULL` (every commit flushed); on the `PostgreSQL` at
+//!   `AUTO_SWE_POSTGRES_URL` when it is set (the development server runs with `fsync = off`);
+//!   and on a throwaway `PostgreSQL` cluster with `fsync`, `synchronous_commit` and
+//!   `full_page_writes` on, which the bench starts with `scripts/durable-postgres.sh` (loopback
+//!   only, in a temporary directory) and stops by its PID. Each `PostgreSQL` row names the
+//!   settings the server reported;
 //! - resume: a run with 500 journaled effects (250 steps) woken from its wait, replayed and
 //!   finished;
 //! - parking: the worker process's resident memory after parking 1,000 waiting runs.
@@ -79,20 +84,34 @@ fn chain(steps: usize, tail: Option<Value>) -> Value {
 }
 
 async fn sqlite(dir: &std::path::Path, name: &str) -> Store {
-    let url = format!("sqlite://{}", dir.join(format!("{name}.db")).display());
+    sqlite_with(dir, name, "").await
+}
+
+/// A `SQLite` store with `query` (`?synchronous=full`, or empty) on its URL.
+async fn sqlite_with(dir: &std::path::Path, name: &str, query: &str) -> Store {
+    let url = format!(
+        "sqlite://{}{query}",
+        dir.join(format!("{name}.db")).display()
+    );
     Store::open(StoreConfig::new(&url, Keyring::single(1, [7; 32])))
         .await
         .unwrap()
 }
 
-async fn postgres() -> Option<Store> {
-    let admin = std::env::var("AUTO_SWE_POSTGRES_URL")
-        .ok()
-        .filter(|u| !u.is_empty())?;
+/// A fresh database on the server at `admin`, and the server's durability settings.
+async fn postgres(admin: &str) -> Option<(Store, String)> {
     let name = format!("bench_{}", std::process::id());
-    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&admin)
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(admin)
         .await
         .ok()?;
+    let mut settings = Vec::new();
+    for setting in ["fsync", "synchronous_commit", "full_page_writes"] {
+        let value: String = sqlx::query_scalar(&format!("SHOW {setting}"))
+            .fetch_one(&mut conn)
+            .await
+            .ok()?;
+        settings.push(format!("{setting} = {value}"));
+    }
     sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\""))
         .execute(&mut conn)
         .await
@@ -103,9 +122,84 @@ async fn postgres() -> Option<Store> {
         .ok()?;
     let (base, _) = admin.rsplit_once('/')?;
     let url = format!("{base}/{name}");
-    Store::open(StoreConfig::new(&url, Keyring::single(1, [7; 32])))
+    let store = Store::open(StoreConfig::new(&url, Keyring::single(1, [7; 32])))
+        .await
+        .ok()?;
+    Some((store, settings.join(", ")))
+}
+
+/// How many times the server has flushed its write-ahead log to disk (`pg_stat_wal`).
+async fn wal_syncs(admin: &str) -> Option<i64> {
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(admin)
+        .await
+        .ok()?;
+    sqlx::query_scalar("SELECT wal_sync FROM pg_stat_wal")
+        .fetch_one(&mut conn)
         .await
         .ok()
+}
+
+/// A throwaway `PostgreSQL` cluster with durable settings, made by
+/// `scripts/durable-postgres.sh` in a temporary directory and stopped by its PID when dropped.
+struct DurablePostgres {
+    url: String,
+    pid: u32,
+    /// Removed after `drop` has stopped the server.
+    _dir: tempfile::TempDir,
+}
+
+impl DurablePostgres {
+    fn start() -> Result<Self, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scripts/durable-postgres.sh"
+        );
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the benchmark starts its own throwaway database server"
+        )]
+        let output = std::process::Command::new("bash")
+            .arg(script)
+            .arg(dir.path())
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !output.status.success() {
+            return Err(String::from_utf8_lossy(&output.stderr).trim().to_owned());
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let mut lines = stdout.lines();
+        let url = lines.next().unwrap_or_default().to_owned();
+        let pid = lines
+            .next()
+            .and_then(|pid| pid.trim().parse().ok())
+            .ok_or_else(|| format!("no PID from the script: {stdout}"))?;
+        Ok(Self {
+            url,
+            pid,
+            _dir: dir,
+        })
+    }
+}
+
+impl Drop for DurablePostgres {
+    /// A fast shutdown (SIGINT to the postmaster), waited for up to a minute.
+    fn drop(&mut self) {
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the benchmark stops the server it started, by its PID"
+        )]
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &self.pid.to_string()])
+            .status();
+        let process = std::path::PathBuf::from(format!("/proc/{}", self.pid));
+        for _ in 0..600 {
+            if !process.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
 
 fn worker(store: &Store) -> Worker {
@@ -173,10 +267,36 @@ fn main() {
         println!("| bare interpreter, per step | {bare:.4} ms | 1× |");
         let store = sqlite(dir.path(), "steps").await;
         let lite = journaled_per_step(&store, steps, 7).await;
-        println!("| journaled on SQLite, per step | {lite:.3} ms | {:.0}× |", lite / bare);
-        if let Some(pg) = postgres().await {
+        println!("| journaled on SQLite (WAL, synchronous = NORMAL), per step | {lite:.3} ms | {:.0}× |", lite / bare);
+        let store = sqlite_with(dir.path(), "steps-full", "?synchronous=full").await;
+        let full = journaled_per_step(&store, steps, 7).await;
+        println!("| journaled on SQLite (WAL, synchronous = FULL), per step | {full:.3} ms | {:.0}× |", full / bare);
+        let dev = std::env::var("AUTO_SWE_POSTGRES_URL").ok().filter(|u| !u.is_empty());
+        if let Some((pg, settings)) = match &dev { Some(admin) => postgres(admin).await, None => None } {
             let per = journaled_per_step(&pg, steps, 7).await;
-            println!("| journaled on PostgreSQL, per step (target < 2 ms) | {per:.3} ms | {:.0}× |", per / bare);
+            println!("| journaled on PostgreSQL ({settings}), per step (target < 2 ms) | {per:.3} ms | {:.0}× |", per / bare);
+        }
+        match DurablePostgres::start() {
+            Ok(server) => {
+                if let Some((pg, settings)) = postgres(&server.url).await {
+                    let before = wal_syncs(&server.url).await;
+                    let per = journaled_per_step(&pg, steps, 7).await;
+                    // Server processes report their WAL statistics as they exit.
+                    pg.close().await;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    let flushes = match (before, wal_syncs(&server.url).await) {
+                        (Some(before), Some(after)) => format!(
+                            "; {:.1} WAL flushes per step, run setup included",
+                            (after - before) as f64 / (7 * steps) as f64
+                        ),
+                        _ => String::new(),
+                    };
+                    println!("| journaled on PostgreSQL ({settings}), per step | {per:.3} ms{flushes} | {:.0}× |", per / bare);
+                } else {
+                    println!("| journaled on PostgreSQL with fsync on | not measured: the throwaway server did not answer | |");
+                }
+            }
+            Err(why) => println!("| journaled on PostgreSQL with fsync on | not measured: {why} | |"),
         }
 
         // Resume: 250 steps (500 effects: a dispatch and a record each) journaled, then a wait.

@@ -2,6 +2,12 @@
 //!
 //! `SQLite` has one writer at a time, so every claim is a single `UPDATE … RETURNING` statement that
 //! runs under the write lock; no two claimers can pick the same row. Waiters are woken in-process.
+//!
+//! The database runs in WAL mode with `synchronous = NORMAL`: a commit is durable against a crash
+//! of the process, and the last commits before a power loss may be lost (the database stays
+//! consistent). `?synchronous=full` on the URL (`sqlite:///path/store.db?synchronous=full`) makes
+//! every commit wait for its flush to the disk; `normal` and `extra` are the other accepted
+//! values.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -64,11 +70,12 @@ impl SqliteStore {
         clock: Arc<dyn Clock>,
         max_connections: u32,
     ) -> StoreResult<Self> {
-        let options = SqliteConnectOptions::from_str(url)
+        let (driver_url, synchronous) = synchronous_from_url(url)?;
+        let options = SqliteConnectOptions::from_str(&driver_url)
             .map_err(|_| StoreError::UnsupportedUrl)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
+            .synchronous(synchronous)
             .busy_timeout(Duration::from_secs(60))
             .foreign_keys(true);
         // An in-memory database exists per connection, so it gets exactly one.
@@ -252,5 +259,78 @@ impl crate::StoreBackend for SqliteStore {
 
     async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// The `synchronous` setting a URL asks for (`?synchronous=normal`, the default, `full` or
+/// `extra`), and the URL without that parameter, for the driver (which knows no such parameter).
+fn synchronous_from_url(url: &str) -> StoreResult<(String, SqliteSynchronous)> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), SqliteSynchronous::Normal));
+    };
+    let mut synchronous = SqliteSynchronous::Normal;
+    let mut rest = Vec::new();
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("synchronous", value)) => {
+                synchronous = match value.to_ascii_lowercase().as_str() {
+                    "normal" => SqliteSynchronous::Normal,
+                    "full" => SqliteSynchronous::Full,
+                    "extra" => SqliteSynchronous::Extra,
+                    _ => return Err(StoreError::UnsupportedUrl),
+                };
+            }
+            _ => rest.push(pair),
+        }
+    }
+    let url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((url, synchronous))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_synchronous_parameter_is_read_and_left_out_of_the_driver_url() {
+        let cases = [
+            (
+                "sqlite:///d/s.db",
+                "sqlite:///d/s.db",
+                SqliteSynchronous::Normal,
+            ),
+            (
+                "sqlite:///d/s.db?synchronous=full",
+                "sqlite:///d/s.db",
+                SqliteSynchronous::Full,
+            ),
+            (
+                "sqlite:///d/s.db?mode=rwc&synchronous=FULL&cache=shared",
+                "sqlite:///d/s.db?mode=rwc&cache=shared",
+                SqliteSynchronous::Full,
+            ),
+            (
+                "sqlite::memory:?synchronous=extra",
+                "sqlite::memory:",
+                SqliteSynchronous::Extra,
+            ),
+            (
+                "sqlite:///d/s.db?mode=rwc",
+                "sqlite:///d/s.db?mode=rwc",
+                SqliteSynchronous::Normal,
+            ),
+        ];
+        for (url, driver_url, synchronous) in cases {
+            let (got_url, got) = synchronous_from_url(url).unwrap();
+            assert_eq!((got_url.as_str(), got), (driver_url, synchronous), "{url}");
+        }
+        assert!(matches!(
+            synchronous_from_url("sqlite:///d/s.db?synchronous=off"),
+            Err(StoreError::UnsupportedUrl)
+        ));
     }
 }
