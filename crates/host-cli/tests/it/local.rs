@@ -369,3 +369,145 @@ fn a_corrupt_store_is_one_error_line_and_is_left_alone() {
         assert_eq!(std::fs::read_to_string(&store).unwrap(), garbage);
     }
 }
+
+/// Runs `auto-swe ARGS` with `home` as its home from the directory `cwd`.
+fn local_in(home: &Path, cwd: &Path, args: &[&str]) -> Run {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the tests run the real built binary, as users do"
+    )]
+    let output = Command::new(env!("CARGO_BIN_EXE_auto-swe"))
+        .args(args)
+        .current_dir(cwd)
+        .env("AUTO_SWE_HOME", home)
+        .env_remove("AUTO_SWE_CONFIG")
+        .env_remove("AUTO_SWE_STORE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Run {
+        code: output.status.code().unwrap(),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+/// Runs `git ARGS` in `dir` as a person would, and returns what it printed.
+fn git_in(dir: &Path, args: &[&str]) -> String {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test changes and reads its repositories with git, as a person would"
+    )]
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The demo repository at `dir`, and its ticket as `@FILE` (from a file in `home`).
+fn demo_source(home: &Path, dir: &Path) -> String {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(auto_swe_worker::demo::write_demo_repository(
+            dir,
+            &auto_swe_worker::local_git::LocalGit::new(),
+        ))
+        .unwrap();
+    let ticket = home.join("ticket.md");
+    std::fs::write(&ticket, auto_swe_worker::demo::DEMO_TICKET).unwrap();
+    format!("@{}", ticket.display())
+}
+
+/// One repository takes any number of runs: three `run`s and an `exec` in a row on it each
+/// start and park for the merge, on one registration, branches and pull requests of their own;
+/// a commit made to the source between runs reaches the next run.
+#[test]
+fn a_repository_takes_run_after_run() {
+    if !sandbox_available() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let source = h.join("work").join("slugify");
+    let ticket = demo_source(h, &source);
+    let run_args = [
+        "run",
+        "ticket-to-merge",
+        "--repo",
+        source.to_str().unwrap(),
+        "--ticket",
+        &ticket,
+        "--model",
+        "replay/demo",
+        "--format",
+        "json",
+    ];
+    let exec_args = [
+        "exec",
+        &ticket,
+        "--model",
+        "replay/demo",
+        "--format",
+        "json",
+    ];
+    let mut runs = Vec::new();
+    let mut numbers = Vec::new();
+    for (index, args) in [&run_args[..], &run_args, &run_args, &exec_args]
+        .into_iter()
+        .enumerate()
+    {
+        if index == 3 {
+            // The source moved on: the copy's main follows it.
+            std::fs::write(source.join("NOTES.md"), "notes\n").unwrap();
+            git_in(&source, &["add", "-A"]);
+            git_in(&source, &["commit", "-qm", "notes"]);
+        }
+        let started = local_in(h, &source, args);
+        assert_eq!(
+            started.code, 0,
+            "{args:?}: {}\n{}",
+            started.stdout, started.stderr
+        );
+        let parked = json(&started);
+        assert_eq!(parked["status"], "WAITING", "{parked}");
+        assert_eq!(parked["parkedOn"], "humanMergeSignal", "{parked}");
+        runs.push(parked["runId"].as_str().unwrap().to_owned());
+        numbers.push(parked["pullRequest"]["number"].as_i64().unwrap());
+    }
+    assert_eq!(numbers, vec![1, 2, 3, 4]);
+    let mut distinct = runs.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 4);
+
+    // One registration, one bare copy (its main the source's), a pull request of each run's.
+    let copies: Vec<_> = std::fs::read_dir(h.join("repos"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    let main = ["rev-parse", "refs/heads/main"];
+    assert_eq!(git_in(&copies[0], &main), git_in(&source, &main));
+    let listed = json(&local(h, &["pr", "list", "--format", "json"], None));
+    let prs = listed["pullRequests"].as_array().unwrap();
+    assert_eq!(prs.len(), 4, "{listed}");
+    for pr in prs {
+        assert_eq!(pr["state"], "OPEN", "{pr}");
+        let url = pr["url"].as_str().unwrap();
+        assert!(url.starts_with("local://slugify/pull/"), "{pr}");
+    }
+    for run in &runs {
+        let diff = local(h, &["pr", "diff", run], None);
+        assert_eq!(diff.code, 0, "{}", diff.stderr);
+        assert!(diff.stdout.contains("CHANGELOG.md"), "{}", diff.stdout);
+    }
+}
