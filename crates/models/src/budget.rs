@@ -2,7 +2,7 @@
 //! once a cap is passed.
 
 use std::fmt::Write as _;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -160,12 +160,62 @@ pub fn usd_to_micros(usd: f64) -> i64 {
     }
 }
 
+/// One call a meter accrued, as it reports it to its [`CallLedger`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MeteredCall {
+    /// The model called; `None` for a cost-only accrual ([`Meter::record_cost`], embeddings).
+    pub model: Option<ModelSpec>,
+    /// What the call spent: its counted input, its output and its cost rounded to micro-dollars.
+    pub spend: Spend,
+}
+
+/// Where a meter reports every call it accrues, as the call ends: how a host writes spend as
+/// it is spent instead of when the work that made the calls ends.
+///
+/// Implementor's contract: `call_ended` is called once per accrued call (a failed call and a
+/// dropped stream included), synchronously, from whichever task ended the call, before the
+/// meter checks its caps; it must not block (hand the call to a writer) and must not call back
+/// into the meter.
+pub trait CallLedger: Send + Sync + std::fmt::Debug {
+    /// One call ended and was accrued.
+    fn call_ended(&self, call: MeteredCall);
+}
+
+/// A [`CallLedger`] that keeps every call in memory, in the order they ended: for tests and
+/// for hosts that only want to look.
+#[derive(Debug, Default)]
+pub struct CallLog {
+    calls: Mutex<Vec<MeteredCall>>,
+}
+
+impl CallLog {
+    /// The calls so far.
+    #[must_use]
+    pub fn calls(&self) -> Vec<MeteredCall> {
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl CallLedger for CallLog {
+    fn call_ended(&self, call: MeteredCall) {
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(call);
+    }
+}
+
 /// Accrues calls and enforces caps. Shared by reference between concurrent callers.
 #[derive(Debug)]
 pub struct Meter {
     config: MeterConfig,
     catalog: PriceCatalog,
     totals: Mutex<MeterTotals>,
+    ledger: Option<Arc<dyn CallLedger>>,
 }
 
 impl Meter {
@@ -176,7 +226,15 @@ impl Meter {
             config,
             catalog,
             totals: Mutex::new(MeterTotals::default()),
+            ledger: None,
         }
+    }
+
+    /// Reports every call this meter accrues to `ledger` as the call ends.
+    #[must_use]
+    pub fn with_ledger(mut self, ledger: Arc<dyn CallLedger>) -> Self {
+        self.ledger = Some(ledger);
+        self
     }
 
     /// The tier the meter enforces.
@@ -229,6 +287,13 @@ impl Meter {
             totals.calls += 1;
             *totals
         };
+        // Reported before the cap check: a call that passes a cap was still made and is billed.
+        self.report(
+            Some(spec),
+            charge.cost_usd,
+            charge.counted_input,
+            charge.output,
+        );
         if self.exceeded(&totals, false) {
             return Err(self.exceeded_error(&totals));
         }
@@ -242,10 +307,25 @@ impl Meter {
             totals.cost_usd += cost_usd;
             *totals
         };
+        self.report(None, cost_usd, 0, 0);
         if self.exceeded(&totals, false) {
             return Err(self.exceeded_error(&totals));
         }
         Ok(())
+    }
+
+    /// Tells the ledger, if there is one, about an accrued call.
+    fn report(&self, spec: Option<&ModelSpec>, cost_usd: f64, input: u64, output: u64) {
+        if let Some(ledger) = &self.ledger {
+            ledger.call_ended(MeteredCall {
+                model: spec.cloned(),
+                spend: Spend {
+                    cost_micros: usd_to_micros(cost_usd),
+                    input_tokens: i64::try_from(input).unwrap_or(i64::MAX),
+                    output_tokens: i64::try_from(output).unwrap_or(i64::MAX),
+                },
+            });
+        }
     }
 
     /// Prices a call without accruing it.

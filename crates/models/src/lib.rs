@@ -38,8 +38,8 @@ mod stream;
 pub mod testing;
 
 pub use budget::{
-    Charge, Meter, MeterConfig, MeterTotals, Spend, Tier, TokenCaps, budget_message, group,
-    usd_to_micros,
+    CallLedger, CallLog, Charge, Meter, MeterConfig, MeterTotals, MeteredCall, Spend, Tier,
+    TokenCaps, budget_message, group, usd_to_micros,
 };
 pub use capabilities::{
     Adjustment, CacheSupport, Efforts, ModelCapabilities, ResponseStorage, Thinking, capabilities,

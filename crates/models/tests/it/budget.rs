@@ -1,8 +1,9 @@
 //! Pricing, counted tokens, tiers and the meter.
 
 use auto_swe_models::{
-    ANTHROPIC_CACHE, CacheMultipliers, Meter, MeterConfig, ModelSpec, Price, PriceCatalog,
-    PriceSource, Rates, Spend, Tier, TokenCaps, Usage, counted_input, group, usd_to_micros,
+    ANTHROPIC_CACHE, CacheMultipliers, CallLog, Meter, MeterConfig, MeteredCall, ModelSpec, Price,
+    PriceCatalog, PriceSource, Rates, Spend, Tier, TokenCaps, Usage, counted_input, group,
+    usd_to_micros,
 };
 
 fn spec(text: &str) -> ModelSpec {
@@ -365,4 +366,52 @@ async fn a_metered_client_refuses_and_fails_calls_past_the_cap() {
     );
     assert_eq!(server.requests().len(), 2);
     assert_eq!(meter.totals().calls, 2);
+}
+
+#[test]
+fn the_ledger_hears_every_accrued_call_as_it_ends_the_one_past_a_cap_included() {
+    let log = std::sync::Arc::new(CallLog::default());
+    let meter = Meter::new(
+        MeterConfig {
+            tier: Tier::Standard,
+            caps: TokenCaps {
+                input: 1_000,
+                output: 500,
+            },
+            usd_cap: None,
+        },
+        PriceCatalog::builtin(),
+    )
+    .with_ledger(log.clone());
+    let model = spec("openai/gpt-5");
+    let usage = |input, output| Usage {
+        input,
+        output,
+        ..Usage::default()
+    };
+    let first = meter.record(&model, &usage(600, 40)).unwrap();
+    // Passes the input cap: refused after the fact, still reported.
+    let over = meter.record(&model, &usage(600, 10)).unwrap_err();
+    assert_eq!(over.code(), "BUDGET_EXCEEDED");
+    meter.record_cost(0.25).unwrap_err();
+    let second = meter.charge(&model, &usage(600, 10));
+    let spent = |cost_usd, input_tokens, output_tokens| Spend {
+        cost_micros: usd_to_micros(cost_usd),
+        input_tokens,
+        output_tokens,
+    };
+    let calls: Vec<(Option<ModelSpec>, Spend)> = log
+        .calls()
+        .into_iter()
+        .map(|call: MeteredCall| (call.model, call.spend))
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            (Some(model.clone()), spent(first.cost_usd, 600, 40)),
+            (Some(model), spent(second.cost_usd, 600, 10)),
+            (None, spent(0.25, 0, 0)),
+        ]
+    );
+    assert!(calls[0].1.cost_micros > 0);
 }
