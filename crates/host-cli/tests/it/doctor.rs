@@ -26,8 +26,19 @@ fn doctor_runs_every_check_and_a_failing_one_names_its_fix() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["configuration", "store", "sandbox", "model keys"]);
+    assert_eq!(
+        names,
+        ["configuration", "store", "sandbox", "engine", "model keys"]
+    );
     assert_eq!(check(&report, "store")["verdict"], "ok");
+    assert_eq!(check(&report, "engine")["verdict"], "ok");
+    assert!(
+        check(&report, "engine")["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("embedded"),
+        "{report}"
+    );
     assert_eq!(check(&report, "configuration")["verdict"], "ok");
     // No key is a warning (the demo needs none), not a failure.
     assert_eq!(check(&report, "model keys")["verdict"], "warn");
@@ -57,6 +68,33 @@ fn doctor_runs_every_check_and_a_failing_one_names_its_fix() {
             .unwrap()
             .contains("AUTO_SWE_STORE_URL"),
         "{store}"
+    );
+
+    // Temporal configured but its frontend not answering: the engine check fails, naming the
+    // address, with the fix.
+    let unreachable = with_env(
+        home.path(),
+        &["doctor", "--format", "json"],
+        &[
+            ("AUTO_SWE_ENGINE", "temporal"),
+            ("AUTO_SWE_TEMPORAL_ADDRESS", "127.0.0.1:1"),
+        ],
+        None,
+    );
+    assert_eq!(unreachable.code, 1, "{}", unreachable.stdout);
+    let report = json(&unreachable);
+    let engine = check(&report, "engine");
+    assert_eq!(engine["verdict"], "fail", "{engine}");
+    assert!(
+        engine["detail"].as_str().unwrap().contains("127.0.0.1:1"),
+        "{engine}"
+    );
+    assert!(
+        engine["fix"]
+            .as_str()
+            .unwrap()
+            .contains("AUTO_SWE_TEMPORAL_ADDRESS"),
+        "{engine}"
     );
 
     // A misspelt configuration key, in text: FAIL with the fix; a model without its key too.
@@ -154,6 +192,36 @@ fn config_show_masks_every_secret() {
     );
     assert_eq!(find("models.privateNetworkHosts")["source"], "config file");
     assert_eq!(find("sandbox.pids")["source"], "default");
+    assert_eq!(find("engine")["value"], "embedded");
+    assert_eq!(find("engine")["source"], "default");
+
+    // The engine and the cluster the configuration names, with where each came from.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "engine = \"temporal\"\n[temporal]\naddress = \"127.0.0.1:7233\"\nnamespace = \"team-a\"\n",
+    )
+    .unwrap();
+    let shown = json(&with_env(
+        home.path(),
+        &["config", "show", "--format", "json"],
+        &[],
+        None,
+    ));
+    let find = |key: &str| {
+        shown["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["key"] == key)
+            .unwrap_or_else(|| panic!("no {key} in {shown}"))
+            .clone()
+    };
+    assert_eq!(find("engine")["value"], "temporal");
+    assert_eq!(find("engine")["source"], "config file");
+    assert_eq!(find("temporal.address")["value"], "127.0.0.1:7233");
+    assert_eq!(find("temporal.namespace")["value"], "team-a");
+    assert_eq!(find("temporal.namespace")["source"], "config file");
+    assert_eq!(find("temporal.taskQueue")["source"], "default");
 
     // A configuration that cannot be read is one error line, exit 2.
     std::fs::write(home.path().join("config.toml"), "[models\n").unwrap();

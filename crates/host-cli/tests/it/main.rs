@@ -69,6 +69,8 @@ pub(crate) fn with_env(
         .env("AUTO_SWE_HOME", home)
         .env_remove("AUTO_SWE_CONFIG")
         .env_remove("AUTO_SWE_STORE_URL")
+        .env_remove("AUTO_SWE_ENGINE")
+        .env_remove("AUTO_SWE_TEMPORAL_ADDRESS")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("OPENAI_API_KEY")
         .env_remove("GEMINI_API_KEY")
