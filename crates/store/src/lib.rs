@@ -78,6 +78,7 @@ pub use records::runs::{
     FinalizeOutcome, FinalizeRun, MonthlyUsage, NewRun, NewRunInput, Run, RunEngine, RunInput,
     RunInputStore, RunPins, RunStatus, RunStore, Spend, SubmitOutcome,
 };
+pub use records::spend::{CallBilled, ModelCall, NewModelCall, SpendStore};
 pub use records::templates::{
     NewTemplate, NewTemplateVersion, TemplateStore, TemplateVersion, WorkflowTemplate,
 };
@@ -112,6 +113,7 @@ pub enum DatabaseKind {
 #[async_trait::async_trait]
 pub trait StoreBackend:
     RunStore
+    + SpendStore
     + RunQueryStore
     + RunInputStore
     + JournalStore

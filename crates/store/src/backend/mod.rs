@@ -21,6 +21,8 @@ mod queue_impl;
 #[macro_use]
 mod runs_impl;
 #[macro_use]
+mod spend_impl;
+#[macro_use]
 mod triggers_impl;
 pub(crate) mod shared;
 
@@ -79,6 +81,7 @@ pub(crate) mod prelude {
         FinalizeOutcome, FinalizeRun, MonthlyUsage, NewRun, NewRunInput, Run, RunInput,
         RunInputStore, RunPins, RunStatus, RunStore, Spend, SubmitOutcome,
     };
+    pub(crate) use crate::records::spend::{CallBilled, ModelCall, NewModelCall, SpendStore};
     pub(crate) use crate::records::templates::{
         NewTemplate, NewTemplateVersion, TemplateStore, TemplateVersion, WorkflowTemplate,
     };

@@ -170,6 +170,7 @@ impl WorkWaiter for PgWaiter {
 }
 
 impl_run_stores!(PgStore, PgRow);
+impl_spend_store!(PgStore, PgRow);
 impl_queue_store!(PgStore, PgRow);
 impl_run_queries!(PgStore, PgRow);
 impl_integration_store!(PgStore, PgRow);

@@ -179,6 +179,7 @@ impl WorkWaiter for SqliteWaiter {
 }
 
 impl_run_stores!(SqliteStore, SqliteRow);
+impl_spend_store!(SqliteStore, SqliteRow);
 impl_queue_store!(SqliteStore, SqliteRow);
 impl_run_queries!(SqliteStore, SqliteRow);
 impl_integration_store!(SqliteStore, SqliteRow);

@@ -9,6 +9,7 @@ pub(crate) mod memory;
 pub(crate) mod queries;
 pub(crate) mod queue;
 pub(crate) mod runs;
+pub(crate) mod spend;
 pub(crate) mod templates;
 pub(crate) mod tenancy;
 pub(crate) mod tokens;

@@ -307,7 +307,8 @@ pub struct Run {
     pub pins: RunPins,
     /// Authorized connections.
     pub authorized_connection_ids: Vec<String>,
-    /// Cost and token totals so far.
+    /// Cost and token totals so far: every model call written as it ended, and any spend
+    /// added in bulk.
     pub usage: Spend,
     /// Creation time.
     pub created_at: Timestamp,
@@ -324,7 +325,9 @@ pub struct Run {
 pub struct FinalizeRun {
     /// A terminal status.
     pub status: RunStatus,
-    /// Spend not yet added with [`RunStore::add_run_usage`].
+    /// Spend not yet added to the run with [`RunStore::add_run_usage`] or
+    /// [`SpendStore::record_model_call`](crate::SpendStore::record_model_call) (which the
+    /// worker writes as each call ends, so it finalizes with none).
     pub usage: Spend,
     /// What the run came to, kept with the run (at most [`MAX_JSON_BYTES`](crate::MAX_JSON_BYTES)
     /// as JSON); read back with [`RunStore::run_result`].

@@ -28,6 +28,7 @@ mod runs;
 mod runtime_pins;
 mod scale;
 mod secrets;
+mod spend;
 mod step_migration;
 mod triggers;
 mod visibility;
