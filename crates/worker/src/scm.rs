@@ -395,7 +395,12 @@ impl LocalScm {
         };
         let encoded =
             serde_json::to_vec_pretty(&text).map_err(|e| ScmError::Io(std::io::Error::other(e)))?;
-        tokio::fs::write(Self::text_path(repo, number), encoded).await?;
+        // Written beside it and renamed over it, so a worker killed mid-write never leaves a
+        // torn text behind.
+        let path = Self::text_path(repo, number);
+        let partial = path.with_extension("json.partial");
+        tokio::fs::write(&partial, encoded).await?;
+        tokio::fs::rename(&partial, &path).await?;
         let url = format!("local://{}/pull/{number}", repo.name);
         let recorded = self
             .store

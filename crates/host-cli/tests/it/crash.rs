@@ -431,11 +431,12 @@ fn a_worker_killed_between_claiming_the_pull_request_and_recording_it_stops_the_
     }
     let env = Env::sqlite();
     let run = start_demo(&env);
-    // The pull request's text is written beside the repository after the claim and before the
-    // record. Made a FIFO no one reads, it holds the worker in between.
+    // The pull request's text is written beside the repository (first under a `.partial` name)
+    // after the claim and before the record. Made a FIFO no one reads, it holds the worker in
+    // between.
     let pulls = repository(env.path()).join("auto-swe-pulls");
     std::fs::create_dir_all(&pulls).unwrap();
-    let fifo = pulls.join("1.json");
+    let fifo = pulls.join("1.json.partial");
     #[expect(
         clippy::disallowed_methods,
         reason = "mkfifo(1) makes the trap the worker is caught in"
