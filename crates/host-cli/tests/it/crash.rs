@@ -528,12 +528,9 @@ fn cancel_stops_a_run_a_worker_is_driving() {
     assert!(!again.status.success(), "{again:?}");
 }
 
-/// The demo on a Temporal cluster, named by the home's `config.toml`: `demo` starts the run's
-/// workflow, two `auto-swe worker` processes poll its task queue, local CI's signals and
-/// `pr merge` reach the workflow through the store, `runs show --follow` and `pr merge` end as
-/// they do on the embedded engine, and the run ends `SUCCESS` with no finished node run twice.
-#[test]
-fn the_demo_runs_on_temporal_with_two_worker_processes_and_merges() {
+/// A home whose `config.toml` names the dev server's Temporal cluster, on a task queue of its
+/// own; `None` (the test skips) without a dev server or bubblewrap.
+fn on_temporal() -> Option<Env> {
     let Some(address) = std::env::var("AUTO_SWE_TEMPORAL_ADDRESS")
         .ok()
         .filter(|a| !a.is_empty())
@@ -542,10 +539,10 @@ fn the_demo_runs_on_temporal_with_two_worker_processes_and_merges() {
             std::env::var("AUTO_SWE_REQUIRE_TEMPORAL").as_deref() != Ok("1"),
             "AUTO_SWE_REQUIRE_TEMPORAL=1 but AUTO_SWE_TEMPORAL_ADDRESS is not set"
         );
-        return;
+        return None;
     };
     if !sandbox_available() {
-        return;
+        return None;
     }
     let env = Env::sqlite();
     let queue = format!(
@@ -560,6 +557,39 @@ fn the_demo_runs_on_temporal_with_two_worker_processes_and_merges() {
         ),
     )
     .unwrap();
+    Some(env)
+}
+
+/// `auto-swe cancel` of a run on Temporal asks its workflow to stop; the workflow ends the run
+/// `CANCELLED` through a worker, so the row and the workflow agree, and nothing runs after.
+#[test]
+fn cancel_of_a_temporal_run_stops_its_workflow() {
+    let Some(env) = on_temporal() else {
+        return;
+    };
+    let run = start_demo(&env);
+    let driver = worker(&env, &[]);
+    wait_for(&env, &run, "validate", |s| finished(s, "validate") == 1);
+    let cancelled = output(&env, &["cancel", &run]);
+    let said = String::from_utf8_lossy(&cancelled.stdout).into_owned();
+    assert!(cancelled.status.success(), "{cancelled:?}");
+    assert!(said.contains("its workflow was asked to stop"), "{said}");
+    let shown = wait_for(&env, &run, "the stop", |s| s["status"] == "CANCELLED");
+    stop(driver);
+    assert_eq!(finished(&shown, "ciWait"), 0, "{shown}");
+    let again = output(&env, &["cancel", &run]);
+    assert!(!again.status.success(), "{again:?}");
+}
+
+/// The demo on a Temporal cluster, named by the home's `config.toml`: `demo` starts the run's
+/// workflow, two `auto-swe worker` processes poll its task queue, local CI's signals and
+/// `pr merge` reach the workflow through the store, `runs show --follow` and `pr merge` end as
+/// they do on the embedded engine, and the run ends `SUCCESS` with no finished node run twice.
+#[test]
+fn the_demo_runs_on_temporal_with_two_worker_processes_and_merges() {
+    let Some(env) = on_temporal() else {
+        return;
+    };
     let run = start_demo(&env);
     let first = worker(&env, &[]);
     // The second judges no CI: one local CI is enough.
