@@ -35,6 +35,7 @@ mod parking;
 mod patterns;
 mod reaper;
 mod scm;
+mod spend;
 mod spill;
 mod steps;
 pub mod templates;

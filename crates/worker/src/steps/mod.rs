@@ -58,6 +58,7 @@ pub use workspace::WorkspaceTemplate;
 use crate::local_git::LocalGit;
 use crate::parking::{Parking, Working};
 use crate::scm::Scm;
+use crate::spend::StepLedger;
 
 /// What every step of every run shares: the store, the sandbox, the models, the SCM.
 pub struct WorkerServices {
@@ -347,6 +348,7 @@ pub struct RunDispatcher {
     run: RunScope,
     parking: Arc<Parking>,
     org_budget: crate::budget::OrgBudgetCache,
+    calls: crate::spend::CallIndexes,
 }
 
 impl std::fmt::Debug for RunDispatcher {
@@ -372,6 +374,7 @@ impl RunDispatcher {
             run,
             parking,
             org_budget: crate::budget::OrgBudgetCache::default(),
+            calls: crate::spend::CallIndexes::default(),
         }
     }
 
@@ -407,11 +410,12 @@ impl RunDispatcher {
     }
 
     /// A meter holding what is left of the run's tier budget (`budget`, not spent) and of its
-    /// org's month.
+    /// org's month, reporting each call to `ledger` as it ends.
     async fn meter(
         &self,
         budget: &raise::TierBudget,
         org_id: Option<&str>,
+        ledger: Arc<StepLedger>,
     ) -> Result<Arc<Meter>, DispatchError> {
         // The org's monthly cap: refused outright once met, else what is left of it caps this
         // step's spend in dollars.
@@ -446,7 +450,9 @@ impl RunDispatcher {
             },
             usd_cap,
         };
-        Ok(Arc::new(Meter::new(config, self.services.prices.clone())))
+        Ok(Arc::new(
+            Meter::new(config, self.services.prices.clone()).with_ledger(ledger),
+        ))
     }
 
     fn tracer(&self, request: &StepDispatch) -> Arc<Tracer> {
@@ -490,9 +496,18 @@ impl RunDispatcher {
                     .await?;
                 continue;
             }
-            let meter = self.meter(&budget, org_id.as_deref()).await?;
+            let ledger = StepLedger::start(
+                self.services.store.clone(),
+                self.run.token.clone(),
+                &self.calls,
+                &request.recording_id,
+                request.attempt,
+            );
+            let meter = self
+                .meter(&budget, org_id.as_deref(), Arc::clone(&ledger))
+                .await?;
             match self
-                .execute_once(executor.as_ref(), request, cancel, &meter)
+                .execute_once(executor.as_ref(), request, cancel, &meter, &ledger)
                 .await?
             {
                 // A call passed a cap. When it was the tier's (not the org's month) and the spec
@@ -525,14 +540,16 @@ impl RunDispatcher {
         asked
     }
 
-    /// Runs the step once with `meter` and adds what it spent to the run. The outer error is
-    /// the store's; the inner result is the step's.
+    /// Runs the step once with `meter`, then waits until `ledger` has stored every model call
+    /// (each was written as it ended; the step's end adds nothing). The outer error is the
+    /// store's; the inner result is the step's.
     async fn execute_once(
         &self,
         executor: &dyn StepExecutor,
         request: &StepDispatch,
         cancel: &CancellationToken,
         meter: &Arc<Meter>,
+        ledger: &StepLedger,
     ) -> Result<Result<Value, DispatchError>, DispatchError> {
         let tracer = self.tracer(request);
         let context = StepContext {
@@ -556,13 +573,7 @@ impl RunDispatcher {
             tracing::warn!(pending = flushed.pending, "trace rows not stored");
         }
         let totals = meter.totals();
-        if totals.calls > 0 {
-            self.services
-                .store
-                .add_run_usage(&self.run.token, totals.spend())
-                .await
-                .map_err(|e| store_failure(&e))?;
-        }
+        ledger.settle().await.map_err(|e| store_failure(&e))?;
         tracing::info!(
             step = %request.step,
             elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),

@@ -20,6 +20,7 @@ mod resume;
 mod scm;
 mod services;
 mod sign_off;
+mod spend;
 mod starters;
 mod support;
 mod telemetry;
