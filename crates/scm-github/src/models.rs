@@ -63,6 +63,10 @@ pub(crate) struct PullJson {
     pub(crate) merge_commit_sha: Option<String>,
     #[serde(default)]
     pub(crate) merged_by: Option<OwnerJson>,
+    #[serde(default)]
+    pub(crate) title: Option<String>,
+    #[serde(default)]
+    pub(crate) body: Option<String>,
     pub(crate) head: RefJson,
     pub(crate) base: RefJson,
 }

@@ -2,7 +2,7 @@
 //! updated, labelled, commented on; their merge state read from the API.
 
 use auto_swe_store::{CiStatus, PullRequestState, PullRequestUpdate};
-use auto_swe_worker::{LocalRepository, PullRequestOpened, PullRequestRequest};
+use auto_swe_worker::{LocalRepository, PullRequestCheck, PullRequestOpened, PullRequestRequest};
 use http::Method;
 use serde::Serialize;
 use serde_json::json;
@@ -120,6 +120,69 @@ impl GitHubScm {
             head_sha: head,
             created,
         })
+    }
+
+    /// Whether `request` was applied on GitHub (its claim in the outcome ledger was never
+    /// recorded): the run's open pull request from its branch has the branch's head and the
+    /// request's title and body. One that is applied is recorded (with its head's CI armed) as
+    /// a publish would have; none, or one that differs, was not applied.
+    pub(crate) async fn read_back(
+        &self,
+        local: &LocalRepository,
+        request: &PullRequestRequest,
+    ) -> Result<PullRequestCheck, GitHubError> {
+        let repo = self.repo_ref(&local.connection_id).await?;
+        let head = self
+            .git
+            .rev_parse(&local.path, &format!("refs/heads/{}", request.branch))
+            .await?;
+        let path = repo.path(&format!(
+            "/pulls?state=open&per_page=100&head={}:{}",
+            repo.owner,
+            encode_query(&request.branch)
+        ));
+        let reply = self
+            .repo_call(&repo, PULL_REQUESTS_READ, Method::GET, &path, None)
+            .await?;
+        let pulls: Vec<PullJson> = reply.json(&path)?;
+        let Some(pull) = pulls.into_iter().find(|p| {
+            p.state == "open" && p.head.name == request.branch && p.base.name == repo.default_branch
+        }) else {
+            return Ok(PullRequestCheck::NotApplied);
+        };
+        let applied = pull.head.sha == head
+            && pull.title.as_deref().unwrap_or_default() == request.title
+            && pull.body.as_deref().unwrap_or_default() == request.body;
+        if !applied {
+            return Ok(PullRequestCheck::NotApplied);
+        }
+        let number = i64::try_from(pull.number).map_err(|_| GitHubError::Malformed {
+            path: path.clone(),
+            detail: "a pull request number past i64".to_owned(),
+        })?;
+        let recorded = self
+            .store
+            .upsert_pull_request(PullRequestUpdate {
+                connection_id: repo.connection_id.clone(),
+                number,
+                run_id: Some(request.run_id.clone()),
+                url: pull.html_url.clone(),
+                head_sha: head.clone(),
+                state: PullRequestState::Open,
+            })
+            .await?;
+        if recorded.ci_status != CiStatus::Success && recorded.ci_status != CiStatus::Failure {
+            self.store
+                .set_ci_status(&repo.connection_id, &head, CiStatus::Pending)
+                .await?;
+        }
+        tracing::info!(number, head = %head, "the pull request was applied before");
+        Ok(PullRequestCheck::Applied(PullRequestOpened {
+            number,
+            url: pull.html_url,
+            head_sha: head,
+            created: false,
+        }))
     }
 
     /// Updates `existing` with the request's title and body, or opens the pull request.

@@ -14,7 +14,8 @@ use auto_swe_store::{
 };
 use auto_swe_worker::local_git::{GitRemote, LocalGit};
 use auto_swe_worker::{
-    CommitIdentity, LocalRepository, PullRequestOpened, PullRequestRequest, Scm, ScmError,
+    CommitIdentity, LocalRepository, PullRequestCheck, PullRequestOpened, PullRequestRequest, Scm,
+    ScmError,
 };
 use http::Method;
 use serde_json::json;
@@ -412,6 +413,20 @@ impl Scm for GitHubScm {
         request: &PullRequestRequest,
     ) -> Result<PullRequestOpened, ScmError> {
         Ok(self.publish(repo, request).await?)
+    }
+
+    #[tracing::instrument(
+        level = "info",
+        name = "github.check_pull_request",
+        skip(self, repo, request),
+        fields(run_id = %request.run_id, branch = %request.branch)
+    )]
+    async fn check_pull_request(
+        &self,
+        repo: &LocalRepository,
+        request: &PullRequestRequest,
+    ) -> Result<PullRequestCheck, ScmError> {
+        Ok(self.read_back(repo, request).await?)
     }
 
     #[tracing::instrument(level = "info", name = "github.ci_logs", skip(self, repo))]

@@ -43,9 +43,9 @@ pub use clock::Timestamp;
 pub use error::{DatabaseError, StoreError, StoreResult};
 pub use limits::{MAX_ARTIFACT_BYTES, MAX_JSON_BYTES, MAX_LONG_TEXT_BYTES, MAX_SHORT_TEXT_BYTES};
 pub use records::admin::{
-    AuditEntry, AuditLog, NewAuditEntry, OutcomeClaim, OutcomeLedger, OutcomeRecord, OutcomeState,
-    ProviderCredential, ProviderCredentialStore, ScannerPatternStore, SecretRotation,
-    StoredPattern,
+    AuditEntry, AuditLog, NewAuditEntry, OutcomeClaim, OutcomeLedger, OutcomeRecord,
+    OutcomeResolution, OutcomeResolved, OutcomeState, ProviderCredential, ProviderCredentialStore,
+    ResolveOutcome, Rewind, ScannerPatternStore, SecretRotation, StoredPattern,
 };
 pub use records::connections::{
     Connection, ConnectionStore, ConnectionType, ConnectionUpdate, NewConnection, RepoCoordinates,

@@ -34,6 +34,7 @@ pub mod local_git;
 mod parking;
 mod patterns;
 mod reaper;
+mod resolve;
 mod scm;
 mod spend;
 mod spill;
@@ -57,10 +58,11 @@ pub use launch::{
 pub use parking::{Parking, Working};
 pub use patterns::{LivePatterns, PATTERN_REFRESH_INTERVAL};
 pub use reaper::{ReapReport, Reaper, ReaperConfig};
+pub use resolve::{ClaimAnswer, ClaimResolved, ResolveError, resolve_claim};
 pub use scm::{
     CI_SIGNAL, CommitIdentity, LOCAL_HOST, LOCAL_ORG_SLUG, LocalRepository, LocalScm, MERGE_SIGNAL,
-    PullRequestOpened, PullRequestRequest, PullRequestText, Registered, Registration, Scm,
-    ScmError,
+    PullRequestCheck, PullRequestOpened, PullRequestRequest, PullRequestText, Registered,
+    Registration, Scm, ScmError,
 };
 pub use spill::{
     MAX_SPILL_BYTES, MAX_SPILLS, SPILL_ARTIFACT, cut_bytes, long_string_pointers, result_document,

@@ -22,8 +22,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::local_git::{LocalGit, LocalGitError};
 
+mod check;
 mod register;
 
+pub use check::PullRequestCheck;
 pub use register::{Registered, Registration};
 
 /// The organization local repositories belong to.
@@ -213,6 +215,19 @@ pub trait Scm: Send + Sync + std::fmt::Debug {
         repo: &LocalRepository,
         request: &PullRequestRequest,
     ) -> Result<PullRequestOpened, ScmError>;
+
+    /// What the provider shows of `request` when its claim in the outcome ledger was never
+    /// recorded (a worker died between the two): whether the run's pull request stands as the
+    /// request would leave it. A provider that cannot read it back keeps the default,
+    /// [`PullRequestCheck::CannotTell`], and the run stops for a person to answer.
+    async fn check_pull_request(
+        &self,
+        repo: &LocalRepository,
+        request: &PullRequestRequest,
+    ) -> Result<PullRequestCheck, ScmError> {
+        let _ = (repo, request);
+        Ok(PullRequestCheck::CannotTell)
+    }
 
     /// The CI log of a head (the failing part, size-capped by the provider), empty when none.
     async fn fetch_ci_logs(
@@ -647,6 +662,14 @@ impl Scm for LocalScm {
             &request.body,
         )
         .await
+    }
+
+    async fn check_pull_request(
+        &self,
+        repo: &LocalRepository,
+        request: &PullRequestRequest,
+    ) -> Result<PullRequestCheck, ScmError> {
+        LocalScm::check_pull_request(self, repo, request).await
     }
 
     async fn fetch_ci_logs(

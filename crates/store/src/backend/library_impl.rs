@@ -370,6 +370,173 @@ macro_rules! impl_library_stores {
                     .collect()
             }
 
+            #[tracing::instrument(level = "info", skip(self, resolve), fields(run_id = %resolve.run_id, key = %resolve.effect_key))]
+            async fn resolve_outcome(&self, resolve: &ResolveOutcome) -> StoreResult<OutcomeResolved> {
+                let run_id = resolve.run_id.as_str();
+                let key = resolve.effect_key.as_str();
+                limits::short_text("run id", run_id)?;
+                limits::short_text("effect key", key)?;
+                let made = match &resolve.resolution {
+                    OutcomeResolution::Happened(result) => {
+                        Some(limits::json_text("outcome result", result)?)
+                    }
+                    OutcomeResolution::DidNotHappen => None,
+                };
+                let now = Timestamp::now(&*self.clock);
+                let mut tx = self.pool.begin().await?;
+                // The queue row first, held for the transaction: no worker takes the run while
+                // its claim is being answered.
+                sqlx::query("UPDATE run_queue SET state = state WHERE run_id = $1")
+                    .bind(run_id)
+                    .execute(&mut *tx)
+                    .await?;
+                let run = sqlx::query(
+                    "SELECT status, ended_at, org_id, cost_micros, input_tokens, output_tokens \
+                     FROM workflow_runs WHERE id = $1",
+                )
+                .bind(run_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(run) = run else {
+                    tx.rollback().await?;
+                    return Err(StoreError::not_found("run", run_id));
+                };
+                let state: Option<String> = sqlx::query_scalar(
+                    "SELECT state FROM outcome_ledger WHERE run_id = $1 AND effect_key = $2",
+                )
+                .bind(run_id)
+                .bind(key)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(state) = state else {
+                    tx.rollback().await?;
+                    return Err(StoreError::not_found("outcome", key));
+                };
+                if parse_stored::<OutcomeState>("outcome_ledger", &state)? != OutcomeState::Pending {
+                    tx.rollback().await?;
+                    return Err(StoreError::Conflict {
+                        entity: "outcome",
+                        detail: format!("{key} is not pending: its result was recorded"),
+                    });
+                }
+                let held: Option<i64> = sqlx::query_scalar(&format!(
+                    "SELECT claim_count FROM run_queue WHERE run_id = $1 AND state = 'LEASED' \
+                     AND lease_until > {now}",
+                    now = Self::NOW_MS
+                ))
+                .bind(run_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if held.is_some() {
+                    tx.rollback().await?;
+                    return Err(StoreError::Conflict {
+                        entity: "outcome",
+                        detail: format!(
+                            "a worker holds run {run_id}; it may still record {key} itself"
+                        ),
+                    });
+                }
+                match &made {
+                    Some(result) => {
+                        sqlx::query(
+                            "UPDATE outcome_ledger SET state = 'DONE', result = $1, done_at = $2 \
+                             WHERE run_id = $3 AND effect_key = $4 AND state = 'PENDING'",
+                        )
+                        .bind(result)
+                        .bind(now.as_millis())
+                        .bind(run_id)
+                        .bind(key)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    None => {
+                        sqlx::query(
+                            "DELETE FROM outcome_ledger \
+                             WHERE run_id = $1 AND effect_key = $2 AND state = 'PENDING'",
+                        )
+                        .bind(run_id)
+                        .bind(key)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                }
+                let status: String = run.try_get("status")?;
+                let ended_at: Option<i64> = run.try_get("ended_at")?;
+                let rewind = &resolve.rewind;
+                let reopen = status == RunStatus::FAILED.as_str()
+                    && ended_at.is_some()
+                    && !rewind.journal_seqs.is_empty();
+                let Some(ended_at) = ended_at.filter(|_| reopen) else {
+                    tx.commit().await?;
+                    return Ok(OutcomeResolved::Recorded);
+                };
+                for seq in &rewind.journal_seqs {
+                    sqlx::query("DELETE FROM run_journal WHERE run_id = $1 AND seq = $2")
+                        .bind(run_id)
+                        .bind(seq)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                for recording_id in &rewind.recording_ids {
+                    limits::short_text("recording id", recording_id)?;
+                    sqlx::query(
+                        "UPDATE workflow_steps SET status = 'RUNNING', output = 'null', \
+                         ended_at = NULL WHERE run_id = $1 AND recording_id = $2 \
+                         AND status = 'FAILED'",
+                    )
+                    .bind(run_id)
+                    .bind(recording_id)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                // The end billed the run's totals to its org's month once; reopened, it is
+                // billed again by its next end, so this end's billing is taken back.
+                let org_id: Option<String> = run.try_get("org_id")?;
+                if let Some(org_id) = &org_id {
+                    sqlx::query(
+                        "UPDATE org_monthly_usage SET cost_micros = cost_micros - $1, \
+                         input_tokens = input_tokens - $2, output_tokens = output_tokens - $3, \
+                         runs_finalized = runs_finalized - 1 \
+                         WHERE org_id = $4 AND year_month = $5",
+                    )
+                    .bind(run.try_get::<i64, _>("cost_micros")?)
+                    .bind(run.try_get::<i64, _>("input_tokens")?)
+                    .bind(run.try_get::<i64, _>("output_tokens")?)
+                    .bind(org_id)
+                    .bind(Timestamp::from_millis(ended_at).year_month())
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                sqlx::query(
+                    "UPDATE workflow_runs SET status = $1, ended_at = NULL, result = NULL, \
+                     updated_at = $2 WHERE id = $3",
+                )
+                .bind(RunStatus::Running.as_str())
+                .bind(now.as_millis())
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
+                let queued = sqlx::query(&format!(
+                    "UPDATE run_queue SET state = 'RUNNABLE', worker = NULL, lease_until = NULL, \
+                     attempts = 0, available_at = {now} WHERE run_id = $1",
+                    now = Self::NOW_MS
+                ))
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
+                if queued.rows_affected() != 1 {
+                    tx.rollback().await?;
+                    return Err(StoreError::Conflict {
+                        entity: "run",
+                        detail: format!("run {run_id} was never queued: it cannot be resumed"),
+                    });
+                }
+                self.wake_in_tx(&mut tx, run_id).await?;
+                tx.commit().await?;
+                self.woke();
+                Ok(OutcomeResolved::Resumed)
+            }
+
             async fn complete_outcome(
                 &self,
                 token: &LeaseToken,

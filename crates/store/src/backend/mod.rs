@@ -46,8 +46,9 @@ pub(crate) mod prelude {
     pub(crate) use crate::limits;
     pub(crate) use crate::records::admin::{
         AuditEntry, AuditLog, NewAuditEntry, OutcomeClaim, OutcomeLedger, OutcomeRecord,
-        OutcomeState, ProviderCredential, ProviderCredentialStore, ScannerPatternStore,
-        SecretRotation, StoredPattern,
+        OutcomeResolution, OutcomeResolved, OutcomeState, ProviderCredential,
+        ProviderCredentialStore, ResolveOutcome, ScannerPatternStore, SecretRotation,
+        StoredPattern,
     };
     pub(crate) use crate::records::connections::{
         Connection, ConnectionStore, ConnectionType, ConnectionUpdate, NewConnection,

@@ -126,6 +126,53 @@ pub struct OutcomeRecord {
     pub done_at: Option<Timestamp>,
 }
 
+/// A person's answer about a claim left pending: was the effect made?
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum OutcomeResolution {
+    /// It was made: the claim is recorded done with this result, and the node that claimed it
+    /// takes it as sent.
+    Happened(serde_json::Value),
+    /// It was not made: the claim is given back, and the node that claimed it sends it again.
+    DidNotHappen,
+}
+
+/// What a run ended on an ambiguous claim goes back over when it resumes: the journal entries
+/// of the step that stopped on the claim (dropped, so the step runs again) and that step's
+/// recording ids (its step rows reopened, so it is recorded again in place).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Rewind {
+    /// Journal entries to drop, by `seq`.
+    pub journal_seqs: Vec<i64>,
+    /// Recording ids whose step rows are reopened.
+    pub recording_ids: Vec<String>,
+}
+
+/// A person's answer to a claim left pending, and how the run resumes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolveOutcome {
+    /// The run.
+    pub run_id: String,
+    /// The claim's effect key.
+    pub effect_key: String,
+    /// The answer.
+    pub resolution: OutcomeResolution,
+    /// For a run that ended `FAILED` on the claim: what it goes back over when it is queued
+    /// again. Empty for a run that has not ended (its next attempt reads the answer).
+    pub rewind: Rewind,
+}
+
+/// What resolving a claim did.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum OutcomeResolved {
+    /// The answer was recorded; the run had not ended, and its next attempt reads it.
+    Recorded,
+    /// The answer was recorded, and the run that had ended `FAILED` on the claim was reopened
+    /// and queued again (its billing of the end taken back; its next end bills it).
+    Resumed,
+}
+
 /// The outcome ledger for effects that must not repeat.
 ///
 /// Implementors guarantee: claim and complete are fenced by the run's lease (a worker that lost
@@ -149,6 +196,12 @@ pub trait OutcomeLedger: Send + Sync {
     ) -> StoreResult<()>;
     /// The run's ledger, oldest claim first: what a person reads to resolve an ambiguous one.
     async fn outcomes_of(&self, run_id: &str) -> StoreResult<Vec<OutcomeRecord>>;
+    /// Records a person's answer to a claim left pending (see [`ResolveOutcome`]), and reopens
+    /// and queues the run again when it ended `FAILED` with a non-empty rewind, in one
+    /// transaction. Not fenced: a person's answer, not a worker's write. `NOT_FOUND` for no such
+    /// run or claim; `STORE_CONFLICT` when the claim is not pending, or a worker holds a live
+    /// lease on the run (it may still record the claim itself).
+    async fn resolve_outcome(&self, resolve: &ResolveOutcome) -> StoreResult<OutcomeResolved>;
     /// Records that a claimed effect was sent.
     async fn complete_outcome(
         &self,

@@ -7,10 +7,10 @@ use auto_swe_spec::{FieldDescriptor, InputType, StepDescriptor};
 use serde_json::{Value, json};
 
 use super::implement::{repository, ticket_text};
-use super::outcome::SendFailure;
+use super::outcome::{Checked, SendFailure};
 use super::workspace::tail;
 use super::{StepContext, StepExecutor};
-use crate::scm::{PullRequestRequest, ScmError};
+use crate::scm::{PullRequestCheck, PullRequestRequest, ScmError};
 
 /// Characters of CI log handed to a fixer.
 const CI_LOG_CHARS: usize = 12_000;
@@ -98,9 +98,28 @@ impl StepExecutor for CreateOrUpdatePullRequest {
         // The pull request is an external write: claimed in the run's outcome ledger first.
         // Every provider finds the run's pull request before it opens one (a repeat cannot open a
         // second), so an error it returns left nothing half-sent; only a crash between the claim
-        // and its record leaves the claim pending.
+        // and its record leaves the claim pending, and then the provider is asked whether the
+        // request was applied.
+        let check = || async {
+            match context
+                .services
+                .scm
+                .check_pull_request(&repo, &request)
+                .await
+            {
+                Ok(PullRequestCheck::Applied(found)) => {
+                    serde_json::to_value(&found).map_or(Checked::CannotTell, Checked::Happened)
+                }
+                Ok(PullRequestCheck::NotApplied) => Checked::DidNotHappen,
+                Ok(PullRequestCheck::CannotTell) => Checked::CannotTell,
+                Err(error) => {
+                    tracing::warn!(code = error.code(), %error, "the pull request could not be read back");
+                    Checked::CannotTell
+                }
+            }
+        };
         let mut opened = context
-            .send_once("pull-request", || async {
+            .send_once_checked(context.outcome_key("pull-request"), check, || async {
                 let opened = context
                     .services
                     .scm
@@ -115,6 +134,11 @@ impl StepExecutor for CreateOrUpdatePullRequest {
                 })
             })
             .await?;
+        if opened.get("number").is_none() {
+            // A person answered that the update was made: what it made is read back from the
+            // provider's record of the run's pull request.
+            opened = as_made(context, &repo, opened).await?;
+        }
         context.tracer.record(auto_swe_runtime::TraceEntry::event(
             "pull_request.updated",
             json!({ "number": opened.get("number"), "headSha": opened.get("headSha"), "created": opened.get("created") }),
@@ -130,6 +154,35 @@ impl StepExecutor for CreateOrUpdatePullRequest {
         }
         Ok(opened)
     }
+}
+
+/// The result of a pull request update a person said was made (`auto-swe runs resolve
+/// --happened`): the run's pull request as the provider recorded it, with the person's answer
+/// kept beside it.
+async fn as_made(
+    context: &StepContext<'_>,
+    repo: &crate::scm::LocalRepository,
+    answer: Value,
+) -> Result<Value, DispatchError> {
+    let found = context
+        .services
+        .scm
+        .pull_request_of_run(repo, &context.run.run_id)
+        .await
+        .map_err(|e| scm_failure(&e))?;
+    let mut made = match found {
+        Some(pr) => json!({
+            "number": pr.number,
+            "url": pr.url,
+            "headSha": pr.head_sha,
+            "created": false,
+        }),
+        None => json!({ "number": Value::Null, "created": false }),
+    };
+    if let Some(object) = made.as_object_mut() {
+        object.insert("resolution".to_owned(), answer);
+    }
+    Ok(made)
 }
 
 /// Comments the review's findings on the pull request `opened`, once per run for the same
