@@ -4,10 +4,12 @@
 //! worker — are therefore billed to the run, its org's month and the budget checks like any
 //! other; the step's end only waits for the writer, and adds nothing itself.
 //!
-//! Each call is keyed by the step's recording id and attempt and its index among the calls of
-//! that attempt under this lease (the store adds the run and the lease epoch), so a write made
-//! again after a failed commit adds nothing, and the calls of the worker that takes the run
-//! over are new spend under its own epoch.
+//! Each call is keyed by the execution that made it (one id per dispatcher of a held run), the
+//! step's recording id and attempt and its index among that execution's calls of the attempt
+//! (the store adds the run and the lease epoch), so a write made again after a failed commit
+//! adds nothing, while the calls of another execution of the step — the worker that takes the
+//! run over, or a Temporal activity retried on another worker under the run's shared lease —
+//! are new spend.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -24,12 +26,23 @@ const WRITE_TRIES: u32 = 3;
 /// The pause between two tries.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
-/// The next call index of each step attempt of one held run. Indices continue across the
-/// meters of one attempt (a step run again after a budget raise), so no two calls made under
-/// one lease share a key.
-#[derive(Debug, Default)]
+/// The calls of one dispatcher of a held run: its execution id (fresh for each dispatcher, so
+/// two executions of a step under one lease — a Temporal activity retried on another worker —
+/// never share a key) and the next call index of each step attempt. Indices continue across the
+/// meters of one attempt (a step run again after a budget raise).
+#[derive(Debug)]
 pub(crate) struct CallIndexes {
+    execution_id: String,
     next: Mutex<BTreeMap<(String, u32), Arc<AtomicI64>>>,
+}
+
+impl Default for CallIndexes {
+    fn default() -> Self {
+        Self {
+            execution_id: uuid::Uuid::now_v7().simple().to_string(),
+            next: Mutex::default(),
+        }
+    }
 }
 
 impl CallIndexes {
@@ -47,6 +60,7 @@ enum Message {
 /// One step attempt's model calls on their way to the store: the meter's [`CallLedger`].
 #[derive(Debug)]
 pub(crate) struct StepLedger {
+    execution_id: String,
     recording_id: String,
     attempt: i64,
     next: Arc<AtomicI64>,
@@ -74,6 +88,7 @@ impl StepLedger {
         );
         tokio::spawn(write_calls(store, token, receiver).instrument(span));
         Arc::new(Self {
+            execution_id: indexes.execution_id.clone(),
             recording_id: recording_id.to_owned(),
             attempt: i64::from(attempt),
             next: indexes.of(recording_id, attempt),
@@ -97,6 +112,7 @@ impl StepLedger {
 impl CallLedger for StepLedger {
     fn call_ended(&self, call: MeteredCall) {
         let call = NewModelCall {
+            execution_id: self.execution_id.clone(),
             recording_id: self.recording_id.clone(),
             attempt: self.attempt,
             call_index: self.next.fetch_add(1, Ordering::Relaxed),

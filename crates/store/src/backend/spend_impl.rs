@@ -14,13 +14,15 @@ macro_rules! impl_spend_store {
                 let now = Timestamp::now(&*self.clock).as_millis();
                 let mut tx = self.fenced(token).await?;
                 let inserted = sqlx::query(
-                    "INSERT INTO run_model_calls (run_id, epoch, recording_id, attempt, \
-                     call_index, model, cost_micros, input_tokens, output_tokens, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-                     ON CONFLICT (run_id, epoch, recording_id, attempt, call_index) DO NOTHING",
+                    "INSERT INTO run_model_calls (run_id, epoch, execution_id, recording_id, \
+                     attempt, call_index, model, cost_micros, input_tokens, output_tokens, \
+                     created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                     ON CONFLICT (run_id, epoch, execution_id, recording_id, attempt, call_index) \
+                     DO NOTHING",
                 )
                 .bind(&token.run_id)
                 .bind(token.epoch)
+                .bind(&call.execution_id)
                 .bind(&call.recording_id)
                 .bind(call.attempt)
                 .bind(call.call_index)
@@ -75,7 +77,7 @@ macro_rules! impl_spend_store {
                 limits::short_text("run id", run_id)?;
                 let rows = sqlx::query(
                     "SELECT * FROM run_model_calls WHERE run_id = $1 \
-                     ORDER BY epoch, recording_id, attempt, call_index",
+                     ORDER BY epoch, execution_id, recording_id, attempt, call_index",
                 )
                 .bind(run_id)
                 .fetch_all(&self.pool)
@@ -85,6 +87,7 @@ macro_rules! impl_spend_store {
                         Ok(ModelCall {
                             run_id: row.try_get("run_id")?,
                             epoch: row.try_get("epoch")?,
+                            execution_id: row.try_get("execution_id")?,
                             recording_id: row.try_get("recording_id")?,
                             attempt: row.try_get("attempt")?,
                             call_index: row.try_get("call_index")?,

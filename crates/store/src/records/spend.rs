@@ -8,10 +8,14 @@ use crate::error::StoreResult;
 use crate::records::queue::LeaseToken;
 use crate::records::runs::Spend;
 
-/// One ended model call of a leased run's step. With the token's run and epoch, the recording
-/// id, attempt and index are the call's idempotency key.
+/// One ended model call of a leased run's step. With the token's run and epoch, the execution
+/// id, recording id, attempt and index are the call's idempotency key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewModelCall {
+    /// The execution that made the call: one id per dispatcher of a held run, so two executions
+    /// of one step under one lease (a Temporal activity retried on another worker) never share
+    /// a key, while one execution's write made again does.
+    pub execution_id: String,
     /// The step's recording id.
     pub recording_id: String,
     /// The step's attempt.
@@ -32,6 +36,8 @@ pub struct ModelCall {
     pub run_id: String,
     /// The lease epoch the call was made under.
     pub epoch: i64,
+    /// The execution that made it.
+    pub execution_id: String,
     /// The step's recording id.
     pub recording_id: String,
     /// The step's attempt.
@@ -68,8 +74,8 @@ pub enum CallBilled {
 /// current is refused with `LEASE_LOST`, an ended run with `RUN_ENDED`, nothing written); the
 /// row and the addition to the run's totals are one transaction, so a call counts toward the
 /// run's usage, the in-flight spend of its org's month and, at finalize, the month's bill
-/// exactly once; a second write with the same key (the token's run and epoch, the recording id,
-/// attempt and index) adds nothing.
+/// exactly once; a second write with the same key (the token's run and epoch, the execution id,
+/// recording id, attempt and index) adds nothing.
 #[async_trait]
 pub trait SpendStore: Send + Sync {
     /// Stores one ended call of the leased run and adds its spend to the run, once per key.
@@ -78,12 +84,13 @@ pub trait SpendStore: Send + Sync {
         token: &LeaseToken,
         call: NewModelCall,
     ) -> StoreResult<CallBilled>;
-    /// A run's stored calls, in key order (epoch, recording id, attempt, index).
+    /// A run's stored calls, in key order (epoch, execution id, recording id, attempt, index).
     async fn list_model_calls(&self, run_id: &str) -> StoreResult<Vec<ModelCall>>;
 }
 
 /// Checks a call before it is written.
 pub(crate) fn validate_call(call: &NewModelCall) -> StoreResult<()> {
+    crate::limits::short_text("execution id", &call.execution_id)?;
     crate::limits::short_text("recording id", &call.recording_id)?;
     crate::limits::non_negative("attempt", call.attempt)?;
     crate::limits::non_negative("call index", call.call_index)?;

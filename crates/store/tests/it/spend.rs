@@ -27,6 +27,7 @@ fn spend(cost_micros: i64) -> Spend {
 
 fn call(recording_id: &str, attempt: i64, call_index: i64, cost_micros: i64) -> NewModelCall {
     NewModelCall {
+        execution_id: "execution-1".to_owned(),
         recording_id: recording_id.to_owned(),
         attempt,
         call_index,
@@ -112,6 +113,22 @@ async fn a_call_is_billed_once_per_key(db: &TestDb) {
     );
     assert_eq!(calls[3].model, None);
 
+    // Another execution of the step under the same lease (a Temporal activity retried on
+    // another worker) makes new calls, even at the same recording id, attempt and index.
+    let again = NewModelCall {
+        execution_id: "execution-2".to_owned(),
+        ..call("impl", 1, 0, 100)
+    };
+    assert_eq!(
+        store.record_model_call(&token, again).await.unwrap(),
+        CallBilled::Billed {
+            run_usage: Spend {
+                cost_micros: 264,
+                ..sum(&[100, 50, 7, 3, 100])
+            }
+        }
+    );
+
     // A negative index or spend is refused before anything is written.
     for bad in [
         call("impl", 1, -1, 1),
@@ -121,7 +138,7 @@ async fn a_call_is_billed_once_per_key(db: &TestDb) {
         let refused = store.record_model_call(&token, bad).await.unwrap_err();
         assert_eq!(refused.code(), "STORE_INVALID_INPUT");
     }
-    assert_eq!(store.list_model_calls(&run.id).await.unwrap().len(), 5);
+    assert_eq!(store.list_model_calls(&run.id).await.unwrap().len(), 6);
 }
 
 async fn a_call_after_the_lease_moved_is_refused_and_the_new_holder_bills_its_own(db: &TestDb) {
