@@ -44,18 +44,25 @@ pub(crate) fn alive(pid: u32) -> bool {
     !crate::process::has_ended(pid)
 }
 
-/// The PID a per-process name starts with (`<pid>` then `prefix`-less rest after `sep`).
-pub(crate) fn owner_pid(name: &str, sep: char) -> Option<u32> {
-    let (pid, _) = name.split_once(sep)?;
-    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    pid.parse().ok()
-}
-
 /// State directories `auto-swe-workspaces-<pid>` in `dir` whose process has ended (never this
 /// process's own).
 pub(crate) fn stale_state_dirs(dir: &Path) -> Vec<PathBuf> {
+    per_process_dirs(dir)
+        .into_iter()
+        .filter(|(pid, _)| *pid != std::process::id() && !alive(*pid))
+        .map(|(_, path)| path)
+        .collect()
+}
+
+/// Every state directory `auto-swe-workspaces-<pid>` in `dir`, live or not.
+pub(crate) fn state_dirs(dir: &Path) -> Vec<PathBuf> {
+    per_process_dirs(dir)
+        .into_iter()
+        .map(|(_, path)| path)
+        .collect()
+}
+
+fn per_process_dirs(dir: &Path) -> Vec<(u32, PathBuf)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -69,7 +76,7 @@ pub(crate) fn stale_state_dirs(dir: &Path) -> Vec<PathBuf> {
                 .parse()
                 .ok()?;
             let is_dir = entry.file_type().ok()?.is_dir();
-            (is_dir && pid != std::process::id() && !alive(pid)).then(|| entry.path())
+            is_dir.then(|| (pid, entry.path()))
         })
         .collect()
 }
@@ -77,14 +84,6 @@ pub(crate) fn stale_state_dirs(dir: &Path) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn owner_pids_are_leading_digits_only() {
-        assert_eq!(owner_pid("123.asw-x", '.'), Some(123));
-        assert_eq!(owner_pid("asw-x", '.'), None);
-        assert_eq!(owner_pid(".asw", '.'), None);
-        assert_eq!(owner_pid("12a.asw", '.'), None);
-    }
 
     #[test]
     fn only_dead_owners_state_dirs_are_stale() {

@@ -29,6 +29,7 @@ mod git;
 pub mod kubernetes;
 pub mod local;
 mod mount_guard;
+mod owner;
 pub mod policy;
 mod probe;
 mod process;
@@ -55,6 +56,7 @@ pub use git::{
 pub use local::identity::{CREATE_ACCOUNT_COMMAND, HostIdentity, SANDBOX_ACCOUNT, create_account};
 pub use local::{LocalBackend, LocalConfig, WORKSPACE_ID_ENV};
 pub use mount_guard::{MountGuard, PROTECTED as PROTECTED_MOUNT_SOURCES};
+pub use owner::{DEFAULT_SWEEP_INTERVAL, Owner};
 pub use probe::{BackendProbe, ProbeConfig, ProbeReport, explain_bwrap_failure, probe};
 pub use quote::{shell_join, shell_quote};
 pub use settings::{

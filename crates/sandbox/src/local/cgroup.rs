@@ -110,10 +110,10 @@ impl WorkspaceCgroup {
     }
 
     /// Creates the cgroups and applies the caps; `None` when this host does not let us. The
-    /// directories are named `<pid>.<name>` after this process, so the sweeper of a later
-    /// backend knows them for leftovers once this process is gone ([`sweep_stale`]).
+    /// directories are named `<pid>.<start>.<name>` after this process (its owner tag), so a
+    /// sweeper knows them for leftovers once this process is gone ([`sweep_stale`]).
     pub(crate) fn create(root: &Path, name: &str, limits: &ResourceLimits) -> Option<Self> {
-        let name = &format!("{}.{name}", std::process::id());
+        let name = &super::orphans::tagged(name);
         let quota = (limits.nano_cpus / 10_000).max(1000);
         if root.join("memory").join("cgroup.procs").exists() {
             let memory = make_v1(root, "memory", name).filter(|d| v1_memory(d, limits));
@@ -519,10 +519,10 @@ fn parents(root: &Path) -> Vec<PathBuf> {
     vec![root.join(own.trim_start_matches('/')).join("auto-swe")]
 }
 
-/// Removes the cgroups left by processes that have ended (named `<pid>.…` by
-/// [`WorkspaceCgroup::create`]), killing what still runs in them first (a launcher orphaned
-/// with its sandboxes, say). Cgroups of live processes, and any not named that way, are left
-/// alone. Returns how many were removed.
+/// Removes the cgroups left by processes that have ended (named `<pid>.<start>.…` by
+/// [`WorkspaceCgroup::create`], or `<pid>.…` by older releases), killing what still runs in
+/// them first (a launcher orphaned with its sandboxes, say). Cgroups of live processes, and any
+/// not named that way, are left alone. Returns how many were removed.
 pub(crate) fn sweep_stale(root: &Path) -> usize {
     let mut removed = 0;
     for parent in parents(root) {
@@ -531,13 +531,11 @@ pub(crate) fn sweep_stale(root: &Path) -> usize {
         };
         for entry in entries.filter_map(Result::ok) {
             let name = entry.file_name();
-            let Some(owner) = name
+            let gone = name
                 .to_str()
-                .and_then(|n| crate::cleanup::owner_pid(n, '.'))
-            else {
-                continue;
-            };
-            if owner == std::process::id() || crate::cleanup::alive(owner) {
+                .and_then(crate::owner::Owner::tag_is_gone)
+                .unwrap_or(false);
+            if !gone {
                 continue;
             }
             let dir = entry.path();

@@ -43,13 +43,19 @@ impl LocalBackend {
                 .and_then(|()| std::fs::rename(&tmp_resolv, &resolv))
                 .map_err(|e| SandboxError::io("writing the ephemeral hosts file", e))?;
         }
+        // Mounts are judged and lent before anything is made: a refusal leaves nothing behind.
+        let mounts = self.guard.check(&spec.mounts)?;
+        let (lent, lent_file) = self.lend_for_run(&dir, &name, &mounts)?;
+        let forget = |file: &Option<std::path::PathBuf>| {
+            if let Some(file) = file {
+                let _ = std::fs::remove_file(file);
+            }
+        };
         let cgroup = self
             .config
             .cgroup_root
             .as_deref()
             .and_then(|root| self.cgroups.take(root, &name, &spec.limits));
-        let mounts = self.guard.check(&spec.mounts)?;
-        let lent = identity::Lent::mounts(&self.identity, &mounts)?;
         // With a cgroup, the run's bubblewrap is forked by a launcher already inside it (the
         // sandbox's account may not move itself into a cgroup of ours).
         let caps = match cgroup {
@@ -62,22 +68,21 @@ impl LocalBackend {
                     Err(e) => {
                         cg.remove();
                         lent.give_back(&self.identity);
+                        forget(&lent_file);
                         return Err(e);
                     }
                 }
             }
             None => None,
         };
-        // What the run holds is on record from here on: for shutdown and drop, and (the lent
-        // mounts) for a later backend should this process die.
-        let lent_file = sweep::record_lent(&dir.join(format!("{name}.lent")), &lent);
+        // What the run holds is on record from here on, for shutdown and drop.
         self.runs.add(
             &name,
             sweep::RunRecord {
                 cgroup: caps.as_ref().map(|(cg, _)| cg.clone()),
                 launcher: caps.as_ref().map(|(_, launcher)| Arc::clone(launcher)),
                 lent,
-                lent_file: lent_file.as_ref().ok().cloned().flatten(),
+                lent_file,
             },
         );
         let run = EphemeralRun {
@@ -85,10 +90,6 @@ impl LocalBackend {
             runs: self.runs.clone(),
             identity: self.identity.clone(),
         };
-        if let Err(e) = lent_file {
-            run.release(&self.cgroups).await;
-            return Err(e);
-        }
         let mut secrets = spec.secret_env.clone();
         secrets.extend_from(extra_secrets);
         let spawned = self
@@ -124,6 +125,31 @@ impl LocalBackend {
                 Err(e)
             }
         }
+    }
+}
+
+impl LocalBackend {
+    /// Lends a run's read-write mounts to the sandbox's account, recording what is lent first
+    /// (`<dir>/<pid>.<start>.<name>.lent`), so a later backend hands it back should this
+    /// process die at any point. Returns what was lent and its record.
+    fn lend_for_run(
+        &self,
+        dir: &std::path::Path,
+        name: &str,
+        mounts: &[crate::spec::Mount],
+    ) -> Result<(identity::Lent, Option<std::path::PathBuf>)> {
+        let lent = identity::Lent::planned(&self.identity, mounts)?;
+        let file = sweep::record_lent(
+            &dir.join(format!("{}.lent", super::orphans::tagged(name))),
+            &lent,
+        )?;
+        if let Err(e) = lent.lend(&self.identity) {
+            if let Some(file) = &file {
+                let _ = std::fs::remove_file(file);
+            }
+            return Err(e);
+        }
+        Ok((lent, file))
     }
 }
 

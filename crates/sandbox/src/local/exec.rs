@@ -49,11 +49,12 @@ impl LocalBackend {
         }
     }
 
-    /// A fresh directory for a launcher's files (`STATE/.launch/<hex>`).
+    /// A fresh directory for a launcher's files (`STATE/.launch/<pid>.<start>.<hex>`, named
+    /// after its owner for the sweep).
     pub(super) fn launch_dir(&self) -> Result<PathBuf> {
         let root = self.config.state_dir.join(".launch");
         passage_dir(&root)?;
-        Ok(root.join(random_hex(8)?))
+        Ok(root.join(super::orphans::tagged(&random_hex(8)?)))
     }
 
     /// The bubblewrap binary and the seccomp program's file (`/dev/null` without one).
@@ -98,7 +99,8 @@ impl LocalBackend {
         command
     }
 
-    /// Where pooled data directories live (`STATE/.data/<hex>`).
+    /// Where pooled data directories live (`STATE/.data/<pid>.<start>.<hex>`, named after
+    /// their owner for the sweep).
     pub(super) fn data_root(&self) -> PathBuf {
         self.config.state_dir.join(".data")
     }

@@ -214,24 +214,37 @@ pub async fn create_account(account: &str) -> Result<HostIdentity> {
 pub(crate) struct Lent(Vec<(std::path::PathBuf, u32, u32)>);
 
 impl Lent {
-    /// Lends every read-write mount's source to `identity`; on a failure, what was lent so far
-    /// is handed back before the error is returned.
-    pub(crate) fn mounts(identity: &HostIdentity, mounts: &[crate::spec::Mount]) -> Result<Self> {
-        let mut lent = Self::default();
+    /// What would be lent of `mounts` (their read-write sources), with the owners to hand each back to, changing
+    /// nothing: recorded before [`Self::lend`], so a process killed while lending leaves a
+    /// record the sweep hands back.
+    pub(crate) fn planned(identity: &HostIdentity, mounts: &[crate::spec::Mount]) -> Result<Self> {
+        let mut planned = Self::default();
+        if !identity.switched {
+            return Ok(planned);
+        }
         for mount in mounts {
             if mount.access != crate::spec::MountAccess::ReadWrite {
                 continue;
             }
-            match lend(identity, &mount.source) {
-                Ok(Some((uid, gid))) => lent.0.push((mount.source.clone(), uid, gid)),
-                Ok(None) => {}
-                Err(e) => {
-                    lent.give_back(identity);
-                    return Err(e);
-                }
+            let meta = std::fs::symlink_metadata(&mount.source)
+                .map_err(|e| SandboxError::io(format!("reading {}", mount.source.display()), e))?;
+            planned
+                .0
+                .push((mount.source.clone(), meta.uid(), meta.gid()));
+        }
+        Ok(planned)
+    }
+
+    /// Lends each planned tree to `identity`; on a failure, all are handed back before the
+    /// error is returned.
+    pub(crate) fn lend(&self, identity: &HostIdentity) -> Result<()> {
+        for (source, _, _) in &self.0 {
+            if let Err(e) = lend(identity, source) {
+                self.give_back(identity);
+                return Err(e);
             }
         }
-        Ok(lent)
+        Ok(())
     }
 
     /// Hands every lent tree back (see [`hand_back`]); failures are logged, never fatal: the

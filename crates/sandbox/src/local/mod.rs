@@ -11,6 +11,7 @@ mod exec;
 pub mod identity;
 mod launcher;
 pub(crate) mod netns;
+mod orphans;
 pub mod plan;
 pub mod seccomp;
 mod sweep;
@@ -59,6 +60,9 @@ pub struct LocalConfig {
     /// The unprivileged account sandboxes run as when the caller is root
     /// ([`identity::SANDBOX_ACCOUNT`] by default); see [`HostIdentity`].
     pub account: String,
+    /// How often the backend sweeps for what ended owners left behind, besides the sweep when
+    /// it starts ([`crate::DEFAULT_SWEEP_INTERVAL`]); `None` sweeps only at start.
+    pub sweep_interval: Option<Duration>,
 }
 
 impl LocalConfig {
@@ -71,6 +75,7 @@ impl LocalConfig {
             cgroup_root: Some(PathBuf::from("/sys/fs/cgroup")),
             ephemeral_root: root,
             account: identity::SANDBOX_ACCOUNT.to_owned(),
+            sweep_interval: Some(crate::owner::DEFAULT_SWEEP_INTERVAL),
         }
     }
 }
@@ -137,6 +142,8 @@ pub struct LocalBackend {
     runs: sweep::Runs,
     /// Running execs, so one can be ended alone.
     stops: process::Stops,
+    /// The timer that sweeps for what ended owners left, ended with the backend.
+    sweeper: Option<tokio::task::AbortHandle>,
 }
 
 impl Drop for LocalBackend {
@@ -144,6 +151,9 @@ impl Drop for LocalBackend {
     /// and cgroup of the workspaces still attached here. A workspace's directory stays: another
     /// backend may attach to it, and cgroups are made anew then.
     fn drop(&mut self) {
+        if let Some(sweeper) = &self.sweeper {
+            sweeper.abort();
+        }
         self.runs.end_all(&self.identity);
         let attached: Vec<Arc<LocalWorkspace>> = self
             .workspaces
@@ -272,14 +282,11 @@ impl LocalBackend {
         // directory the sandbox's account could not get through once bubblewrap runs.
         passage_path(&config.state_dir)?;
         identity.check_reachable(&config.state_dir.join("x"))?;
-        let swept = sweep::stale(&identity, config.cgroup_root.as_deref());
-        if swept.state_dirs + swept.cgroups > 0 {
-            tracing::info!(
-                state_dirs = swept.state_dirs,
-                cgroups = swept.cgroups,
-                "removed what ended sandbox processes left behind"
-            );
-        }
+        sweep::report(&sweep::stale(
+            &identity,
+            config.cgroup_root.as_deref(),
+            &config.state_dir,
+        ));
         tracing::debug!(
             account = %identity.name,
             uid = identity.uid,
@@ -296,8 +303,8 @@ impl LocalBackend {
             }
             None => None,
         };
+        let sweeper = sweep::start_timer(&config, &identity);
         Ok(Self {
-            identity,
             filter,
             guard: crate::mount_guard::MountGuard::new().protect(&config.state_dir),
             config,
@@ -306,6 +313,8 @@ impl LocalBackend {
             cgroups: CgroupPool::default(),
             runs: sweep::Runs::default(),
             stops: process::Stops::default(),
+            sweeper,
+            identity,
         })
     }
 
@@ -457,21 +466,24 @@ impl WorkspaceBackend for LocalBackend {
         let dir = self.config.state_dir.join(&id);
         passage_dir(&self.config.state_dir)?;
         passage_dir(&self.data_root())?;
-        private_dir(&dir)?;
-        let (cgroup, launcher, pooled) = match self.caps_for(&id, &spec.limits, true).await {
+        let caps = match orphans::make_owned(&self.config.state_dir, &id) {
+            Ok(()) => self.caps_for(&id, &spec.limits, true).await,
+            Err(e) => Err(e),
+        };
+        let (cgroup, launcher, pooled) = match caps {
             Ok(caps) => caps,
             Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
+                orphans::unmake(&self.config.state_dir, &id);
                 return Err(e);
             }
         };
         let data = match pooled {
             Some(data) => data,
             None => match random_hex(8) {
-                Ok(hex) => self.data_root().join(hex),
+                Ok(hex) => self.data_root().join(orphans::tagged(&hex)),
                 Err(e) => {
                     self.release(&id, cgroup, launcher, None, None).await;
-                    let _ = std::fs::remove_dir_all(&dir);
+                    orphans::unmake(&self.config.state_dir, &id);
                     return Err(e);
                 }
             },
@@ -493,7 +505,8 @@ impl WorkspaceBackend for LocalBackend {
                 block_metadata: spec.block_metadata,
                 env: crate::bridge::with_proxy_env(&spec.env, spec.network, egress.as_ref()),
                 egress: egress.clone(),
-                lent: identity::Lent::mounts(&self.identity, &mounts)?,
+                // On record in `meta.json` before anything is lent (see below).
+                lent: identity::Lent::planned(&self.identity, &mounts)?,
                 mounts: mounts.clone(),
                 limits: spec.limits,
                 data: Some(data.clone()),
@@ -503,13 +516,14 @@ impl WorkspaceBackend for LocalBackend {
                 message: e.to_string(),
             })?;
             write_file(&dir.join("meta.json"), &json)?;
+            meta.lent.lend(&self.identity)?;
             Ok(meta)
         })();
         let meta = match result {
             Ok(meta) => meta,
             Err(e) => {
                 self.release(&id, cgroup, launcher, Some(&data), None).await;
-                let _ = std::fs::remove_dir_all(&dir);
+                orphans::unmake(&self.config.state_dir, &id);
                 return Err(e);
             }
         };
@@ -565,6 +579,8 @@ impl WorkspaceBackend for LocalBackend {
             backend: "local",
             message: format!("unreadable workspace metadata: {e}"),
         })?;
+        // This process holds it from here on: a sweep leaves it while any holder lives.
+        orphans::claim(&self.config.state_dir, id)?;
         let (cgroup, launcher, _) = self.caps_for(id, &meta.limits, false).await?;
         let data = meta.data_dir(&dir);
         let (protections, missing) = Self::protections(&meta, cgroup.as_ref());
@@ -670,10 +686,12 @@ impl WorkspaceBackend for LocalBackend {
             }
         }
         match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(SandboxError::io(format!("removing {}", dir.display()), e)),
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(SandboxError::io(format!("removing {}", dir.display()), e)),
         }
+        orphans::release(&self.config.state_dir, &workspace.id);
+        Ok(())
     }
 
     /// Every exec is a sandbox of its own, with its own PID namespace: no process of another

@@ -81,22 +81,49 @@ pub(crate) fn record_lent(file: &Path, lent: &Lent) -> crate::error::Result<Opti
     Ok(Some(file.to_path_buf()))
 }
 
-/// What the start-up sweep removed.
+/// What a sweep removed.
 #[derive(Debug, Default)]
 pub(crate) struct Swept {
     pub(crate) state_dirs: usize,
     pub(crate) cgroups: usize,
+    /// What owners that are gone left in state directories still in use.
+    pub(crate) orphans: super::orphans::Orphans,
 }
 
-/// Removes what processes that have ended left behind: their cgroups (under `cgroup_root`) and
-/// their state directories `auto-swe-workspaces-<pid>` in the temporary directory, each after
-/// handing back the mounts its workspaces and runs had been lent.
-pub(crate) fn stale(identity: &HostIdentity, cgroup_root: Option<&Path>) -> Swept {
+impl Swept {
+    pub(crate) fn total(&self) -> usize {
+        self.state_dirs + self.cgroups + self.orphans.total()
+    }
+}
+
+/// Removes what processes that have ended left behind: their cgroups (under `cgroup_root`),
+/// their workspaces in `state` ([`super::orphans::sweep_state`]) and their state directories
+/// `auto-swe-workspaces-<pid>` in the temporary directory, each after handing back the mounts
+/// its workspaces and runs had been lent (a per-process directory whose PID runs again, taken
+/// by another process, is swept workspace by workspace, by their owner records).
+pub(crate) fn stale(identity: &HostIdentity, cgroup_root: Option<&Path>, state: &Path) -> Swept {
+    let _span = tracing::info_span!("sandbox.sweep", backend = "local").entered();
     let mut swept = Swept::default();
+    // Cgroups first: ending them ends what still runs in the workspaces swept below.
     if let Some(root) = cgroup_root {
         swept.cgroups = super::cgroup::sweep_stale(root);
     }
-    for dir in crate::cleanup::stale_state_dirs(&std::env::temp_dir()) {
+    let mut add = |orphans: super::orphans::Orphans| {
+        swept.orphans.workspaces += orphans.workspaces;
+        swept.orphans.data_dirs += orphans.data_dirs;
+        swept.orphans.launch_dirs += orphans.launch_dirs;
+        swept.orphans.lent_records += orphans.lent_records;
+    };
+    add(super::orphans::sweep_state(identity, state));
+    let temp = std::env::temp_dir();
+    let dead_dirs = crate::cleanup::stale_state_dirs(&temp);
+    for dir in crate::cleanup::state_dirs(&temp) {
+        if dir == state || dead_dirs.contains(&dir) || !ours(&dir) {
+            continue;
+        }
+        add(super::orphans::sweep_state(identity, &dir));
+    }
+    for dir in dead_dirs {
         // The temporary directory is everyone's: only a directory this process's user made and
         // nobody else can write is trusted, or even removed.
         if !ours(&dir) {
@@ -110,6 +137,52 @@ pub(crate) fn stale(identity: &HostIdentity, cgroup_root: Option<&Path>) -> Swep
         }
     }
     swept
+}
+
+/// Logs what a sweep removed, if anything.
+pub(crate) fn report(swept: &Swept) {
+    if swept.total() > 0 {
+        tracing::info!(
+            state_dirs = swept.state_dirs,
+            cgroups = swept.cgroups,
+            workspaces = swept.orphans.workspaces,
+            data_dirs = swept.orphans.data_dirs,
+            launch_dirs = swept.orphans.launch_dirs,
+            lent_records = swept.orphans.lent_records,
+            "removed what ended sandbox processes left behind"
+        );
+    }
+}
+
+/// Sweeps every `config.sweep_interval` (off the runtime's threads) while the returned task
+/// runs; `None` without an interval or outside a Tokio runtime. The backend aborts it when
+/// dropped.
+pub(crate) fn start_timer(
+    config: &super::LocalConfig,
+    identity: &HostIdentity,
+) -> Option<tokio::task::AbortHandle> {
+    let every = config.sweep_interval?;
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    let (identity, cgroups, state) = (
+        identity.clone(),
+        config.cgroup_root.clone(),
+        config.state_dir.clone(),
+    );
+    let task = runtime.spawn(async move {
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let (identity, cgroups, state) = (identity.clone(), cgroups.clone(), state.clone());
+            let swept =
+                tokio::task::spawn_blocking(move || stale(&identity, cgroups.as_deref(), &state))
+                    .await;
+            if let Ok(swept) = swept {
+                report(&swept);
+            }
+        }
+    });
+    Some(task.abort_handle())
 }
 
 /// Every lent-mount record in a state directory: each workspace's `meta.json`, and each run's
@@ -139,7 +212,7 @@ fn lent_records(state: &Path) -> Vec<Lent> {
 }
 
 /// Whether `path` is no link, belongs to this process's user and is writable by no one else.
-fn ours(path: &Path) -> bool {
+pub(crate) fn ours(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt as _;
     std::fs::symlink_metadata(path).is_ok_and(|meta| {
         !meta.file_type().is_symlink()

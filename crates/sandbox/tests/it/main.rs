@@ -23,6 +23,7 @@ mod kubernetes_egress;
 mod lifecycle;
 mod local;
 mod mount_guard;
+mod orphans;
 mod plans;
 mod seccomp;
 mod settings;
