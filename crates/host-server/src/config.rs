@@ -10,6 +10,7 @@ use auto_swe_sandbox::SandboxChoice;
 use serde::Deserialize;
 
 use crate::config_kubernetes::KubernetesPoolConfig;
+use crate::connection_limits::ConnectionLimits;
 
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -153,6 +154,23 @@ pub struct ServerConfig {
     /// A request that takes longer is answered 408 (1 to 600 s): slow clients cannot hold
     /// connections open.
     pub request_timeout_seconds: u64,
+    /// A request head (request line and headers) must arrive within this many seconds (1 to
+    /// 300): from the connection's opening for its first request, from the head's first byte
+    /// after that. A connection that is too slow is closed.
+    pub header_read_timeout_seconds: u64,
+    /// A kept-alive connection with no request for this many seconds is closed (1 to 3,600).
+    pub idle_timeout_seconds: u64,
+    /// Connections open at once (16 to 1,000,000); more are closed as they are accepted. It is
+    /// lowered, with a warning, to fit under the process's open-file limit.
+    pub max_connections: usize,
+    /// Connections open at once from one client address (0: no cap of its own; else at most
+    /// `maxConnections`). Behind a proxy every client has the proxy's address: raise it there.
+    pub max_connections_per_address: usize,
+    /// On SIGTERM or Ctrl-C, requests in flight get this many seconds to finish (0 to 3,600);
+    /// then their connections are dropped and the workers stop.
+    pub shutdown_grace_seconds: u64,
+    /// Serve `/metrics` on this address of its own rather than beside the API.
+    pub metrics_listen: Option<SocketAddr>,
     /// Short-lived credentials.
     pub jwt: JwtConfig,
     /// The first admin.
@@ -183,6 +201,12 @@ impl Default for ServerConfig {
             store_key_file: None,
             body_limit_bytes: 1024 * 1024,
             request_timeout_seconds: 30,
+            header_read_timeout_seconds: 5,
+            idle_timeout_seconds: 60,
+            max_connections: 4096,
+            max_connections_per_address: 256,
+            shutdown_grace_seconds: 30,
+            metrics_listen: None,
             jwt: JwtConfig::default(),
             bootstrap: BootstrapConfig::default(),
             pool: PoolConfig::default(),
@@ -256,6 +280,27 @@ impl ServerConfig {
         if !(1..=600).contains(&self.request_timeout_seconds) {
             return bad("requestTimeoutSeconds must be between 1 and 600".to_owned());
         }
+        if !(1..=300).contains(&self.header_read_timeout_seconds) {
+            return bad("headerReadTimeoutSeconds must be between 1 and 300".to_owned());
+        }
+        if !(1..=3600).contains(&self.idle_timeout_seconds) {
+            return bad("idleTimeoutSeconds must be between 1 and 3600".to_owned());
+        }
+        if !(16..=1_000_000).contains(&self.max_connections) {
+            return bad("maxConnections must be between 16 and 1000000".to_owned());
+        }
+        if self.max_connections_per_address > self.max_connections {
+            return bad("maxConnectionsPerAddress must be at most maxConnections".to_owned());
+        }
+        if self.shutdown_grace_seconds > 3600 {
+            return bad("shutdownGraceSeconds must be at most 3600".to_owned());
+        }
+        if self
+            .metrics_listen
+            .is_some_and(|address| address == self.listen && address.port() != 0)
+        {
+            return bad("metricsListen must differ from listen".to_owned());
+        }
         if !(60..=86_400).contains(&self.jwt.ttl_seconds) {
             return bad("jwt.ttlSeconds must be between 60 and 86400".to_owned());
         }
@@ -295,6 +340,18 @@ impl ServerConfig {
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout_seconds)
     }
+
+    /// How the server holds its connections.
+    #[must_use]
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_seconds),
+            idle_timeout: Duration::from_secs(self.idle_timeout_seconds),
+            max_connections: self.max_connections,
+            max_connections_per_address: self.max_connections_per_address,
+            shutdown_grace: Duration::from_secs(self.shutdown_grace_seconds),
+        }
+    }
 }
 
 fn url_has_password(url: &str) -> bool {
@@ -333,6 +390,18 @@ mod tests {
         for (text, expected) in [
             ("secret = \"x\"\n", "unknown field"),
             ("bodyLimitBytes = 1\n", "bodyLimitBytes"),
+            ("headerReadTimeoutSeconds = 0\n", "headerReadTimeoutSeconds"),
+            ("idleTimeoutSeconds = 0\n", "idleTimeoutSeconds"),
+            ("maxConnections = 8\n", "maxConnections"),
+            (
+                "maxConnections = 100\nmaxConnectionsPerAddress = 101\n",
+                "maxConnectionsPerAddress",
+            ),
+            ("shutdownGraceSeconds = 3601\n", "shutdownGraceSeconds"),
+            (
+                "listen = \"127.0.0.1:9000\"\nmetricsListen = \"127.0.0.1:9000\"\n",
+                "metricsListen",
+            ),
             ("[jwt]\nalgorithm = \"RS256\"\n", "RS256 needs"),
             (
                 "[pool]\nsandbox = \"host\"\n",

@@ -159,6 +159,41 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Puts a refusal that did not come from [`ApiError`] — the framework's own (a path segment
+/// that is not UTF-8, a body over the limit before a handler saw it, a request that ran past
+/// its timeout) — into the one error shape, keeping its status and headers. JSON and HTML
+/// answers pass as they are.
+pub(crate) async fn one_error_shape(response: Response) -> Response {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let kind = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if kind.starts_with("application/json") || kind.starts_with("text/html") {
+        return response;
+    }
+    let reason = status.canonical_reason().unwrap_or("Error");
+    let code = reason.to_uppercase().replace([' ', '-'], "_");
+    let message = match status {
+        StatusCode::BAD_REQUEST => "the request is not valid",
+        StatusCode::PAYLOAD_TOO_LARGE => "the request body is larger than the server accepts",
+        StatusCode::REQUEST_TIMEOUT => "the request took longer than the server allows",
+        _ => reason,
+    };
+    let (mut parts, _) = response.into_parts();
+    let replacement = ApiError::new(status, code, message).into_response();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Response::from_parts(parts, replacement.into_body())
+}
+
 /// What a handler returns.
 pub type ApiResult<T> = Result<T, ApiError>;
 
@@ -174,5 +209,30 @@ mod tests {
             .into_response();
         assert_eq!(response.status(), StatusCode::CONFLICT);
         assert_eq!(response.headers()[header::RETRY_AFTER], "3");
+    }
+
+    #[tokio::test]
+    async fn a_plain_refusal_is_put_into_the_one_shape() {
+        let plain = (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "Failed to buffer the request body",
+        )
+            .into_response();
+        let response = one_error_shape(plain).await;
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+        let body = axum::body::to_bytes(response.into_body(), 4096)
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], "PAYLOAD_TOO_LARGE");
+        let timeout = one_error_shape(StatusCode::REQUEST_TIMEOUT.into_response()).await;
+        let body = axum::body::to_bytes(timeout.into_body(), 4096)
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], "REQUEST_TIMEOUT");
+        let ok = one_error_shape(ApiError::conflict("X", "y").into_response()).await;
+        assert_eq!(ok.headers()[header::CONTENT_TYPE], "application/json");
     }
 }

@@ -15,14 +15,13 @@ use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::templates::template;
 use auto_swe_worker::{Launch, LaunchOptions};
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
+use crate::state::{ApiBytes, AppState};
 
 /// The `[github]` section.
 #[derive(Debug, Clone, Deserialize)]
@@ -188,7 +187,7 @@ impl GitHub {
 pub async fn webhook(
     State(state): State<AppState>,
     headers: HeaderMap,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     // A delivery without GitHub's headers is refused the same way whether or not GitHub is
     // configured here.

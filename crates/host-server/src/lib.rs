@@ -30,10 +30,12 @@ pub mod auth;
 mod bootstrap;
 pub mod config;
 pub mod config_kubernetes;
+pub mod connection_limits;
 pub mod error;
 pub mod github;
 pub mod pool;
 pub mod routes;
+pub mod serve;
 pub mod standard_webhooks;
 pub mod state;
 #[cfg(feature = "temporal")]
@@ -42,7 +44,9 @@ pub mod viewer;
 
 pub use auth::{AccessLevel, Authenticator, Caller};
 pub use bootstrap::{BootstrapError, bootstrap_admin};
+pub use connection_limits::{ConnectionCounters, ConnectionLimits};
 pub use error::{ApiError, ApiResult};
 pub use pool::{PoolEngine, WorkerPool};
 pub use routes::{ApiDoc, metrics_router, router};
+pub use serve::ServeReport;
 pub use state::{AppState, WorkerGauge};

@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use auto_swe_agents::PatternsProvider;
 use auto_swe_server::config::ServerConfig;
+use auto_swe_server::connection_limits::open_file_limit;
 use auto_swe_server::github::GitHub;
 use auto_swe_server::{
-    AppState, Authenticator, PoolEngine, WorkerGauge, WorkerPool, bootstrap_admin, metrics_router,
-    router,
+    AppState, Authenticator, ConnectionCounters, ConnectionLimits, PoolEngine, WorkerGauge,
+    WorkerPool, bootstrap_admin, router,
 };
 use auto_swe_store::{Keyring, SecretString, Store, StoreConfig};
 use auto_swe_telemetry::{
@@ -201,17 +202,31 @@ async fn serve(args: Args, metrics: Metrics) -> Result<(), String> {
     if let Some(url) = &config.public_url {
         state = state.with_public_url(url.trim_end_matches('/'));
     }
-    let app = router(state, config.body_limit_bytes, config.request_timeout())
-        .merge(metrics_router(metrics));
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| format!("listening on {}: {e}", config.listen))?;
-    let local = listener.local_addr().map_err(|e| e.to_string())?;
-    tracing::info!(address = %local, workers = config.pool.workers, "serving");
-    // The one line a supervisor or a test reads to find the port.
-    eprintln!("auto-swe-server: listening on http://{local}");
-    let shutdown = CancellationToken::new();
-    let signalled = shutdown.clone();
+    let served = listen(&config, state, metrics, pool).await;
+    refresher.abort();
+    served
+}
+
+/// The connection limits the configuration names, `maxConnections` fitted under the process's
+/// open-file limit.
+fn connection_limits(config: &ServerConfig) -> ConnectionLimits {
+    let Some(open_files) = open_file_limit() else {
+        return config.connection_limits();
+    };
+    let (fitted, lowered) = config.connection_limits().fitted_to(open_files, 256);
+    if lowered {
+        tracing::warn!(
+            open_files,
+            configured = config.max_connections,
+            max_connections = fitted.max_connections,
+            "maxConnections was lowered to fit under the open-file limit"
+        );
+    }
+    fitted
+}
+
+/// Cancels `shutdown` on SIGTERM or Ctrl-C.
+fn cancel_on_signal(shutdown: CancellationToken) {
     tokio::spawn(async move {
         let mut term =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
@@ -219,15 +234,84 @@ async fn serve(args: Args, metrics: Metrics) -> Result<(), String> {
             _ = tokio::signal::ctrl_c() => {}
             () = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
         }
-        signalled.cancel();
+        tracing::info!("shutting down");
+        shutdown.cancel();
     });
-    let drained = shutdown.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { drained.cancelled().await })
+}
+
+/// Serves the API (and `/metrics`, beside it or on `metricsListen`) until a signal, then
+/// drains the connections and stops the workers, both within the grace period.
+async fn listen(
+    config: &ServerConfig,
+    state: AppState,
+    metrics: Metrics,
+    pool: WorkerPool,
+) -> Result<(), String> {
+    let counters = ConnectionCounters::default();
+    let limits = connection_limits(config);
+    let metrics = auto_swe_server::serve::metrics_router(metrics, counters.clone());
+    let mut app = router(state, config.body_limit_bytes, config.request_timeout());
+    let metrics_listener = if let Some(address) = config.metrics_listen {
+        Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(|e| format!("listening for /metrics on {address}: {e}"))?,
+        )
+    } else {
+        app = app.merge(metrics.clone());
+        None
+    };
+    let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .map_err(|e| e.to_string())?;
-    tracing::info!("requests drained; stopping workers");
-    pool.stop().await;
-    refresher.abort();
+        .map_err(|e| format!("listening on {}: {e}", config.listen))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let shutdown = CancellationToken::new();
+    let metrics_served = match metrics_listener {
+        Some(listener) => {
+            let address = listener.local_addr().map_err(|e| e.to_string())?;
+            tracing::info!(%address, "serving /metrics");
+            eprintln!("auto-swe-server: metrics on http://{address}");
+            // Caps of its own: a flood on the API's address does not keep the scraper out.
+            let served = auto_swe_server::serve::serve(
+                listener,
+                metrics,
+                limits.with_caps(64, 0),
+                ConnectionCounters::default(),
+                shutdown.clone(),
+            );
+            Some(tokio::spawn(served))
+        }
+        None => None,
+    };
+    tracing::info!(
+        address = %local,
+        workers = config.pool.workers,
+        max_connections = limits.max_connections,
+        max_connections_per_address = limits.max_connections_per_address,
+        header_read_timeout_seconds = limits.header_read_timeout.as_secs(),
+        "serving"
+    );
+    // The one line a supervisor or a test reads to find the port.
+    eprintln!("auto-swe-server: listening on http://{local}");
+    cancel_on_signal(shutdown.clone());
+    // On the signal the workers stop taking runs and give theirs back while the connections
+    // drain.
+    let stopping = shutdown.clone();
+    let (report, aborted) = tokio::join!(
+        auto_swe_server::serve::serve(listener, app, limits, counters, shutdown.clone()),
+        async move {
+            stopping.cancelled().await;
+            pool.stop_within(limits.shutdown_grace).await
+        }
+    );
+    if let Some(task) = metrics_served {
+        let _ = task.await;
+    }
+    tracing::info!(
+        open_at_shutdown = report.open_at_shutdown,
+        dropped = report.dropped,
+        workers_aborted = aborted,
+        "stopped"
+    );
     Ok(())
 }

@@ -131,6 +131,24 @@ impl WorkerPool {
         self.stop.cancel();
         while self.tasks.join_next().await.is_some() {}
     }
+
+    /// [`stop`](Self::stop), waiting at most `grace`: the tasks still running then are aborted
+    /// (a run such a worker held is taken again once its lease lapses). Returns how many were.
+    pub async fn stop_within(mut self, grace: Duration) -> usize {
+        self.stop.cancel();
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            tokio::select! {
+                next = self.tasks.join_next() => if next.is_none() { return 0 },
+                () = tokio::time::sleep_until(deadline) => {
+                    let aborted = self.tasks.len();
+                    self.tasks.abort_all();
+                    while self.tasks.join_next().await.is_some() {}
+                    return aborted;
+                }
+            }
+        }
+    }
 }
 
 /// The workers' services; pull requests go to `scm` (GitHub) when given, else to the local SCM

@@ -279,19 +279,7 @@ where
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "PAYLOAD_TOO_LARGE",
-                        "the request body is larger than the server accepts",
-                    )
-                } else {
-                    ApiError::bad_request("INVALID_BODY", rejection.body_text())
-                }
-            })?;
+        let ApiBytes(bytes) = ApiBytes::from_request(request, state).await?;
         // Every body is a JSON object: serde would also read a struct written as an array of
         // its fields in order, which no client means and the OpenAPI document does not allow.
         if bytes.iter().find(|b| !b" \t\n\r".contains(b)) != Some(&b'{') {
@@ -322,5 +310,61 @@ where
             .await
             .map(|q| ApiQuery(q.0))
             .map_err(|rejection| ApiError::bad_request("INVALID_QUERY", rejection.body_text()))
+    }
+}
+
+/// A body of any kind, refused in the one error shape: `413 PAYLOAD_TOO_LARGE` above the body
+/// limit, `400 INVALID_BODY` when it cannot be read.
+#[derive(Debug, Clone)]
+pub struct ApiBytes(pub Bytes);
+
+impl<S> FromRequest<S> for ApiBytes
+where
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        Bytes::from_request(request, state)
+            .await
+            .map(ApiBytes)
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "PAYLOAD_TOO_LARGE",
+                        "the request body is larger than the server accepts",
+                    )
+                } else {
+                    ApiError::bad_request("INVALID_BODY", rejection.body_text())
+                }
+            })
+    }
+}
+
+/// Path parameters, refused in the one error shape: `400 INVALID_PATH` when a segment is not
+/// valid UTF-8 once decoded or does not parse as the route's type.
+#[derive(Debug, Clone)]
+pub struct ApiPath<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|path| ApiPath(path.0))
+            .map_err(|rejection| {
+                if rejection.status().is_client_error() {
+                    ApiError::bad_request("INVALID_PATH", rejection.body_text())
+                } else {
+                    tracing::error!(rejection = %rejection.body_text(), "a route's path parameters do not match its handler");
+                    ApiError::internal("INVALID_ROUTE", "the route's path parameters")
+                }
+            })
     }
 }

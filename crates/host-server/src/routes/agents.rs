@@ -5,12 +5,13 @@
 //! scan); these handlers parse, authorize, check the references a row names against the
 //! caller's tenant, and audit.
 
+use crate::state::ApiPath;
 use auto_swe_agents::{
     Actor, AgentLibrary, AgentPatch, AgentVersion, CreateAgent, SavedVersion, ScopeRef,
 };
 use auto_swe_store::ConnectionType;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Serialize;
 use serde_json::json;
@@ -551,7 +552,7 @@ pub async fn create(
 pub async fn detail(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(key): Path<String>,
+    ApiPath(key): ApiPath<String>,
 ) -> ApiResult<Json<Data<AgentView>>> {
     platform_admin(&user)?;
     Ok(Json(Data {
@@ -567,7 +568,7 @@ pub async fn detail(
 pub async fn versions(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(key): Path<String>,
+    ApiPath(key): ApiPath<String>,
 ) -> ApiResult<Json<Data<Vec<AgentView>>>> {
     platform_admin(&user)?;
     versions_at(&state, &ScopeRef::Global, &key).await
@@ -582,7 +583,7 @@ pub async fn versions(
 pub async fn edit(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(key): Path<String>,
+    ApiPath(key): ApiPath<String>,
     ApiJson(body): ApiJson<AgentEditBody>,
 ) -> ApiResult<Json<Data<SavedAgent>>> {
     let actor = platform_admin(&user)?;
@@ -598,7 +599,7 @@ pub async fn edit(
 pub async fn restore(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(key): Path<String>,
+    ApiPath(key): ApiPath<String>,
     ApiJson(body): ApiJson<RestoreAgentBody>,
 ) -> ApiResult<Json<Data<SavedAgent>>> {
     let actor = platform_admin(&user)?;
@@ -613,7 +614,7 @@ pub async fn restore(
 pub async fn deactivate(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(key): Path<String>,
+    ApiPath(key): ApiPath<String>,
 ) -> ApiResult<Json<Data<AgentView>>> {
     let actor = platform_admin(&user)?;
     deactivate_at(&state, &user, &actor, ScopeRef::Global, &key).await

@@ -1,10 +1,11 @@
 //! `GET /api/v1/workflow-runs/{id}/artifacts/{artifactId}`: the full text behind a
 //! `[stored as artifact …]` placeholder in a run's result.
 
+use crate::state::ApiPath;
 use auto_swe_store::Artifact;
 use auto_swe_worker::{MAX_SPILL_BYTES, SPILL_ARTIFACT};
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -36,7 +37,7 @@ pub struct ArtifactText {
 pub async fn read(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path((id, artifact_id)): Path<(String, String)>,
+    ApiPath((id, artifact_id)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<Data<ArtifactText>>> {
     artifact_text(&state, user, &id, &artifact_id)
         .await

@@ -1,13 +1,14 @@
 //! Connections (a team's bindings to repositories and services, with an optional write-only
 //! token) and model-provider credentials (write-only keys).
 
+use crate::state::ApiPath;
 use auto_swe_agents::ScopeRef;
 use auto_swe_store::{
     Connection, ConnectionType, ConnectionUpdate, NewConnection, ProviderCredential,
     RepoCoordinates, SecretString, TokenChange,
 };
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -350,7 +351,7 @@ pub async fn create(
 pub async fn detail(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<Data<ConnectionView>>> {
     let connection = visible_connection(&state, &user, &id).await?;
     Ok(Json(Data {
@@ -369,7 +370,7 @@ pub async fn detail(
 pub async fn update(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ConnectionPatch>,
 ) -> ApiResult<Json<Data<ConnectionView>>> {
     let connection = visible_connection(&state, &user, &id).await?;
@@ -534,7 +535,7 @@ pub async fn create_credential(
 pub async fn replace_key(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<KeyBody>,
 ) -> ApiResult<StatusCode> {
     let not_found = || ApiError::not_found("CREDENTIAL_NOT_FOUND", format!("no credential {id}"));

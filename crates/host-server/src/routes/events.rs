@@ -9,8 +9,9 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use crate::state::ApiPath;
 use auto_swe_store::RunStatus;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
@@ -110,7 +111,7 @@ pub(crate) fn last_event_id(headers: &HeaderMap) -> i64 {
 pub async fn stream(
     State(state): State<AppState>,
     AnyCaller(caller): AnyCaller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let run = visible_run(&state, &caller, &id).await?;

@@ -1,8 +1,9 @@
 //! Answering human steps (approvals, decisions, questions).
 
+use crate::state::ApiPath;
 use auto_swe_store::{HumanStep, HumanStepStatus};
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -33,7 +34,7 @@ pub struct RespondBody {
 pub async fn respond(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<RespondBody>,
 ) -> ApiResult<Json<Data<HumanStepView>>> {
     let answered = answer_step(&state, user, &id, body.answer).await?;

@@ -354,6 +354,9 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             timeout,
         ))
+        .layer(axum::middleware::map_response(
+            crate::error::one_error_shape,
+        ))
         .with_state(state)
 }
 

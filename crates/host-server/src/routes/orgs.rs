@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::state::ApiPath;
 use auto_swe_store::{InboxQuery, OrgRole, Organization, Spend, Timestamp};
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
@@ -131,7 +132,7 @@ async fn managed_org(state: &AppState, user: &UserIdentity, id: &str) -> ApiResu
 pub async fn inbox(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<InboxParams>,
 ) -> ApiResult<Json<Data<Vec<HumanStepView>>>> {
     let not_found = || ApiError::not_found("ORG_NOT_FOUND", format!("no organization {id}"));
@@ -204,7 +205,7 @@ pub async fn inbox(
 pub async fn month_usage(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<UsageParams>,
 ) -> ApiResult<Json<Data<UsageView>>> {
     let org = managed_org(&state, &user, &id).await?;
@@ -253,7 +254,7 @@ pub async fn month_usage(
 pub async fn set_budget(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<BudgetBody>,
 ) -> ApiResult<Json<Data<UsageView>>> {
     let org = managed_org(&state, &user, &id).await?;
@@ -287,7 +288,7 @@ pub async fn set_budget(
     month_usage(
         State(state),
         SignedIn(user),
-        Path(id),
+        ApiPath(id),
         ApiQuery(UsageParams { month: None }),
     )
     .await

@@ -3,10 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::state::ApiPath;
 use auto_swe_scanners::{Pattern, PatternType, Severity, builtin_patterns};
 use auto_swe_store::{NewAuditEntry, StoredPattern};
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -252,7 +253,7 @@ pub async fn list(
 pub async fn put(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<PatternBody>,
 ) -> ApiResult<(StatusCode, Json<Data<PatternView>>)> {
     admin_only(&user)?;
@@ -331,7 +332,7 @@ pub async fn put(
 pub async fn delete(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
     admin_only(&user)?;
     let gone = is_rule_id(&id)

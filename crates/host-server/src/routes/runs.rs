@@ -1,8 +1,9 @@
 //! Runs: list, detail, traces, cancel, signals.
 
+use crate::state::ApiPath;
 use auto_swe_store::{Run, RunListQuery, RunStatus};
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -253,7 +254,7 @@ pub struct DetailParams {
 pub async fn detail(
     State(state): State<AppState>,
     AnyCaller(caller): AnyCaller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<DetailParams>,
 ) -> ApiResult<Json<Data<RunDetail>>> {
     let run = visible_run(&state, &caller, &id).await?;
@@ -359,7 +360,7 @@ pub struct TraceList {
 pub async fn traces(
     State(state): State<AppState>,
     AnyCaller(caller): AnyCaller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<TraceParams>,
 ) -> ApiResult<Json<TraceList>> {
     let limit = params.limit.unwrap_or(200);
@@ -413,7 +414,7 @@ pub struct CancelAccepted {
 pub async fn cancel(
     State(state): State<AppState>,
     AnyCaller(caller): AnyCaller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<(StatusCode, Json<Data<CancelAccepted>>)> {
     let run = visible_run(&state, &caller, &id).await?;
     let at = state
@@ -464,7 +465,7 @@ pub struct SignalAccepted {
 pub async fn signal(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path((id, name)): Path<(String, String)>,
+    ApiPath((id, name)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<SignalBody>,
 ) -> ApiResult<(StatusCode, Json<Data<SignalAccepted>>)> {
     let caller = Caller::User(user);

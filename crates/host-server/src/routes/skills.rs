@@ -3,12 +3,13 @@
 //! compare-and-set, `SKILL_CHANGED`, name folding, the scan on save, verification cleared by
 //! any cut); these handlers parse, authorize and audit.
 
+use crate::state::ApiPath;
 use auto_swe_agents::{
     NewSkill, ReferenceFile, Skill, SkillEdit, SkillLibrary, SkillProvenance, SkillRevision,
     SkillSaved, SkillScope,
 };
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -432,7 +433,7 @@ pub async fn create(
 pub async fn detail(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<Data<SkillView>>> {
     platform_admin(&user)?;
     Ok(Json(Data {
@@ -448,7 +449,7 @@ pub async fn detail(
 pub async fn revisions(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<Data<Vec<SkillRevisionView>>>> {
     platform_admin(&user)?;
     let skill = current(&state, &id).await?;
@@ -473,7 +474,7 @@ pub async fn revisions(
 pub async fn edit(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<SkillEditBody>,
 ) -> ApiResult<Json<Data<SavedSkillView>>> {
     platform_admin(&user)?;
@@ -524,7 +525,7 @@ pub async fn edit(
 pub async fn verify(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<VerifySkillBody>,
 ) -> ApiResult<Json<Data<SavedSkillView>>> {
     platform_admin(&user)?;
@@ -546,7 +547,7 @@ pub async fn verify(
 pub async fn restore(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path((id, revision)): Path<(String, String)>,
+    ApiPath((id, revision)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<RestoreSkillBody>,
 ) -> ApiResult<Json<Data<SavedSkillView>>> {
     platform_admin(&user)?;
@@ -582,7 +583,7 @@ pub async fn restore(
 pub async fn deactivate(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<Data<SavedSkillView>>> {
     platform_admin(&user)?;
     let skill = current(&state, &id).await?;

@@ -3,8 +3,9 @@
 //! library calls as the platform-wide routes. Anyone outside the team meets `404
 //! TEAM_NOT_FOUND`, a member without the team's admin role `403`.
 
+use crate::state::ApiPath;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 
 use crate::error::ApiResult;
@@ -25,7 +26,7 @@ use crate::state::{ApiJson, ApiQuery, AppState, SignedIn};
 pub async fn list(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(team_id): Path<String>,
+    ApiPath(team_id): ApiPath<String>,
     ApiQuery(params): ApiQuery<TeamAgentListParams>,
 ) -> ApiResult<Json<Data<Vec<AgentView>>>> {
     team_actor(&state, &user, &team_id).await?;
@@ -45,7 +46,7 @@ pub async fn list(
 pub async fn create(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(team_id): Path<String>,
+    ApiPath(team_id): ApiPath<String>,
     ApiJson(body): ApiJson<NewAgentBody>,
 ) -> ApiResult<(StatusCode, Json<Data<SavedAgent>>)> {
     let actor = team_actor(&state, &user, &team_id).await?;
@@ -61,7 +62,7 @@ pub async fn create(
 pub async fn detail(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path((team_id, key)): Path<(String, String)>,
+    ApiPath((team_id, key)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<Data<AgentView>>> {
     team_actor(&state, &user, &team_id).await?;
     Ok(Json(Data {
@@ -78,7 +79,7 @@ pub async fn detail(
 pub async fn versions(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path((team_id, key)): Path<(String, String)>,
+    ApiPath((team_id, key)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<Data<Vec<AgentView>>>> {
     team_actor(&state, &user, &team_id).await?;
     versions_at(&state, &team_scope(&team_id), &key).await
@@ -93,7 +94,7 @@ pub async fn versions(
 pub async fn edit(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path((team_id, key)): Path<(String, String)>,
+    ApiPath((team_id, key)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<AgentEditBody>,
 ) -> ApiResult<Json<Data<SavedAgent>>> {
     let actor = team_actor(&state, &user, &team_id).await?;
@@ -109,7 +110,7 @@ pub async fn edit(
 pub async fn restore(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path((team_id, key)): Path<(String, String)>,
+    ApiPath((team_id, key)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<RestoreAgentBody>,
 ) -> ApiResult<Json<Data<SavedAgent>>> {
     let actor = team_actor(&state, &user, &team_id).await?;
@@ -125,7 +126,7 @@ pub async fn restore(
 pub async fn deactivate(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path((team_id, key)): Path<(String, String)>,
+    ApiPath((team_id, key)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<Data<AgentView>>> {
     let actor = team_actor(&state, &user, &team_id).await?;
     deactivate_at(&state, &user, &actor, team_scope(&team_id), &key).await

@@ -2,10 +2,11 @@
 //! `pool.workspaces` policy (a private registry, a mirror). Read by the team's owners and
 //! admins; set by a platform admin only, since each rule widens what a workspace can reach.
 
+use crate::state::ApiPath;
 use auto_swe_egress::Rule;
 use auto_swe_store::{MAX_SHORT_TEXT_BYTES, MAX_TEAM_EGRESS_RULES};
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
@@ -47,7 +48,7 @@ pub struct TeamEgressBody {
 pub async fn read(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(team_id): Path<String>,
+    ApiPath(team_id): ApiPath<String>,
 ) -> ApiResult<Json<Data<TeamEgressView>>> {
     team_actor(&state, &user, &team_id).await?;
     view(&state, &team_id).await
@@ -64,7 +65,7 @@ pub async fn read(
 pub async fn replace(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(team_id): Path<String>,
+    ApiPath(team_id): ApiPath<String>,
     ApiJson(body): ApiJson<TeamEgressBody>,
 ) -> ApiResult<Json<Data<TeamEgressView>>> {
     team_actor(&state, &user, &team_id).await?;

@@ -2,10 +2,11 @@
 //! runs start from, the spec crate's structural diff between two, and checking a spec before
 //! saving it.
 
+use crate::state::ApiPath;
 use auto_swe_spec::{Diagnostic, ValidateOptions, WorkflowSpec, diff_specs, validate_value};
 use auto_swe_store::TemplateVersion;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
@@ -176,7 +177,7 @@ fn version_of(versions: &[TemplateVersion], number: i64) -> ApiResult<&TemplateV
 pub async fn versions(
     State(state): State<AppState>,
     AnyCaller(caller): AnyCaller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<Data<Vec<VersionSummary>>>> {
     let versions = versions_of(&state, &caller, &id).await?;
     Ok(Json(Data {
@@ -192,7 +193,7 @@ pub async fn versions(
 pub async fn version(
     State(state): State<AppState>,
     AnyCaller(caller): AnyCaller,
-    Path((id, number)): Path<(String, String)>,
+    ApiPath((id, number)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<Data<VersionView>>> {
     let versions = versions_of(&state, &caller, &id).await?;
     // A number that does not parse names no version, like one that does not exist.
@@ -217,7 +218,7 @@ pub async fn version(
 pub async fn activate(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ActivateBody>,
 ) -> ApiResult<Json<Data<TemplateView>>> {
     let template = visible_template(&state, &Caller::User(user.clone()), &id).await?;
@@ -256,7 +257,7 @@ pub async fn activate(
 pub async fn diff(
     State(state): State<AppState>,
     AnyCaller(caller): AnyCaller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(params): ApiQuery<DiffParams>,
 ) -> ApiResult<Json<Data<Value>>> {
     let versions = versions_of(&state, &caller, &id).await?;

@@ -1,11 +1,12 @@
 //! Stored workflow templates: create, new immutable versions, read, and launch runs of the
 //! version promoted for runs (the newest until one is).
 
+use crate::state::ApiPath;
 use auto_swe_spec::{ValidateOptions, validate_value};
 use auto_swe_store::{NewTemplate, NewTemplateVersion, WorkflowTemplate};
 use auto_swe_worker::{Launch, LaunchOptions, Launched};
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -254,7 +255,7 @@ pub async fn create(
 pub async fn add_version(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<NewVersionBody>,
 ) -> ApiResult<(StatusCode, Json<Data<TemplateView>>)> {
     let template = visible_template(&state, &Caller::User(user.clone()), &id).await?;
@@ -270,7 +271,7 @@ pub async fn add_version(
 pub async fn detail(
     State(state): State<AppState>,
     AnyCaller(caller): AnyCaller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<Data<TemplateView>>> {
     let template = visible_template(&state, &caller, &id).await?;
     Ok(Json(Data {
@@ -291,7 +292,7 @@ pub async fn detail(
 pub async fn start_run(
     State(state): State<AppState>,
     AnyCaller(caller): AnyCaller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
     ApiJson(body): ApiJson<TemplateRunBody>,
 ) -> ApiResult<(StatusCode, Json<Data<WorkRequestAccepted>>)> {

@@ -8,13 +8,14 @@
 //! (see [`crate::standard_webhooks`]). An unknown trigger and a bad signature answer alike,
 //! `401 WEBHOOK_SIGNATURE_INVALID`, so the route says nothing about which ids exist.
 
+use crate::state::ApiPath;
 use auto_swe_store::{
     Admission, NewTrigger, SecretString, Trigger, TriggerLimit, TriggerUpdate, WorkflowTemplate,
 };
 use auto_swe_worker::{Launch, LaunchOptions};
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
@@ -220,7 +221,7 @@ fn new_secret() -> ApiResult<SecretString> {
 pub async fn create(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<NewTriggerBody>,
 ) -> ApiResult<(StatusCode, Json<Data<TriggerWithSecret>>)> {
     let template = managed_template(&state, &user, &id).await?;
@@ -268,7 +269,7 @@ pub async fn create(
 pub async fn list(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<TriggerList>> {
     let template = managed_template(&state, &user, &id).await?;
     let triggers = state
@@ -289,7 +290,7 @@ pub async fn list(
 pub async fn detail(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<Data<TriggerView>>> {
     let (trigger, _) = managed(&state, &user, &id).await?;
     Ok(Json(Data {
@@ -307,7 +308,7 @@ pub async fn detail(
 pub async fn update(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<TriggerPatchBody>,
 ) -> ApiResult<Json<Data<TriggerView>>> {
     let (before, _) = managed(&state, &user, &id).await?;
@@ -347,7 +348,7 @@ pub async fn update(
 pub async fn delete(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
     let (trigger, _) = managed(&state, &user, &id).await?;
     state
@@ -377,7 +378,7 @@ pub async fn delete(
 pub async fn rotate_secret(
     State(state): State<AppState>,
     SignedIn(user): SignedIn,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<Data<TriggerWithSecret>>> {
     let (trigger, _) = managed(&state, &user, &id).await?;
     let secret = new_secret()?;
@@ -531,7 +532,7 @@ fn accepted(
 #[tracing::instrument(level = "info", skip_all, fields(trigger_id = %id))]
 pub async fn deliver(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<Data<DeliveryAccepted>>)> {

@@ -16,6 +16,7 @@ mod orgs;
 mod patterns;
 mod pool;
 mod runs;
+mod serving;
 mod skills;
 mod support;
 mod team_agents;

@@ -73,6 +73,12 @@ pub(crate) struct Server {
     pub(crate) state: PathBuf,
     /// What it wrote to stderr after it started listening.
     pub(crate) log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// What it wrote to stderr before.
+    #[allow(
+        dead_code,
+        reason = "the benchmarks share this file and do not read it"
+    )]
+    pub(crate) startup: Vec<String>,
     dir: tempfile::TempDir,
 }
 
@@ -185,8 +191,22 @@ impl Server {
             base,
             state,
             log,
+            startup: seen,
             dir,
         }
+    }
+
+    /// Waits up to `limit` for the process to exit; its status, or `None` if it has not.
+    #[allow(dead_code, reason = "not every test binary stops its server itself")]
+    pub(crate) fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 
     /// Its process id.
