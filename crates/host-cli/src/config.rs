@@ -29,6 +29,29 @@ pub(crate) struct Config {
     /// Where the Temporal cluster is (`address`, `namespace`, `taskQueue`, TLS files,
     /// `apiKeyFile`), for `engine = "temporal"`.
     pub(crate) temporal: auto_swe_engine_temporal::TemporalSection,
+    /// How this host's workers hold runs (`[worker]`).
+    pub(crate) worker: WorkerConfig,
+}
+
+/// The `[worker]` table.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct WorkerConfig {
+    /// How long a run a local process drives stays its own without a heartbeat, in seconds (1
+    /// to 3600; default 60): how soon another process takes over a run whose driver crashed.
+    /// `demo`, `run`, `exec`, `pr merge` and `worker` take their leases from it (`worker
+    /// --lease` overrides it).
+    pub(crate) lease_seconds: Option<u64>,
+}
+
+impl WorkerConfig {
+    /// The lease local processes take: `leaseSeconds`, else 60 s.
+    pub(crate) fn lease(&self) -> std::time::Duration {
+        self.lease_seconds.map_or(
+            crate::commands::local::DEFAULT_LEASE,
+            std::time::Duration::from_secs,
+        )
+    }
 }
 
 /// The `[budgets]` table.
@@ -205,6 +228,13 @@ fn parse(text: &str) -> Result<Config, String> {
             PROVIDERS.join(", ")
         ));
     }
+    if let Some(seconds) = config.worker.lease_seconds
+        && !(1..=3600).contains(&seconds)
+    {
+        return Err(format!(
+            "worker.leaseSeconds is {seconds}; a lease lasts 1 to 3600 seconds"
+        ));
+    }
     Ok(config)
 }
 
@@ -230,6 +260,19 @@ mod tests {
             auto_swe_egress::WorkspaceNetwork::None
         );
         assert!(parse("[workspaces]\nnetwork = \"host\"\n").is_err());
+    }
+
+    #[test]
+    fn reads_the_worker_lease_within_its_bounds() {
+        let config = parse("[worker]\nleaseSeconds = 15\n").unwrap();
+        assert_eq!(config.worker.lease(), std::time::Duration::from_secs(15));
+        assert_eq!(
+            parse("").unwrap().worker.lease(),
+            crate::commands::local::DEFAULT_LEASE
+        );
+        for bad in ["leaseSeconds = 0", "leaseSeconds = 3601", "lease = 5"] {
+            assert!(parse(&format!("[worker]\n{bad}\n")).is_err(), "{bad}");
+        }
     }
 
     #[test]

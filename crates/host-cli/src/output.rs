@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
+use crate::commands::local::prerequisites::LocalUnavailable;
+
 /// How a command prints its result.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Format {
@@ -92,7 +94,18 @@ pub(crate) fn finish(result: anyhow::Result<Status>) -> ExitCode {
         }
         Err(error) => {
             let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "error: {}", one_line(&error));
+            // A list of what the host lacks keeps one line per item and its fix.
+            match error
+                .chain()
+                .find_map(|cause| cause.downcast_ref::<LocalUnavailable>())
+            {
+                Some(lacks @ LocalUnavailable::Lacks(_)) => {
+                    let _ = writeln!(err, "error: {lacks}");
+                }
+                _ => {
+                    let _ = writeln!(err, "error: {}", one_line(&error));
+                }
+            }
             ExitCode::from(EXIT_UNREADABLE)
         }
     }

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::commands::doctor::{key_present, key_variable};
-use crate::commands::local::{DEFAULT_LEASE, STORE_URL_ENV};
+use crate::commands::local::STORE_URL_ENV;
 use crate::config::{self, CONFIG_ENV, HOME_ENV, PROVIDERS, mask_url};
 use crate::output::{self, Format, Status};
 
@@ -139,8 +139,12 @@ fn effective() -> anyhow::Result<Vec<Setting>> {
     engine_rows(&mut rows, &loaded);
     rows.push(setting(
         "worker.leaseSeconds",
-        DEFAULT_LEASE.as_secs().to_string(),
-        "default",
+        loaded.worker.lease().as_secs().to_string(),
+        if loaded.worker.lease_seconds.is_some() {
+            "config file"
+        } else {
+            "default"
+        },
     ));
     model_rows(&mut rows, &loaded);
     sandbox_rows(&mut rows)?;

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use auto_swe_scanners::UrlPolicy;
 use serde::Serialize;
 
+use crate::commands::local::prerequisites::LocalUnavailable;
 use crate::commands::local::{open_store, runtime};
 use crate::commands::models::{ClientRequest, client_config};
 use crate::config::{self, PROVIDERS};
@@ -169,6 +170,12 @@ async fn store() -> Check {
     }
 }
 
+/// The sandbox settings runs use, and where their workspaces go (under the home).
+fn local_settings() -> Option<(auto_swe_sandbox::SandboxSettings, std::path::PathBuf)> {
+    let settings = crate::commands::sandbox::settings().ok()?;
+    Some((settings, config::home()?.join("workspaces")))
+}
+
 /// The engine runs start on; on Temporal, that its frontend answers and its namespace exists.
 async fn engine() -> Check {
     const NAME: &str = "engine";
@@ -237,6 +244,15 @@ async fn sandbox() -> Check {
         return Check::ok(NAME, format!("available: {}", available.join(", ")));
     }
     let local = report.backends.iter().find(|b| b.backend == "local");
+    // Every prerequisite the local backend lacks, not only the first it found.
+    if let Some((settings, state)) = local_settings()
+        && let Err(LocalUnavailable::Lacks(missing)) =
+            crate::commands::local::prerequisites::local_backend(&settings, &state)
+    {
+        let reasons: Vec<&str> = missing.iter().map(|m| m.reason.as_str()).collect();
+        let fixes: Vec<&str> = missing.iter().map(|m| m.fix.as_str()).collect();
+        return Check::fail(NAME, reasons.join("; "), fixes.join("; then "));
+    }
     Check::fail(
         NAME,
         local

@@ -70,33 +70,6 @@ fn doctor_runs_every_check_and_a_failing_one_names_its_fix() {
         "{store}"
     );
 
-    // Temporal configured but its frontend not answering: the engine check fails, naming the
-    // address, with the fix.
-    let unreachable = with_env(
-        home.path(),
-        &["doctor", "--format", "json"],
-        &[
-            ("AUTO_SWE_ENGINE", "temporal"),
-            ("AUTO_SWE_TEMPORAL_ADDRESS", "127.0.0.1:1"),
-        ],
-        None,
-    );
-    assert_eq!(unreachable.code, 1, "{}", unreachable.stdout);
-    let report = json(&unreachable);
-    let engine = check(&report, "engine");
-    assert_eq!(engine["verdict"], "fail", "{engine}");
-    assert!(
-        engine["detail"].as_str().unwrap().contains("127.0.0.1:1"),
-        "{engine}"
-    );
-    assert!(
-        engine["fix"]
-            .as_str()
-            .unwrap()
-            .contains("AUTO_SWE_TEMPORAL_ADDRESS"),
-        "{engine}"
-    );
-
     // A misspelt configuration key, in text: FAIL with the fix; a model without its key too.
     std::fs::write(
         home.path().join("config.toml"),
@@ -126,6 +99,37 @@ fn doctor_runs_every_check_and_a_failing_one_names_its_fix() {
         text.stdout
     );
     assert!(text.stdout.matches("fix: ").count() >= 2, "{}", text.stdout);
+}
+
+#[test]
+fn doctor_fails_the_engine_check_when_temporal_does_not_answer() {
+    let home = tempfile::tempdir().unwrap();
+    // Temporal configured but its frontend not answering: the engine check fails, naming the
+    // address, with the fix.
+    let unreachable = with_env(
+        home.path(),
+        &["doctor", "--format", "json"],
+        &[
+            ("AUTO_SWE_ENGINE", "temporal"),
+            ("AUTO_SWE_TEMPORAL_ADDRESS", "127.0.0.1:1"),
+        ],
+        None,
+    );
+    assert_eq!(unreachable.code, 1, "{}", unreachable.stdout);
+    let report = json(&unreachable);
+    let engine = check(&report, "engine");
+    assert_eq!(engine["verdict"], "fail", "{engine}");
+    assert!(
+        engine["detail"].as_str().unwrap().contains("127.0.0.1:1"),
+        "{engine}"
+    );
+    assert!(
+        engine["fix"]
+            .as_str()
+            .unwrap()
+            .contains("AUTO_SWE_TEMPORAL_ADDRESS"),
+        "{engine}"
+    );
 }
 
 #[test]

@@ -511,3 +511,59 @@ fn a_repository_takes_run_after_run() {
         assert!(diff.stdout.contains("CHANGELOG.md"), "{}", diff.stdout);
     }
 }
+
+/// A first demo as root on a host without bubblewrap, without the sandbox account and with a
+/// home the sandbox could not reach: every missing prerequisite is named at once, each with its
+/// fix, and no run is recorded; once the fixes are made, the demo runs.
+#[test]
+fn a_first_demo_names_every_missing_prerequisite_and_records_no_run() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let root =
+        std::fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
+    if !root || !sandbox_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let closed = dir.path().join("root");
+    std::fs::create_dir(&closed).unwrap();
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let home = closed.join(".auto-swe");
+    std::fs::create_dir(&home).unwrap();
+    let lacking = [
+        ("AUTO_SWE_BWRAP", "/nonexistent/bwrap"),
+        ("AUTO_SWE_SANDBOX_ACCOUNT", "auto-swe-not-made-yet"),
+    ];
+    let demo = crate::with_env(&home, &["demo", "--sandbox", "local"], &lacking, None);
+    assert_eq!(demo.code, 2, "{}\n{}", demo.stdout, demo.stderr);
+    let fixes: Vec<&str> = demo
+        .stderr
+        .lines()
+        .filter(|l| l.trim_start().starts_with("fix: "))
+        .collect();
+    assert_eq!(fixes.len(), 3, "{}", demo.stderr);
+    for named in [
+        "/nonexistent/bwrap",
+        "auto-swe-not-made-yet",
+        &format!("chmod o+x {}", closed.display()),
+    ] {
+        assert!(demo.stderr.contains(named), "{named}: {}", demo.stderr);
+    }
+    let runs = local(&home, &["runs", "list", "--format", "json"], None);
+    assert_eq!(
+        json(&runs)["runs"],
+        serde_json::json!([]),
+        "{}",
+        runs.stdout
+    );
+
+    // The fixes: bubblewrap where the settings find it, the sandbox account made (this host's
+    // own, made by its setup), and the home's parent opened to other users.
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let demo = local(
+        &home,
+        &["demo", "--sandbox", "local", "--format", "json"],
+        None,
+    );
+    assert_eq!(demo.code, 0, "{}\n{}", demo.stdout, demo.stderr);
+    assert_eq!(json(&demo)["status"], "WAITING");
+}

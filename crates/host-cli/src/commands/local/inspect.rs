@@ -652,8 +652,9 @@ pub(crate) struct WorkerArgs {
     sandbox: SandboxChoice,
     /// Lease length in seconds (1 to 3600): how long a run this worker holds stays its own
     /// without a heartbeat, and so how soon another worker takes over a run it dropped.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    lease: u64,
+    /// Default: `[worker] leaseSeconds` in the configuration, else 60.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    lease: Option<u64>,
     /// Do not judge pull requests here (another worker runs local CI).
     #[arg(long)]
     no_ci: bool,
@@ -682,7 +683,10 @@ pub(crate) fn worker(args: &WorkerArgs) -> anyhow::Result<Status> {
             .model
             .clone()
             .unwrap_or_else(|| super::DEMO_MODEL.to_owned());
-        let lease = Duration::from_secs(args.lease);
+        let lease = match args.lease {
+            Some(seconds) => Duration::from_secs(seconds),
+            None => crate::config::load()?.worker.lease(),
+        };
         let temporal = match engine {
             RunEngine::Temporal => Some(super::temporal::connect().await?),
             _ => None,

@@ -5,6 +5,7 @@
 
 pub(crate) mod inspect;
 pub(crate) mod pr;
+pub(crate) mod prerequisites;
 mod progress;
 pub(crate) mod run;
 pub(crate) mod temporal;
@@ -19,9 +20,7 @@ use anyhow::Context as _;
 use auto_swe_models::{
     Cassette, ModelClient, ModelError, PriceCatalog, ProviderClient, ReplayClient, Tier,
 };
-use auto_swe_sandbox::{
-    DockerBackend, LocalBackend, SandboxChoice, SandboxSettings, WorkspaceBackend,
-};
+use auto_swe_sandbox::{DockerBackend, SandboxChoice, SandboxSettings, WorkspaceBackend};
 use auto_swe_store::{Keyring, Store, StoreConfig};
 use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::{
@@ -214,8 +213,7 @@ async fn backend(
     let settings = SandboxSettings::resolve(&|name| std::env::var(name).ok(), cpus)?;
     let state = home.join("workspaces");
     let local = |settings: &SandboxSettings| -> anyhow::Result<Arc<dyn WorkspaceBackend>> {
-        let config = settings.local_config(state.clone())?;
-        Ok(Arc::new(LocalBackend::new(config)?))
+        Ok(Arc::new(prerequisites::local_backend(settings, &state)?))
     };
     let docker = async |settings: &SandboxSettings| -> anyhow::Result<DockerBackend> {
         let config = settings.docker_config(settings.image.clone())?;
@@ -286,7 +284,8 @@ impl LocalHost {
         sandbox: SandboxChoice,
         model: &str,
     ) -> anyhow::Result<Self> {
-        Self::open_with_lease(home, store, sandbox, model, DEFAULT_LEASE).await
+        let lease = crate::config::load()?.worker.lease();
+        Self::open_with_lease(home, store, sandbox, model, lease).await
     }
 
     /// [`Self::open`] with leases of `lease` (renewed every third of it).

@@ -235,6 +235,13 @@ async fn start_and_follow(
         _ => None,
     };
     let (home, store) = open_store().await?;
+    // A run is recorded only once its workspaces can be made here: a host that cannot (no
+    // bubblewrap, no sandbox account, a home the sandbox cannot reach) says every missing
+    // prerequisite now, and no run is left behind.
+    let host = match &temporal {
+        None => Some(LocalHost::open(&home, store.clone(), follow.sandbox, &model).await?),
+        Some(_) => None,
+    };
     let progress = Progress::for_format(follow.format);
     if let Some(label) = label {
         progress.say(label);
@@ -296,13 +303,12 @@ async fn start_and_follow(
     }
     // A run on Temporal is driven by the cluster's workers (`auto-swe worker --engine
     // temporal`), never by this process: follow it to where they leave it.
-    if temporal.is_some() {
+    let Some(host) = host else {
         progress.say(
             "on Temporal: the cluster's workers (`auto-swe worker --engine temporal`) drive it",
         );
         return super::inspect::follow_run(&store, &run.id, follow.format).await;
-    }
-    let host = LocalHost::open(&home, store.clone(), follow.sandbox, &model).await?;
+    };
     let end = host.drive(&run.id, &progress).await?;
     report_end(&store, &run.id, end, follow.format).await
 }
