@@ -5,6 +5,7 @@
     reason = "a test fails loudly on any unexpected error"
 )]
 
+mod ambiguous;
 mod budget;
 mod budget_ask;
 mod cancel;

@@ -73,10 +73,14 @@ enum RunsCommand {
         #[command(flatten)]
         server: ServerArgs,
     },
+    /// Answer a pull request (or other external effect) the run claimed and never recorded,
+    /// once checked at the provider: the run resumes from that node.
+    Resolve(super::resolve::ResolveArgs),
 }
 
 pub(crate) fn runs(args: &RunsArgs) -> anyhow::Result<Status> {
     match &args.command {
+        RunsCommand::Resolve(_) => {}
         RunsCommand::List {
             server,
             limit,
@@ -125,6 +129,7 @@ pub(crate) fn runs(args: &RunsArgs) -> anyhow::Result<Status> {
                 format,
                 ..
             } => show_run(&store, run, *traces, *format).await,
+            RunsCommand::Resolve(resolve) => super::resolve::resolve(&store, resolve).await,
         }
     })
 }

@@ -7,6 +7,7 @@ pub(crate) mod inspect;
 pub(crate) mod pr;
 pub(crate) mod prerequisites;
 mod progress;
+pub(crate) mod resolve;
 pub(crate) mod run;
 pub(crate) mod temporal;
 mod web;
