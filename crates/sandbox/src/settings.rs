@@ -176,11 +176,11 @@ impl SandboxSettings {
                 remedy: "set DOCKER_HOST=unix:///path/to/docker.sock, or unset it".to_owned(),
             });
         }
-        Ok(DockerConfig {
-            socket: self.docker_socket.clone(),
-            helper_image: image,
-            sidecar_image: Some(self.sidecar_image.clone()),
-        })
+        Ok(DockerConfig::new(
+            self.docker_socket.clone(),
+            image,
+            Some(self.sidecar_image.clone()),
+        ))
     }
 }
 

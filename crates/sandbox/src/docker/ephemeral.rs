@@ -49,6 +49,7 @@ impl DockerBackend {
             &mut body,
             request.timeout.saturating_add(lifetime::EPHEMERAL_GRACE),
         );
+        self.lending.lend(&name, &locked.mounts, &mut body)?;
         let options = CreateContainerOptionsBuilder::new().name(&name).build();
         self.live_runs.add(&name);
         let started = async {
@@ -112,6 +113,7 @@ impl EphemeralRunner for DockerBackend {
         let inner = std::mem::replace(&mut spawned.exit, exit_rx);
         let docker = self.docker.clone();
         let live = self.live_runs.clone();
+        let lending = self.lending.clone();
         tokio::spawn(async move {
             let exit = inner.await.unwrap_or_else(|_| {
                 Err(SandboxError::Engine {
@@ -125,6 +127,7 @@ impl EphemeralRunner for DockerBackend {
                 .build();
             let _ = docker.remove_container(&name, Some(options)).await;
             live.forget(&name);
+            lending.give_back(&name);
             let _ = exit_tx.send(exit);
         });
         Ok(spawned)

@@ -1,15 +1,14 @@
 //! Containers that outlive nobody: every container of this backend carries its expiry time
-//! ([`EXPIRES_LABEL`]), the backend removes expired ones when it connects, and what a backend
-//! still holds when it is shut down or dropped is removed then.
+//! ([`EXPIRES_LABEL`]) and its owner ([`super::owners::OWNER_LABEL`]); the sweep (when a
+//! backend connects, and on its timer) removes expired ones and those whose owner is gone, and
+//! what a backend still holds when it is shut down or dropped is removed then.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{Read as _, Write as _};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bollard::Docker;
 use bollard::models::ContainerCreateBody;
-use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
 
 /// The label naming when a container may be removed by any backend that connects: seconds
 /// since the Unix epoch.
@@ -32,12 +31,24 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Labels `body` with the time `lifetime` from now.
+/// Labels `body` with the time `lifetime` from now, and with its owner (this process; see
+/// [`super::owners`]).
 pub(crate) fn label_expiry(body: &mut ContainerCreateBody, lifetime: Duration) {
     let expires = now_secs().saturating_add(lifetime.as_secs());
-    body.labels
-        .get_or_insert_with(HashMap::new)
-        .insert(EXPIRES_LABEL.to_owned(), expires.to_string());
+    let labels = body.labels.get_or_insert_with(HashMap::new);
+    labels.insert(EXPIRES_LABEL.to_owned(), expires.to_string());
+    labels.insert(
+        super::owners::OWNER_LABEL.to_owned(),
+        super::owners::owner_label(),
+    );
+}
+
+/// Whether a container with `labels` has passed its expiry.
+pub(crate) fn expired(labels: &HashMap<String, String>) -> bool {
+    labels
+        .get(EXPIRES_LABEL)
+        .and_then(|value| value.parse::<u64>().ok())
+        .is_some_and(|expires| expires <= now_secs())
 }
 
 /// The keeper of an ephemeral run: a `sleep` that ends `timeout` plus [`EPHEMERAL_GRACE`] after
@@ -46,40 +57,6 @@ pub(crate) fn label_expiry(body: &mut ContainerCreateBody, lifetime: Duration) {
 pub(crate) fn ephemeral_keeper(timeout: Duration) -> Vec<String> {
     let secs = timeout.saturating_add(EPHEMERAL_GRACE).as_secs().max(1);
     vec!["sleep".to_owned(), secs.to_string()]
-}
-
-/// Removes every container of this backend's label whose expiry has passed; returns their
-/// names.
-pub(crate) async fn sweep_expired(docker: &Docker) -> Vec<String> {
-    let filters = HashMap::from([("label", vec![EXPIRES_LABEL])]);
-    let options = ListContainersOptionsBuilder::new()
-        .all(true)
-        .filters(&filters)
-        .build();
-    let Ok(containers) = docker.list_containers(Some(options)).await else {
-        return Vec::new();
-    };
-    let now = now_secs();
-    let mut removed = Vec::new();
-    for container in containers {
-        let expired = container
-            .labels
-            .as_ref()
-            .and_then(|labels| labels.get(EXPIRES_LABEL))
-            .and_then(|value| value.parse::<u64>().ok())
-            .is_some_and(|expires| expires <= now);
-        let Some(id) = container.id.filter(|_| expired) else {
-            continue;
-        };
-        let options = RemoveContainerOptionsBuilder::new()
-            .force(true)
-            .v(true)
-            .build();
-        if docker.remove_container(&id, Some(options)).await.is_ok() {
-            removed.push(id);
-        }
-    }
-    removed
 }
 
 /// The containers a backend has made and not yet removed.

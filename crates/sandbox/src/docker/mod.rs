@@ -4,6 +4,7 @@
 mod ephemeral;
 mod exec;
 pub mod lifetime;
+mod owners;
 pub mod plan;
 pub mod profile;
 
@@ -18,6 +19,7 @@ use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOp
 use tokio::sync::{mpsc, oneshot};
 
 use self::exec::{exec_env, exit_of, kill_tagged, not_found_is_127, relay_output, wait_status};
+use self::owners::hand_socket_to_keeper;
 use crate::backend::{
     BackendKind, Exit, Protection, SpawnedProcess, WorkspaceBackend, WorkspaceHandle,
 };
@@ -41,6 +43,9 @@ pub struct DockerConfig {
     /// script makes `auto-swe-netadmin:bookworm`, under 4 MB) keeps creation fast on
     /// copy-based storage drivers such as vfs, where every container copies its image.
     pub sidecar_image: Option<String>,
+    /// How often the backend sweeps for containers whose owner is gone, besides the sweep when
+    /// it connects ([`crate::DEFAULT_SWEEP_INTERVAL`]); `None` sweeps only then.
+    pub sweep_interval: Option<Duration>,
 }
 
 impl DockerConfig {
@@ -56,6 +61,7 @@ impl DockerConfig {
             socket: socket.into(),
             helper_image: helper_image.into(),
             sidecar_image,
+            sweep_interval: Some(crate::owner::DEFAULT_SWEEP_INTERVAL),
         }
     }
 }
@@ -87,6 +93,10 @@ pub struct DockerBackend {
     workspace_lifetime: Duration,
     /// The exec tags of running execs, by workspace, so one can be ended alone.
     execs: Arc<Mutex<HashMap<String, String>>>,
+    /// The binds lent to the workspace user, by container.
+    lending: owners::Lending,
+    /// The timer that sweeps for containers whose owner is gone, ended with the backend.
+    sweeper: Option<tokio::task::AbortHandle>,
 }
 
 impl Drop for DockerBackend {
@@ -94,8 +104,13 @@ impl Drop for DockerBackend {
     /// (no runtime may be left to drive the client). Workspaces stay: another process may
     /// attach to them; their expiry label bounds how long.
     fn drop(&mut self) {
+        if let Some(sweeper) = &self.sweeper {
+            sweeper.abort();
+        }
         for name in self.live_runs.take() {
-            if !lifetime::remove_blocking(&self.socket, &name) {
+            if lifetime::remove_blocking(&self.socket, &name) {
+                self.lending.give_back(&name);
+            } else {
                 tracing::warn!(container = %name, "could not remove an ephemeral container");
             }
         }
@@ -148,6 +163,10 @@ impl DockerBackend {
         if !std::path::Path::new(path).exists() {
             return Err(unavailable(format!("no engine socket at {path}")));
         }
+        // Opened once first, so a socket this user may not open is reported as such.
+        tokio::net::UnixStream::connect(path)
+            .await
+            .map_err(|e| owners::socket_refusal(path, &e))?;
         let docker = Docker::connect_with_socket(path, 120, bollard::API_DEFAULT_VERSION)
             .map_err(|e| unavailable(e.to_string()))?
             .negotiate_version()
@@ -158,10 +177,14 @@ impl DockerBackend {
             .await
             .map_err(|e| unavailable(format!("the engine does not answer: {e}")))?;
         let guard = crate::mount_guard::MountGuard::new().protect(path);
-        let swept = lifetime::sweep_expired(&docker).await;
+        let swept = owners::sweep(&docker).await;
         if !swept.is_empty() {
-            tracing::info!(count = swept.len(), "removed expired sandbox containers");
+            tracing::info!(
+                count = swept.len(),
+                "removed orphaned or expired sandbox containers"
+            );
         }
+        let sweeper = owners::start_timer(&docker, config.sweep_interval);
         Ok(Self {
             docker,
             socket: path.to_owned(),
@@ -172,6 +195,8 @@ impl DockerBackend {
             live_runs: lifetime::Live::default(),
             workspace_lifetime: lifetime::DEFAULT_WORKSPACE_LIFETIME,
             execs: Arc::new(Mutex::new(HashMap::new())),
+            lending: owners::Lending::default(),
+            sweeper,
         })
     }
 
@@ -229,6 +254,7 @@ impl DockerBackend {
             .v(true)
             .build();
         let _ = self.docker.remove_container(name, Some(options)).await;
+        self.lending.give_back(name);
     }
 
     /// Runs an exec and returns its streams; the exit resolves after the exec ended (or its
@@ -512,6 +538,7 @@ impl DockerBackend {
         guarded.mounts = self.guard.check(&spec.mounts)?;
         let mut body = plan::workspace_container(name, &guarded)?;
         lifetime::label_expiry(&mut body, self.workspace_lifetime);
+        self.lending.lend(name, &guarded.mounts, &mut body)?;
         let options = CreateContainerOptionsBuilder::new().name(name).build();
         self.live_workspaces.add(name);
         self.docker
@@ -693,11 +720,13 @@ impl WorkspaceBackend for DockerBackend {
             .remove_container(&workspace.id, Some(options))
             .await
         {
-            Ok(()) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) if e.to_string().contains("already in progress") => Ok(()),
-            Err(e) => Err(engine(&e)),
+            Ok(()) => {}
+            Err(e) if is_not_found(&e) => {}
+            Err(e) if e.to_string().contains("already in progress") => {}
+            Err(e) => return Err(engine(&e)),
         }
+        self.lending.give_back(&workspace.id);
+        Ok(())
     }
 
     /// Runs the call in a helper container of its own ([`plan::git_helper_container`]): the
@@ -768,25 +797,4 @@ impl WorkspaceBackend for DockerBackend {
         }
         Ok(())
     }
-}
-
-/// Lets the container's keeper account (which runs the bridge) connect to a proxied
-/// workspace's egress socket: handed to it when this process is root, else opened to all
-/// (the socket's directory is what keeps other accounts away then).
-pub(super) fn hand_socket_to_keeper(socket: &std::path::Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let handed = if nix::unistd::geteuid().is_root() {
-        std::os::unix::fs::lchown(socket, Some(plan::KEEPER_ID), Some(plan::KEEPER_ID))
-    } else {
-        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))
-    };
-    handed.map_err(|e| {
-        SandboxError::io(
-            format!(
-                "handing the egress socket {} to the workspace",
-                socket.display()
-            ),
-            e,
-        )
-    })
 }

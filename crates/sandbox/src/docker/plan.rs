@@ -22,6 +22,9 @@ pub const FILES_LABEL: &str = "io.auto-swe.files-limit";
 /// The user workspace commands run as (the rootfs's `agent`): every exec names it.
 pub const WORKSPACE_USER: &str = "1000:1000";
 
+/// The uid and gid of [`WORKSPACE_USER`].
+pub const WORKSPACE_ID: u32 = 1000;
+
 /// The user the container's own processes — the init and the keeper — run as: not the
 /// workspace user, so no workspace process may trace them (a traced keeper ran an agent's code
 /// under the one PID the authenticated git call's stray sweep spares) or signal them.

@@ -9,6 +9,7 @@
 
 mod archive;
 mod docker;
+mod docker_owners;
 mod egress;
 mod egress_git;
 mod endurance;
