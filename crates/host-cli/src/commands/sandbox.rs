@@ -144,15 +144,11 @@ pub(crate) fn settings() -> auto_swe_sandbox::Result<SandboxSettings> {
     SandboxSettings::resolve(&|name| std::env::var(name).ok(), cpus)
 }
 
-/// Where the probe makes its throwaway workspace: beside the workspaces runs make (under the
-/// home), so a home the sandbox cannot reach is found by the probe and not first by a run;
-/// the temporary directory when there is no home.
+/// Where the probe makes its throwaway workspace: the temporary directory, as `sandbox run`
+/// does (whether runs can reach their workspaces under the home is `doctor`'s and a first
+/// run's question).
 fn state_dir() -> PathBuf {
-    let name = format!("probe-{}", std::process::id());
-    crate::config::home().map_or_else(
-        || std::env::temp_dir().join(format!("auto-swe-workspaces-{name}")),
-        |home| home.join("workspaces").join(&name),
-    )
+    std::env::temp_dir().join(format!("auto-swe-workspaces-{}", std::process::id()))
 }
 
 /// Probes every workspace backend of this host (`sandbox probe`, and `doctor`'s sandbox check).

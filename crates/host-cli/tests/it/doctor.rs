@@ -15,6 +15,17 @@ fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
         .unwrap()
 }
 
+/// The setting `key` of a `config show --format json` document.
+fn setting(shown: &Value, key: &str) -> Value {
+    shown["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"] == key)
+        .cloned()
+        .unwrap_or_default()
+}
+
 #[test]
 fn doctor_runs_every_check_and_a_failing_one_names_its_fix() {
     let home = tempfile::tempdir().unwrap();
@@ -173,15 +184,7 @@ fn config_show_masks_every_secret() {
         &env,
         None,
     ));
-    let find = |key: &str| {
-        shown["settings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["key"] == key)
-            .unwrap_or_else(|| panic!("no {key} in {shown}"))
-            .clone()
-    };
+    let find = |key: &str| setting(&shown, key);
     let store = find("store.url");
     assert_eq!(
         store["value"],
@@ -211,15 +214,7 @@ fn config_show_masks_every_secret() {
         &[],
         None,
     ));
-    let find = |key: &str| {
-        shown["settings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["key"] == key)
-            .unwrap_or_else(|| panic!("no {key} in {shown}"))
-            .clone()
-    };
+    let find = |key: &str| setting(&shown, key);
     assert_eq!(find("engine")["value"], "temporal");
     assert_eq!(find("engine")["source"], "config file");
     assert_eq!(find("temporal.address")["value"], "127.0.0.1:7233");

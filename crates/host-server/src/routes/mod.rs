@@ -9,6 +9,7 @@ pub mod human;
 pub mod launch;
 pub(crate) mod library;
 pub mod orgs;
+pub mod outcomes;
 pub mod patterns;
 pub mod runs;
 pub mod skills;
@@ -261,7 +262,7 @@ impl Modify for CommonErrors {
 #[openapi(
     info(title = "auto-swe", description = "Launch, follow and steer agent runs."),
     paths(health, me, issue_token, launch::create, runs::list, runs::detail, runs::traces,
-          runs::cancel, runs::signal, artifacts::read, events::stream, human::respond, templates::create, templates::add_version,
+          runs::cancel, runs::signal, outcomes::resolve, artifacts::read, events::stream, human::respond, templates::create, templates::add_version,
           templates::detail, templates::start_run, crate::github::webhook,
           patterns::list, patterns::put, patterns::delete, patterns::try_pattern,
           orgs::inbox, orgs::month_usage, orgs::set_budget, connections::list, connections::create,
@@ -341,6 +342,10 @@ pub fn router(state: AppState, body_limit: usize, timeout: Duration) -> Router {
         .route(
             "/api/v1/workflow-runs/{id}/signals/{name}",
             post(runs::signal),
+        )
+        .route(
+            "/api/v1/workflow-runs/{id}/outcomes/{key}/resolve",
+            post(outcomes::resolve),
         )
         .route("/api/v1/human-steps/{id}/respond", post(human::respond))
         .route("/api/v1/webhooks/github", post(crate::github::webhook))

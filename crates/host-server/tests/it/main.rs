@@ -13,6 +13,7 @@ mod connections;
 mod human;
 mod kubernetes;
 mod orgs;
+mod outcomes;
 mod patterns;
 mod pool;
 mod runs;
