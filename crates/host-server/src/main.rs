@@ -241,6 +241,24 @@ fn cancel_on_signal(shutdown: CancellationToken) {
 
 /// Serves the API (and `/metrics`, beside it or on `metricsListen`) until a signal, then
 /// drains the connections and stops the workers, both within the grace period.
+/// How many connections the kernel queues before the server accepts them. A flood of new
+/// connections (thousands at once) waits in this queue; past it the kernel drops handshakes,
+/// and a client whose handshake it dropped while it believes itself connected would sit outside
+/// every timeout of the server's. The kernel caps it at `net.core.somaxconn`.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `address` with [`LISTEN_BACKLOG`].
+fn bind(address: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if address.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 async fn listen(
     config: &ServerConfig,
     state: AppState,
@@ -252,18 +270,13 @@ async fn listen(
     let metrics = auto_swe_server::serve::metrics_router(metrics, counters.clone());
     let mut app = router(state, config.body_limit_bytes, config.request_timeout());
     let metrics_listener = if let Some(address) = config.metrics_listen {
-        Some(
-            tokio::net::TcpListener::bind(address)
-                .await
-                .map_err(|e| format!("listening for /metrics on {address}: {e}"))?,
-        )
+        Some(bind(address).map_err(|e| format!("listening for /metrics on {address}: {e}"))?)
     } else {
         app = app.merge(metrics.clone());
         None
     };
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| format!("listening on {}: {e}", config.listen))?;
+    let listener =
+        bind(config.listen).map_err(|e| format!("listening on {}: {e}", config.listen))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let shutdown = CancellationToken::new();
     let metrics_served = match metrics_listener {

@@ -293,9 +293,9 @@ pub(crate) async fn scratch_store(dir: &std::path::Path) -> auto_swe_store::Stor
     .expect("the store opens")
 }
 
-/// A store on a database of its own on the `PostgreSQL` server `AUTO_SWE_POSTGRES_URL` names;
+/// A database of its own on the `PostgreSQL` server `AUTO_SWE_POSTGRES_URL` names, by its URL;
 /// `None` (the test skips) without one, unless `AUTO_SWE_REQUIRE_POSTGRES=1`.
-pub(crate) async fn postgres_store() -> Option<auto_swe_store::Store> {
+pub(crate) async fn postgres_database() -> Option<String> {
     use sqlx::Connection as _;
     let required = std::env::var("AUTO_SWE_REQUIRE_POSTGRES").as_deref() == Ok("1");
     let Some(admin_url) = std::env::var("AUTO_SWE_POSTGRES_URL")
@@ -319,13 +319,19 @@ pub(crate) async fn postgres_store() -> Option<auto_swe_store::Store> {
         .expect("a database of its own");
     let mut url = url::Url::parse(&admin_url).expect("the admin URL parses");
     url.set_path(&format!("/{name}"));
-    let store = auto_swe_store::Store::open(auto_swe_store::StoreConfig::new(
-        url.as_str(),
-        auto_swe_store::Keyring::generate(),
+    Some(url.to_string())
+}
+
+/// A store on `url` (every store of one test shares its key). A `PostgreSQL` pool's
+/// connections belong to the runtime that made them, so each runtime that outlives another —
+/// a test beside the worker threads it starts and stops — opens a store of its own.
+pub(crate) async fn open_store(url: &str) -> auto_swe_store::Store {
+    auto_swe_store::Store::open(auto_swe_store::StoreConfig::new(
+        url,
+        auto_swe_store::Keyring::single(1, [7; 32]),
     ))
     .await
-    .expect("the store opens");
-    Some(store)
+    .expect("the store opens")
 }
 
 /// A store in `dir` and the worker's services over it: `local` workspaces under `dir/sandbox`,

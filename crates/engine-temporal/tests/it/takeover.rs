@@ -19,8 +19,8 @@ use auto_swe_worker::{
 use serde_json::json;
 
 use crate::support::{
-    NoModels, WorkerThread, postgres_store, quick_limits, services_over, spec, task_queue,
-    temporal_address,
+    NoModels, WorkerThread, open_store, postgres_database, quick_limits, services_over, spec,
+    task_queue, temporal_address,
 };
 
 /// Polls `done` every 100 ms for at most a minute.
@@ -101,21 +101,30 @@ async fn a_temporal_run_whose_workers_stopped_is_never_taken_by_an_embedded_host
     let Some(address) = temporal_address() else {
         return;
     };
-    let Some(store) = postgres_store().await else {
+    let Some(url) = postgres_database().await else {
         return;
     };
     let dir = tempfile::tempdir().expect("a scratch directory");
-    let Some((store, services)) = services_over(dir.path(), store, Arc::new(NoModels)) else {
+    let services = |store| services_over(dir.path(), store, Arc::new(NoModels));
+    let Some((store, own)) = services(open_store(&url).await) else {
         return;
     };
-    let steps = Arc::new(StepEffects::new(Arc::clone(&services)));
+    // The embedded host's step effects, over this test's store.
+    let steps = Arc::new(StepEffects::new(own));
     let settings = TemporalSettings::new(&address).with_task_queue(task_queue("takeover"));
     let engine = TemporalEngine::connect(settings.clone())
         .await
         .expect("the dev server answers")
         .with_limits(quick_limits());
-    let start_worker = || {
-        let effects = StoreEffects::new(store.clone(), steps.clone(), Duration::from_secs(2));
+    // Each Temporal worker runs on a runtime of its own, over a store of its own.
+    let start_worker = async || {
+        let (worker_store, worker_services) =
+            services(open_store(&url).await).expect("the backend started once already");
+        let effects = StoreEffects::new(
+            worker_store,
+            Arc::new(StepEffects::new(worker_services)),
+            Duration::from_secs(2),
+        );
         WorkerThread::start(settings.clone(), Arc::new(effects) as Arc<dyn RunEffects>)
     };
 
@@ -133,7 +142,7 @@ async fn a_temporal_run_whose_workers_stopped_is_never_taken_by_an_embedded_host
         .await
         .expect("the run is recorded")
         .id;
-    let worker = start_worker();
+    let worker = start_worker().await;
     engine
         .launch(&run, spec, json!({}))
         .await
@@ -160,7 +169,7 @@ async fn a_temporal_run_whose_workers_stopped_is_never_taken_by_an_embedded_host
 
     // A Temporal worker comes back: the signal is relayed and the run ends once, its first
     // step made once.
-    let _worker = start_worker();
+    let _worker = start_worker().await;
     let relay = SignalRelay::new(store.clone(), engine.clone());
     until("the run to end", || async {
         let _ = relay.pass().await;

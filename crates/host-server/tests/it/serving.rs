@@ -179,7 +179,8 @@ async fn half_open_connections_are_closed_while_health_keeps_answering() {
     let waited = Instant::now();
     let mut closing = tokio::task::JoinSet::new();
     for mut stream in held {
-        closing.spawn(async move { closed_within(&mut stream, Duration::from_secs(40)).await });
+        // A bound on liveness, not a measure: the figure printed below is the measure.
+        closing.spawn(async move { closed_within(&mut stream, Duration::from_secs(90)).await });
     }
     let mut closed = 0;
     while let Some(done) = closing.join_next().await {

@@ -125,6 +125,12 @@ impl Scenario {
     }
 }
 
+/// Whether `span` is the host's own housekeeping, part of no run: the sandbox's sweep of what
+/// ended owners left behind, at backend start and on its timer.
+pub(crate) fn housekeeping(span: &CapturedSpan) -> bool {
+    span.name == "sandbox.sweep"
+}
+
 pub(crate) fn named<'a>(spans: &'a [CapturedSpan], name: &str) -> Vec<&'a CapturedSpan> {
     spans.iter().filter(|s| s.name == name).collect()
 }
