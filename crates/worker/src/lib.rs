@@ -58,7 +58,7 @@ pub use launch::{
 pub use parking::{Parking, Working};
 pub use patterns::{LivePatterns, PATTERN_REFRESH_INTERVAL};
 pub use reaper::{ReapReport, Reaper, ReaperConfig};
-pub use resolve::{ClaimAnswer, ClaimResolved, ResolveError, resolve_claim};
+pub use resolve::{ClaimAnswer, ClaimResolved, ResolveClaimError, resolve_claim};
 pub use scm::{
     CI_SIGNAL, CommitIdentity, LOCAL_HOST, LOCAL_ORG_SLUG, LocalRepository, LocalScm, MERGE_SIGNAL,
     PullRequestCheck, PullRequestOpened, PullRequestRequest, PullRequestText, Registered,

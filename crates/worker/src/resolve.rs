@@ -27,7 +27,7 @@ pub enum ClaimAnswer {
 /// Why a claim could not be resolved.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ResolveError {
+pub enum ResolveClaimError {
     /// No such run.
     #[error("no run {0}")]
     RunNotFound(String),
@@ -56,16 +56,16 @@ pub enum ResolveError {
     Store(StoreError),
 }
 
-impl ResolveError {
+impl ResolveClaimError {
     /// Stable code.
     #[must_use]
     pub fn code(&self) -> &'static str {
         match self {
-            ResolveError::RunNotFound(_) => "RUN_NOT_FOUND",
-            ResolveError::ClaimNotFound { .. } => "OUTCOME_NOT_FOUND",
-            ResolveError::NotAmbiguous { .. } => "OUTCOME_NOT_AMBIGUOUS",
-            ResolveError::EngineCannotResume(_) => "RESUME_NOT_SUPPORTED",
-            ResolveError::Store(error) => error.code(),
+            ResolveClaimError::RunNotFound(_) => "RUN_NOT_FOUND",
+            ResolveClaimError::ClaimNotFound { .. } => "OUTCOME_NOT_FOUND",
+            ResolveClaimError::NotAmbiguous { .. } => "OUTCOME_NOT_AMBIGUOUS",
+            ResolveClaimError::EngineCannotResume(_) => "RESUME_NOT_SUPPORTED",
+            ResolveClaimError::Store(error) => error.code(),
         }
     }
 
@@ -73,11 +73,11 @@ impl ResolveError {
     #[must_use]
     pub fn is_retryable(&self) -> bool {
         match self {
-            ResolveError::Store(error) => error.is_retryable(),
-            ResolveError::RunNotFound(_)
-            | ResolveError::ClaimNotFound { .. }
-            | ResolveError::NotAmbiguous { .. }
-            | ResolveError::EngineCannotResume(_) => false,
+            ResolveClaimError::Store(error) => error.is_retryable(),
+            ResolveClaimError::RunNotFound(_)
+            | ResolveClaimError::ClaimNotFound { .. }
+            | ResolveClaimError::NotAmbiguous { .. }
+            | ResolveClaimError::EngineCannotResume(_) => false,
         }
     }
 }
@@ -102,19 +102,19 @@ pub async fn resolve_claim(
     key: &str,
     answer: ClaimAnswer,
     by: &str,
-) -> Result<ClaimResolved, ResolveError> {
+) -> Result<ClaimResolved, ResolveClaimError> {
     let run = store.get_run(run_id).await.map_err(|error| match error {
-        StoreError::NotFound { .. } => ResolveError::RunNotFound(run_id.to_owned()),
-        other => ResolveError::Store(other),
+        StoreError::NotFound { .. } => ResolveClaimError::RunNotFound(run_id.to_owned()),
+        other => ResolveClaimError::Store(other),
     })?;
     let rewind = if run.status == RunStatus::FAILED {
         if run.engine == RunEngine::Temporal {
-            return Err(ResolveError::EngineCannotResume(run_id.to_owned()));
+            return Err(ResolveClaimError::EngineCannotResume(run_id.to_owned()));
         }
         let journal = store
             .read_journal(run_id)
             .await
-            .map_err(ResolveError::Store)?;
+            .map_err(ResolveClaimError::Store)?;
         rewind_for(&journal, key)
     } else {
         Rewind::default()
@@ -136,17 +136,17 @@ pub async fn resolve_claim(
         .await
         .map_err(|error| match error {
             StoreError::NotFound { entity: "run", .. } => {
-                ResolveError::RunNotFound(run_id.to_owned())
+                ResolveClaimError::RunNotFound(run_id.to_owned())
             }
-            StoreError::NotFound { .. } => ResolveError::ClaimNotFound {
+            StoreError::NotFound { .. } => ResolveClaimError::ClaimNotFound {
                 run_id: run_id.to_owned(),
                 key: key.to_owned(),
             },
-            StoreError::Conflict { detail, .. } => ResolveError::NotAmbiguous {
+            StoreError::Conflict { detail, .. } => ResolveClaimError::NotAmbiguous {
                 key: key.to_owned(),
                 reason: detail,
             },
-            other => ResolveError::Store(other),
+            other => ResolveClaimError::Store(other),
         })?;
     tracing::info!(?resolved, "claim resolved");
     Ok(match resolved {

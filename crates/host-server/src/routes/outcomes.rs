@@ -3,7 +3,7 @@
 //! A lead or admin who checked at the provider says whether it happened; the worker's one
 //! `resolve_claim` records it, and a run that ended `OUTCOME_AMBIGUOUS` on it is queued again.
 
-use auto_swe_worker::{ClaimAnswer, ClaimResolved, ResolveError, resolve_claim};
+use auto_swe_worker::{ClaimAnswer, ClaimResolved, ResolveClaimError, resolve_claim};
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
@@ -90,15 +90,15 @@ pub async fn resolve(
     }))
 }
 
-fn refused(error: &ResolveError) -> ApiError {
+fn refused(error: &ResolveClaimError) -> ApiError {
     match error {
-        ResolveError::RunNotFound(_) | ResolveError::ClaimNotFound { .. } => {
+        ResolveClaimError::RunNotFound(_) | ResolveClaimError::ClaimNotFound { .. } => {
             ApiError::not_found("OUTCOME_NOT_FOUND", error.to_string())
         }
-        ResolveError::NotAmbiguous { .. } | ResolveError::EngineCannotResume(_) => {
+        ResolveClaimError::NotAmbiguous { .. } | ResolveClaimError::EngineCannotResume(_) => {
             ApiError::conflict(error.code(), error.to_string())
         }
-        ResolveError::Store(store) => ApiError::from_store(store, "run"),
+        ResolveClaimError::Store(store) => ApiError::from_store(store, "run"),
         other => ApiError::internal(other.code(), other.to_string()),
     }
 }

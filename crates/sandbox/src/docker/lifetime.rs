@@ -1,5 +1,5 @@
 //! Containers that outlive nobody: every container of this backend carries its expiry time
-//! ([`EXPIRES_LABEL`]) and its owner ([`super::owners::OWNER_LABEL`]); the sweep (when a
+//! ([`EXPIRES_LABEL`]) and its owner (`io.auto-swe.owner`); the sweep (when a
 //! backend connects, and on its timer) removes expired ones and those whose owner is gone, and
 //! what a backend still holds when it is shut down or dropped is removed then.
 

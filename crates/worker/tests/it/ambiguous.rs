@@ -15,9 +15,9 @@ use auto_swe_store::{OutcomeState, PullRequest, RunStatus, StepStatus};
 use auto_swe_worker::local_git::LocalGit;
 use auto_swe_worker::{
     ClaimAnswer, ClaimResolved, EmbeddedEngine, Launch, LocalRepository, LocalScm,
-    PullRequestOpened, PullRequestRequest, ResolveError, Scm, ScmError, SingleModel, StepEffects,
-    StepRegistry, Worker, WorkerConfig, WorkerServices, WorkspaceTemplate, launch, resolve_claim,
-    run_branch,
+    PullRequestOpened, PullRequestRequest, ResolveClaimError, Scm, ScmError, SingleModel,
+    StepEffects, StepRegistry, Worker, WorkerConfig, WorkerServices, WorkspaceTemplate, launch,
+    resolve_claim, run_branch,
 };
 use serde_json::json;
 use tokio::sync::Notify;
@@ -229,12 +229,12 @@ async fn resume(
     match answer {
         ClaimAnswer::Happened => {
             assert!(
-                matches!(again, Err(ResolveError::NotAmbiguous { .. })),
+                matches!(again, Err(ResolveClaimError::NotAmbiguous { .. })),
                 "{again:?}"
             );
         }
         _ => assert!(
-            matches!(again, Err(ResolveError::ClaimNotFound { .. })),
+            matches!(again, Err(ResolveClaimError::ClaimNotFound { .. })),
             "{again:?}"
         ),
     }

@@ -3,7 +3,7 @@
 //! back. The run that stopped `OUTCOME_AMBIGUOUS` on it resumes from there.
 
 use auto_swe_store::{OutcomeState, Store, StoreError};
-use auto_swe_worker::{ClaimAnswer, ClaimResolved, ResolveError, resolve_claim};
+use auto_swe_worker::{ClaimAnswer, ClaimResolved, ResolveClaimError, resolve_claim};
 
 use super::inspect::store_error;
 use crate::output::{self, Status};
@@ -110,9 +110,10 @@ async fn pending_claim(store: &Store, run: &str, node: &str) -> anyhow::Result<S
     }
 }
 
-fn resolve_error(error: &ResolveError) -> anyhow::Error {
+fn resolve_error(error: &ResolveClaimError) -> anyhow::Error {
     match error {
-        ResolveError::Store(StoreError::NotFound { .. }) | ResolveError::RunNotFound(_) => {
+        ResolveClaimError::Store(StoreError::NotFound { .. })
+        | ResolveClaimError::RunNotFound(_) => {
             anyhow::anyhow!("{error} (see `auto-swe runs list`) ({})", error.code())
         }
         other => anyhow::anyhow!("{other} ({})", other.code()),
