@@ -73,7 +73,11 @@ fn account_and_reach(config: &LocalConfig) -> Vec<Missing> {
     let mut missing = Vec::new();
     match HostIdentity::resolve(&config.account) {
         Ok(identity) if identity.switched => {
-            missing.extend(unreachable(&config.state_dir, &identity.name));
+            missing.extend(unreachable(
+                &config.state_dir,
+                &identity.name,
+                Some((identity.uid, identity.gid)),
+            ));
         }
         Ok(_) => {}
         Err(SandboxError::BackendUnavailable { reason, remedy, .. }) => {
@@ -83,7 +87,7 @@ fn account_and_reach(config: &LocalConfig) -> Vec<Missing> {
             });
             // The account to be made is nobody's owner or group: it reaches the state
             // directory only through directories every user may traverse.
-            missing.extend(unreachable(&config.state_dir, &config.account));
+            missing.extend(unreachable(&config.state_dir, &config.account, None));
         }
         Err(other) => missing.push(Missing {
             reason: other.to_string(),
@@ -93,11 +97,19 @@ fn account_and_reach(config: &LocalConfig) -> Vec<Missing> {
     missing
 }
 
-/// The first existing ancestor of `state_dir` that a user who neither owns it nor is in its
-/// group cannot traverse, as a missing prerequisite for `account`.
-fn unreachable(state_dir: &Path, account: &str) -> Option<Missing> {
+/// The first existing ancestor of `state_dir` that `account` cannot traverse, as a missing
+/// prerequisite: by the owner, group or other bit as applies to an account that exists (`ids`,
+/// its uid and gid), by the other bit for one still to be made (nobody's owner or group).
+fn unreachable(state_dir: &Path, account: &str, ids: Option<(u32, u32)>) -> Option<Missing> {
     let blocked = state_dir.ancestors().skip(1).find(|dir| {
-        std::fs::metadata(dir).is_ok_and(|meta| meta.is_dir() && meta.mode() & 0o001 == 0)
+        std::fs::metadata(dir).is_ok_and(|meta| {
+            let bit = match ids {
+                Some((uid, _)) if meta.uid() == uid => 0o100,
+                Some((_, gid)) if meta.gid() == gid => 0o010,
+                _ => 0o001,
+            };
+            meta.is_dir() && meta.mode() & bit == 0
+        })
     })?;
     Some(Missing {
         reason: format!(
@@ -134,14 +146,19 @@ mod tests {
         std::fs::create_dir(&closed).unwrap();
         std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
         let state = closed.join("home").join("workspaces");
-        let missing = unreachable(&state, "auto-swe-sandbox").unwrap();
+        let missing = unreachable(&state, "auto-swe-sandbox", None).unwrap();
         assert!(
             missing.reason.contains(&closed.display().to_string()),
             "{missing:?}"
         );
         assert!(missing.fix.starts_with("chmod o+x "), "{missing:?}");
         std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o711)).unwrap();
-        assert_eq!(unreachable(&state, "auto-swe-sandbox"), None);
+        assert_eq!(unreachable(&state, "auto-swe-sandbox", None), None);
+        // An account that owns the closed directory reaches through its owner bit.
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let owner = std::fs::metadata(&closed).unwrap();
+        let ids = Some((owner.uid(), u32::MAX));
+        assert_eq!(unreachable(&state, "its-owner", ids), None);
     }
 
     #[test]
