@@ -13,7 +13,7 @@ use serde_json::Value;
 /// a live worker that lost its lease mid-send would end the run `OUTCOME_AMBIGUOUS`, rightly.
 const LEASE: &str = "6";
 
-fn bin() -> Command {
+pub(crate) fn bin() -> Command {
     #[expect(
         clippy::disallowed_methods,
         reason = "the tests run the real built binary, as users do"
@@ -24,16 +24,19 @@ fn bin() -> Command {
 
 /// Where the processes of one test keep their state: a home, and the store (the home's
 /// `SQLite` file, or a `PostgreSQL` database of the test's own).
-struct Env {
+pub(crate) struct Env {
     home: tempfile::TempDir,
     store_url: Option<String>,
+    /// A `TMPDIR` of the test's own, when it checks what is left there.
+    pub(crate) tmp: Option<tempfile::TempDir>,
 }
 
 impl Env {
-    fn sqlite() -> Self {
+    pub(crate) fn sqlite() -> Self {
         Self {
             home: tempfile::tempdir().unwrap(),
             store_url: None,
+            tmp: None,
         }
     }
 
@@ -76,15 +79,19 @@ impl Env {
         Some(Self {
             home: tempfile::tempdir().unwrap(),
             store_url: Some(format!("{base}/{name}")),
+            tmp: None,
         })
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.home.path()
     }
 
-    fn apply(&self, command: &mut Command) {
+    pub(crate) fn apply(&self, command: &mut Command) {
         command.env("AUTO_SWE_HOME", self.path());
+        if let Some(tmp) = &self.tmp {
+            command.env("TMPDIR", tmp.path());
+        }
         match &self.store_url {
             Some(url) => command.env("AUTO_SWE_STORE_URL", url),
             None => command.env_remove("AUTO_SWE_STORE_URL"),
@@ -93,14 +100,14 @@ impl Env {
 }
 
 /// Runs `auto-swe ARGS` over `env`, with no standard input.
-fn output(env: &Env, args: &[&str]) -> std::process::Output {
+pub(crate) fn output(env: &Env, args: &[&str]) -> std::process::Output {
     let mut command = bin();
     command.args(args).stdin(Stdio::null());
     env.apply(&mut command);
     command.output().unwrap()
 }
 
-fn cli(env: &Env, args: &[&str]) -> Value {
+pub(crate) fn cli(env: &Env, args: &[&str]) -> Value {
     let output = output(env, args);
     assert!(
         output.status.success(),
@@ -148,7 +155,7 @@ fn output_within(env: &Env, args: &[&str]) -> (Option<i32>, String) {
 }
 
 /// A worker process over `env`.
-fn worker(env: &Env, extra: &[&str]) -> Child {
+pub(crate) fn worker(env: &Env, extra: &[&str]) -> Child {
     let mut args = vec![
         "worker",
         "--model",
@@ -184,7 +191,7 @@ fn worker(env: &Env, extra: &[&str]) -> Child {
 }
 
 /// The last lines of every worker's log in the home.
-fn worker_logs(env: &Env) -> String {
+pub(crate) fn worker_logs(env: &Env) -> String {
     let mut logs = String::new();
     for entry in std::fs::read_dir(env.path()).unwrap() {
         let path = entry.unwrap().path();
@@ -211,13 +218,13 @@ fn signal(child: &Child, signal: &str) {
     assert!(status.success());
 }
 
-fn stop(mut child: Child) {
+pub(crate) fn stop(mut child: Child) {
     let _ = child.kill();
     let _ = child.wait();
 }
 
 /// The demo run, started detached.
-fn start_demo(env: &Env) -> String {
+pub(crate) fn start_demo(env: &Env) -> String {
     let started = cli(
         env,
         &["demo", "--sandbox", "local", "--detach", "--format", "json"],
@@ -225,12 +232,12 @@ fn start_demo(env: &Env) -> String {
     started["runId"].as_str().unwrap().to_owned()
 }
 
-fn show(env: &Env, run: &str) -> Value {
+pub(crate) fn show(env: &Env, run: &str) -> Value {
     cli(env, &["runs", "show", run, "--format", "json"])
 }
 
 /// Polls `runs show` until `done` holds (at most two minutes).
-fn wait_for(env: &Env, run: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+pub(crate) fn wait_for(env: &Env, run: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let start = Instant::now();
     loop {
         let shown = show(env, run);
@@ -246,7 +253,7 @@ fn wait_for(env: &Env, run: &str, what: &str, done: impl Fn(&Value) -> bool) -> 
     }
 }
 
-fn finished(shown: &Value, node: &str) -> usize {
+pub(crate) fn finished(shown: &Value, node: &str) -> usize {
     shown["steps"]
         .as_array()
         .unwrap()
@@ -256,7 +263,7 @@ fn finished(shown: &Value, node: &str) -> usize {
 }
 
 /// Past the second CI wait (CI is green at the head the fix made) and waiting: on the merge.
-fn parked_for_merge(shown: &Value) -> bool {
+pub(crate) fn parked_for_merge(shown: &Value) -> bool {
     shown["status"] == "WAITING"
         && shown["pullRequests"][0]["ciStatus"] == "SUCCESS"
         && finished(shown, "ciWait") == 2
@@ -282,7 +289,7 @@ fn branch_tip(home: &Path, run: &str) -> String {
     String::from_utf8(output.stdout).unwrap().trim().to_owned()
 }
 
-fn sandbox_available() -> bool {
+pub(crate) fn sandbox_available() -> bool {
     let usable = Path::new("/usr/bin/bwrap").exists();
     assert!(
         usable || std::env::var("AUTO_SWE_REQUIRE_BWRAP").as_deref() != Ok("1"),
@@ -406,7 +413,7 @@ fn paused_past_the_lease(env: &Env) {
 }
 
 /// The local repository of a test's home (it holds one).
-fn repository(home: &Path) -> std::path::PathBuf {
+pub(crate) fn repository(home: &Path) -> std::path::PathBuf {
     std::fs::read_dir(home.join("repos"))
         .unwrap()
         .map(|entry| entry.unwrap().path())
@@ -414,7 +421,7 @@ fn repository(home: &Path) -> std::path::PathBuf {
         .unwrap()
 }
 
-fn pending_claims(shown: &Value) -> Vec<String> {
+pub(crate) fn pending_claims(shown: &Value) -> Vec<String> {
     shown["outcomes"]
         .as_array()
         .unwrap()

@@ -4,12 +4,14 @@
 mod agents;
 mod arguments;
 mod crash;
+mod crash_suite;
 mod doctor;
 mod local;
 mod metrics;
 mod models_check;
 mod progress;
 mod remote;
+mod resolve;
 mod sandbox;
 mod scan;
 mod simulate;

@@ -255,6 +255,8 @@ async fn show_run(
         Vec::new()
     };
     if format == Format::Json {
+        // Each model call as it was billed: what the run's usage is the sum of.
+        let calls = store.list_model_calls(run_id).await?;
         output::print_json(&json!({
             "id": run.id,
             "status": run.status.as_str(),
@@ -265,6 +267,7 @@ async fn show_run(
             "pullRequests": prs.iter().map(|p| json!({ "number": p.number, "url": p.url, "headSha": p.head_sha, "state": p.state.as_str(), "ciStatus": p.ci_status.as_str() })).collect::<Vec<_>>(),
             "humanSteps": humans.iter().map(|h| json!({ "node": h.node_id, "status": h.status.as_str(), "kind": h.kind.as_str() })).collect::<Vec<_>>(),
             "traces": traces.iter().map(|t| json!({ "node": t.node_id, "kind": t.kind, "activity": t.activity, "payload": t.payload })).collect::<Vec<_>>(),
+            "modelCalls": calls.iter().map(|c| json!({ "recordingId": c.recording_id, "attempt": c.attempt, "epoch": c.epoch, "execution": c.execution_id, "index": c.call_index, "model": c.model, "usage": { "costMicros": c.usage.cost_micros, "inputTokens": c.usage.input_tokens, "outputTokens": c.usage.output_tokens } })).collect::<Vec<_>>(),
         }))?;
         return Ok(Status::Success);
     }

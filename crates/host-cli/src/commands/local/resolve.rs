@@ -84,12 +84,19 @@ async fn pending_claim(store: &Store, run: &str, node: &str) -> anyhow::Result<S
         .iter()
         .copied()
         .filter(|key| {
-            steps.iter().any(|s| {
-                s.node_id == node
-                    && key
-                        .strip_prefix(s.recording_id.as_str())
-                        .is_some_and(|rest| rest.starts_with(':'))
-            })
+            let recording = key.split_once(':').map_or(*key, |(recording, _)| recording);
+            // The claim's recording is a visit of the node: its step row, or (for a step killed
+            // before it recorded anything) the node's id, alone or with a visit number.
+            recording == node
+                || recording
+                    .strip_prefix(node)
+                    .and_then(|rest| rest.strip_prefix('#'))
+                    .is_some_and(|visit| {
+                        !visit.is_empty() && visit.bytes().all(|b| b.is_ascii_digit())
+                    })
+                || steps
+                    .iter()
+                    .any(|s| s.node_id == node && s.recording_id == recording)
         })
         .collect();
     matching.dedup();
