@@ -107,6 +107,9 @@ pub struct PoolConfig {
     pub lease_seconds: u64,
     /// Where workspaces and local repositories live.
     pub state_dir: PathBuf,
+    /// The directory local repositories that connections name (`config.bareRepository`) must
+    /// lie under, canonicalised; default `<stateDir>/repos`, where the server keeps its own.
+    pub repositories_root: Option<PathBuf>,
     /// The network of the workspaces runs' steps get: none (the default), or an egress proxy
     /// of each workspace's own (`network = "proxy"`, `preset`, `allow`, `allowPrivate`).
     pub workspaces: auto_swe_egress::EgressSettings,
@@ -115,6 +118,14 @@ pub struct PoolConfig {
 }
 
 impl PoolConfig {
+    /// Where local repositories that connections name must lie.
+    #[must_use]
+    pub fn repositories_root(&self) -> PathBuf {
+        self.repositories_root
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join("repos"))
+    }
+
     /// Whether workspaces get an egress proxy (`workspaces.network = "proxy"`).
     #[must_use]
     pub fn proxied(&self) -> bool {
@@ -130,6 +141,7 @@ impl Default for PoolConfig {
             model: "replay/demo".to_owned(),
             lease_seconds: 60,
             state_dir: std::env::temp_dir().join("auto-swe-server"),
+            repositories_root: None,
             workspaces: auto_swe_egress::EgressSettings::default(),
             kubernetes: KubernetesPoolConfig::default(),
         }

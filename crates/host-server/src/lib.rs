@@ -34,6 +34,7 @@ pub mod connection_limits;
 pub mod error;
 pub mod github;
 pub mod pool;
+pub mod repositories;
 pub mod routes;
 pub mod serve;
 pub mod standard_webhooks;

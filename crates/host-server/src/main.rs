@@ -195,7 +195,23 @@ async fn serve(args: Args, metrics: Metrics) -> Result<(), String> {
     )
     .await
     .map_err(|e| e.to_string())?;
-    let mut state = AppState::new(store, auth, gauge, github).with_patterns(patterns);
+    // Connections that break the repository rules are named at start (launches refuse them).
+    let root = config.pool.repositories_root();
+    if let Err(error) = tokio::fs::create_dir_all(&root).await {
+        tracing::warn!(%error, root = %root.display(), "the repositories root cannot be made");
+    }
+    match auto_swe_server::repositories::report(&store, Some(&root)).await {
+        Ok(problems) => {
+            for problem in &problems {
+                tracing::error!(%problem, "a connection breaks the repository rules; runs on it are refused");
+                eprintln!("auto-swe-server: {problem}");
+            }
+        }
+        Err(error) => tracing::warn!(%error, "the repository check could not run"),
+    }
+    let mut state = AppState::new(store, auth, gauge, github)
+        .with_patterns(patterns)
+        .with_repositories_root(root);
     if let Some(starter) = starter {
         state = state.with_starter(starter);
     }

@@ -37,6 +37,7 @@ struct Inner {
     patterns: std::sync::OnceLock<Arc<LivePatterns>>,
     starter: std::sync::OnceLock<Arc<dyn RunStarter>>,
     public_url: std::sync::OnceLock<String>,
+    repositories_root: std::sync::OnceLock<std::path::PathBuf>,
     login_codes: crate::viewer::LoginCodes,
 }
 
@@ -112,6 +113,7 @@ impl AppState {
                 patterns: std::sync::OnceLock::new(),
                 starter: std::sync::OnceLock::new(),
                 public_url: std::sync::OnceLock::new(),
+                repositories_root: std::sync::OnceLock::new(),
                 login_codes: crate::viewer::LoginCodes::default(),
             }),
         }
@@ -161,6 +163,23 @@ impl AppState {
     pub fn with_public_url(self, url: impl Into<String>) -> Self {
         let _ = self.inner.public_url.set(url.into());
         self
+    }
+
+    /// The directory local repositories that connections name must lie under (set once;
+    /// without it, no connection may name a local repository).
+    #[must_use]
+    pub fn with_repositories_root(self, root: impl Into<std::path::PathBuf>) -> Self {
+        let _ = self.inner.repositories_root.set(root.into());
+        self
+    }
+
+    /// The repositories root, when set.
+    #[must_use]
+    pub fn repositories_root(&self) -> Option<&std::path::Path> {
+        self.inner
+            .repositories_root
+            .get()
+            .map(std::path::PathBuf::as_path)
     }
 
     /// The configured public URL.

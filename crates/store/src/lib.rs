@@ -48,8 +48,8 @@ pub use records::admin::{
     ResolveOutcome, Rewind, ScannerPatternStore, SecretRotation, StoredPattern,
 };
 pub use records::connections::{
-    Connection, ConnectionStore, ConnectionType, ConnectionUpdate, NewConnection, RepoCoordinates,
-    TokenChange, credential_destination,
+    Connection, ConnectionShare, ConnectionStore, ConnectionType, ConnectionUpdate, NewConnection,
+    NewConnectionShare, RepoCoordinates, TokenChange, credential_destination, repository_identity,
 };
 pub use records::execution::{
     AgentTrace, Artifact, ArtifactStore, HumanStep, HumanStepKind, HumanStepStatus,

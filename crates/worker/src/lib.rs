@@ -72,8 +72,9 @@ pub use steps::{
     ANSWERED_BY, CONTAINER_OUTPUT_BYTES, CONTAINER_TIMEOUT_CAP, DEFAULT_STEP_TIME_LIMIT,
     EGRESS_TRACE_KIND, EgressTrace, GATE_FILE, GateConfig, GateOutcome, GateResult, GateScope,
     IMPLEMENTER_TIME_LIMIT, MCP_OUTPUT_CHARS, McpNodeStep, ModelRouter, OUTCOME_AMBIGUOUS,
-    RunDispatcher, RunScope, STEP_TIMED_OUT, SingleModel, StepContext, StepEffects, StepExecutor,
-    StepRegistry, WorkerServices, WorkspaceEgress, WorkspaceTemplate, hashed_embedding,
-    is_budget_question, run_branch, run_gates, stamp_answerer, step_deadline, with_step_deadline,
+    REPOSITORY_ACCESS, RunDispatcher, RunScope, STEP_TIMED_OUT, SingleModel, StepContext,
+    StepEffects, StepExecutor, StepRegistry, WorkerServices, WorkspaceEgress, WorkspaceTemplate,
+    hashed_embedding, is_budget_question, run_branch, run_gates, stamp_answerer, step_deadline,
+    with_step_deadline,
 };
 pub use worker::{DriveEnd, DriveReport, EffectsFactory, Worker, WorkerConfig};

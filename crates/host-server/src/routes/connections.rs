@@ -5,7 +5,7 @@ use crate::state::ApiPath;
 use auto_swe_agents::ScopeRef;
 use auto_swe_store::{
     Connection, ConnectionType, ConnectionUpdate, NewConnection, ProviderCredential,
-    RepoCoordinates, SecretString, TokenChange,
+    RepoCoordinates, SecretString, TokenChange, repository_identity,
 };
 use axum::Json;
 use axum::extract::State;
@@ -17,6 +17,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::access::is_run_id;
 use crate::auth::{AccessLevel, UserIdentity};
 use crate::error::{ApiError, ApiResult};
+use crate::repositories;
 use crate::routes::{Data, audit};
 use crate::state::{ApiJson, ApiQuery, AppState, SignedIn};
 
@@ -236,8 +237,9 @@ async fn listed_team(
     }
 }
 
-/// The connection, when `user` is in its team; `404 CONNECTION_NOT_FOUND` otherwise.
-async fn visible_connection(
+/// The connection, when `user` is in its team or in a team it is shared with;
+/// `404 CONNECTION_NOT_FOUND` otherwise.
+pub(crate) async fn visible_connection(
     state: &AppState,
     user: &UserIdentity,
     id: &str,
@@ -252,13 +254,22 @@ async fn visible_connection(
         Err(e) => return Err(ApiError::from_store(&e, "connection")),
     };
     if member_of(state, user, &connection.team_id).await? {
-        Ok(connection)
-    } else {
-        Err(not_found())
+        return Ok(connection);
     }
+    let shares = state
+        .store()
+        .connection_shares(&connection.id)
+        .await
+        .map_err(|e| ApiError::from_store(&e, "connection"))?;
+    for share in shares {
+        if member_of(state, user, &share.team_id).await? {
+            return Ok(connection);
+        }
+    }
+    Err(not_found())
 }
 
-/// A team's connections.
+/// A team's connections, and those shared with it.
 #[utoipa::path(get, path = "/api/v1/connections", params(TeamParams), tag = "connections",
     responses((status = 200, body = Data<Vec<ConnectionView>>), (status = 404, body = crate::routes::ErrorBody)),
     security(("bearer" = [])))]
@@ -268,11 +279,21 @@ pub async fn list(
     ApiQuery(params): ApiQuery<TeamParams>,
 ) -> ApiResult<Json<Data<Vec<ConnectionView>>>> {
     let team = listed_team(&state, &user, params.team_id).await?;
-    let connections = state
+    let mut connections = state
         .store()
         .list_connections(team.as_deref())
         .await
         .map_err(|e| ApiError::from_store(&e, "connection"))?;
+    // A team's list holds the connections shared with it too (their `teamId` is the owner's).
+    if let Some(team) = &team {
+        connections.extend(
+            state
+                .store()
+                .connections_shared_with(team)
+                .await
+                .map_err(|e| ApiError::from_store(&e, "connection"))?,
+        );
+    }
     Ok(Json(Data {
         data: connections.into_iter().map(ConnectionView::from).collect(),
     }))
@@ -303,22 +324,24 @@ pub async fn create(
         ));
     }
     let token = secret("token", body.token)?;
-    let mut created = state
-        .store()
-        .create_connection(NewConnection {
-            team_id: body.team_id,
-            kind,
-            name: body.name,
-            repo: body.repo.map(|r| RepoCoordinates {
-                host: r.host,
-                owner: r.owner,
-                name: r.name,
-                default_branch: r.default_branch,
-            }),
-            config: body.config,
-        })
-        .await
-        .map_err(|e| ApiError::from_store(&e, "connection"))?;
+    let config = repositories::checked_config(state.repositories_root(), kind, body.config).await?;
+    let new = NewConnection {
+        team_id: body.team_id,
+        kind,
+        name: body.name,
+        repo: body.repo.map(|r| RepoCoordinates {
+            host: r.host,
+            owner: r.owner,
+            name: r.name,
+            default_branch: r.default_branch,
+        }),
+        config,
+    };
+    let mut created = match state.store().create_connection(new.clone()).await {
+        Ok(created) => created,
+        Err(e) if e.code() == "STORE_CONFLICT" => return Err(held_repository(&state, &new).await),
+        Err(e) => return Err(ApiError::from_store(&e, "connection")),
+    };
     if let Some(token) = token {
         state
             .store()
@@ -342,6 +365,39 @@ pub async fn create(
             data: created.into(),
         }),
     ))
+}
+
+/// Why a create that conflicted was refused: the repository it names is held by the team's own
+/// connection, or by another team's (which is not named: that team's lead shares it, or not).
+async fn held_repository(state: &AppState, new: &NewConnection) -> ApiError {
+    let holder = match repository_identity(new.kind, new.repo.as_ref(), &new.config) {
+        Some(identity) => state
+            .store()
+            .repository_holder(&identity)
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
+    match holder {
+        Some(holder) if holder.team_id == new.team_id => ApiError::conflict(
+            repositories::ALREADY_CONNECTED,
+            format!(
+                "the team reaches this repository through connection {}",
+                holder.id
+            ),
+        ),
+        Some(_) => ApiError::conflict(
+            repositories::OWNED_BY_ANOTHER_TEAM,
+            "this repository belongs to another team: its lead can share it with yours",
+        ),
+        // A twin of an older row (written before repositories were held), or a name conflict.
+        None if new.kind == ConnectionType::GitRepo => ApiError::conflict(
+            repositories::OWNED_BY_ANOTHER_TEAM,
+            "this repository is already connected",
+        ),
+        None => ApiError::conflict("STORE_CONFLICT", "the connection conflicts with another"),
+    }
 }
 
 /// A connection of a team the caller is in.

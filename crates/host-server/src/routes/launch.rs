@@ -75,8 +75,9 @@ pub async fn create(
             "ticket must be an object",
         ));
     }
-    authorize_launch(&state, &caller, &body.repository, &body.template).await?;
+    let access = authorize_launch(&state, &caller, &body.repository, &body.template).await?;
     let mut input = json!({ "ticket": body.ticket, "repository": body.repository });
+    access.stamp(&mut input);
     if let Some(model) = body.model {
         input["model"] = Value::String(model);
     }

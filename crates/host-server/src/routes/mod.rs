@@ -3,6 +3,7 @@
 pub mod agent_bodies;
 pub mod agents;
 pub mod artifacts;
+pub mod connection_shares;
 pub mod connections;
 pub mod events;
 pub mod human;
@@ -25,7 +26,7 @@ use axum::Json;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use serde::Serialize;
 use tower_http::timeout::TimeoutLayer;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -267,6 +268,7 @@ impl Modify for CommonErrors {
           patterns::list, patterns::put, patterns::delete, patterns::try_pattern,
           orgs::inbox, orgs::month_usage, orgs::set_budget, connections::list, connections::create,
           connections::detail, connections::update, connections::list_credentials,
+          connection_shares::share, connection_shares::list, connection_shares::revoke,
           connections::create_credential, connections::replace_key, template_versions::list,
           template_versions::versions, template_versions::version, template_versions::activate,
           template_versions::diff, template_versions::validate_spec, template_versions::step_catalog,
@@ -393,6 +395,14 @@ fn admin_routes() -> Router<AppState> {
         .route(
             "/api/v1/connections/{id}",
             get(connections::detail).patch(connections::update),
+        )
+        .route(
+            "/api/v1/connections/{id}/shares",
+            get(connection_shares::list).post(connection_shares::share),
+        )
+        .route(
+            "/api/v1/connections/{id}/shares/{team_id}",
+            delete(connection_shares::revoke),
         )
         .route(
             "/api/v1/provider-credentials",

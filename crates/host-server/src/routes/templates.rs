@@ -312,8 +312,11 @@ pub async fn start_run(
             "the template has no version",
         ));
     };
-    if let Some(repository) = body.input.get("repository").and_then(Value::as_str) {
-        crate::access::authorize_launch(&state, &caller, repository, &template.id).await?;
+    let mut input = body.input;
+    if let Some(repository) = input.get("repository").and_then(Value::as_str) {
+        crate::access::authorize_launch(&state, &caller, repository, &template.id)
+            .await?
+            .stamp(&mut input);
     }
     let mut options = LaunchOptions::default();
     options.idempotency_key = key;
@@ -326,7 +329,7 @@ pub async fn start_run(
         .launch(
             Launch {
                 spec: version.spec.clone(),
-                input: body.input,
+                input,
                 submitter: caller.id().to_owned(),
             },
             options,

@@ -615,7 +615,7 @@ async fn start_run(
     state: &AppState,
     trigger_id: &str,
     webhook_id: &str,
-    input: Value,
+    mut input: Value,
 ) -> ApiResult<String> {
     let trigger = state
         .store()
@@ -664,7 +664,9 @@ async fn start_run(
         ));
     };
     if let Some(repository) = input.get("repository").and_then(Value::as_str) {
-        crate::access::authorize_launch(state, &caller, repository, &template.id).await?;
+        crate::access::authorize_launch(state, &caller, repository, &template.id)
+            .await?
+            .stamp(&mut input);
     }
     let mut options = LaunchOptions::default();
     options.idempotency_key = Some(format!("webhook:{webhook_id}"));

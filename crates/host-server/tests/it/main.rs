@@ -16,6 +16,7 @@ mod orgs;
 mod outcomes;
 mod patterns;
 mod pool;
+mod repositories;
 mod runs;
 mod serving;
 mod skills;

@@ -3,6 +3,8 @@
 #[macro_use]
 mod agents_impl;
 #[macro_use]
+mod connections_impl;
+#[macro_use]
 mod execution_impl;
 #[macro_use]
 mod identity_impl;
@@ -51,8 +53,9 @@ pub(crate) mod prelude {
         StoredPattern,
     };
     pub(crate) use crate::records::connections::{
-        Connection, ConnectionStore, ConnectionType, ConnectionUpdate, NewConnection,
-        RepoCoordinates, TokenChange, credential_destination,
+        Connection, ConnectionShare, ConnectionStore, ConnectionType, ConnectionUpdate,
+        NewConnection, NewConnectionShare, RepoCoordinates, TokenChange, credential_destination,
+        repository_identity,
     };
     pub(crate) use crate::records::execution::{
         AgentTrace, Artifact, ArtifactStore, HumanStep, InteractionStore, NewAgentTrace,

@@ -176,6 +176,7 @@ impl_run_queries!(PgStore, PgRow);
 impl_integration_store!(PgStore, PgRow);
 impl_membership_store!(PgStore, PgRow);
 impl_identity_stores!(PgStore, PgRow);
+impl_connection_store!(PgStore, PgRow);
 impl_execution_stores!(PgStore, PgRow);
 impl_library_stores!(PgStore, PgRow);
 impl_agent_library!(PgStore, PgRow);

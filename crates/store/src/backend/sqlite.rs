@@ -185,6 +185,7 @@ impl_run_queries!(SqliteStore, SqliteRow);
 impl_integration_store!(SqliteStore, SqliteRow);
 impl_membership_store!(SqliteStore, SqliteRow);
 impl_identity_stores!(SqliteStore, SqliteRow);
+impl_connection_store!(SqliteStore, SqliteRow);
 impl_execution_stores!(SqliteStore, SqliteRow);
 impl_library_stores!(SqliteStore, SqliteRow);
 impl_agent_library!(SqliteStore, SqliteRow);

@@ -77,8 +77,69 @@ pub struct Connection {
     pub config: serde_json::Value,
     /// Whether a token is stored.
     pub has_token: bool,
+    /// The repository this connection holds ([`repository_identity`]); `None` for other types,
+    /// and for a `git_repo` connection written before repositories were held by one connection
+    /// that names a repository an older connection holds (hosts refuse runs on it).
+    pub repository_identity: Option<String>,
     /// Creation time.
     pub created_at: Timestamp,
+}
+
+/// Where a `git_repo` connection's repository is, as one string no two connections share: the
+/// path of a local bare repository (`config.bareRepository`, which hosts store canonical) as
+/// `local:PATH`, else `git:HOST/OWNER/NAME` without regard to ASCII case. `None` for other
+/// connection types.
+#[must_use]
+pub fn repository_identity(
+    kind: ConnectionType,
+    repo: Option<&RepoCoordinates>,
+    config: &serde_json::Value,
+) -> Option<String> {
+    if kind != ConnectionType::GitRepo {
+        return None;
+    }
+    match config.get("bareRepository") {
+        Some(serde_json::Value::Null) | None => {}
+        Some(serde_json::Value::String(path)) => return Some(format!("local:{path}")),
+        Some(other) => return Some(format!("local:{other}")),
+    }
+    let repo = repo?;
+    Some(format!(
+        "git:{}/{}/{}",
+        repo.host.to_ascii_lowercase(),
+        repo.owner.to_ascii_lowercase(),
+        repo.name.to_ascii_lowercase()
+    ))
+}
+
+/// A further team allowed to see and launch runs on a connection's repository (of the owning
+/// team's organization); the owning team keeps managing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnectionShare {
+    /// The shared connection.
+    pub connection_id: String,
+    /// The team it is shared with.
+    pub team_id: String,
+    /// Whether that team's runs may push branches and open pull requests.
+    pub may_push: bool,
+    /// Who shared it.
+    pub created_by: String,
+    /// When.
+    pub created_at: Timestamp,
+}
+
+/// A share to record (or to change: sharing again with the same team sets `may_push`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewConnectionShare {
+    /// The connection.
+    pub connection_id: String,
+    /// The team to share it with.
+    pub team_id: String,
+    /// Whether that team's runs may push branches and open pull requests.
+    pub may_push: bool,
+    /// Who shares it.
+    pub created_by: String,
 }
 
 /// What to do with a connection's stored token.
@@ -93,7 +154,8 @@ pub enum TokenChange {
     Clear,
 }
 
-/// An edit of a connection. Its type, team and repository never change.
+/// An edit of a connection. Its type, team and repository never change (a `config` that would
+/// move its [`repository_identity`] is refused).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct ConnectionUpdate {
@@ -152,8 +214,11 @@ pub fn credential_destination(kind: ConnectionType, config: &serde_json::Value) 
 
 /// Connections.
 ///
-/// Implementors guarantee: one `git_repo` connection per (host, owner, name) (a partial unique
-/// index); the token is sealed to its row and only [`ConnectionStore::connection_token`] opens it.
+/// Implementors guarantee: one `git_repo` connection per (host, owner, name) and per
+/// [`repository_identity`] (partial unique indexes; a create that names a held repository is
+/// `STORE_CONFLICT`, and [`ConnectionStore::repository_holder`] names the holder); an edit never
+/// moves the repository; the token is sealed to its row and only
+/// [`ConnectionStore::connection_token`] opens it.
 #[async_trait]
 pub trait ConnectionStore: Send + Sync {
     /// Creates a connection.
@@ -178,6 +243,27 @@ pub trait ConnectionStore: Send + Sync {
         owner: &str,
         name: &str,
     ) -> StoreResult<Option<Connection>>;
+    /// The connection holding the repository `identity` ([`repository_identity`]), if any.
+    async fn repository_holder(&self, identity: &str) -> StoreResult<Option<Connection>>;
+    /// Shares a connection with a further team, or changes an existing share's `may_push`.
+    /// The team must be of the connection's organization and not its owner (`STORE_INVALID_INPUT`).
+    async fn share_connection(&self, share: &NewConnectionShare) -> StoreResult<ConnectionShare>;
+    /// The teams a connection is shared with, oldest first.
+    async fn connection_shares(&self, connection_id: &str) -> StoreResult<Vec<ConnectionShare>>;
+    /// `team_id`'s share of a connection, if it holds one.
+    async fn connection_share(
+        &self,
+        connection_id: &str,
+        team_id: &str,
+    ) -> StoreResult<Option<ConnectionShare>>;
+    /// Ends a share; `false` when there was none.
+    async fn revoke_connection_share(
+        &self,
+        connection_id: &str,
+        team_id: &str,
+    ) -> StoreResult<bool>;
+    /// The connections shared with `team_id`, oldest first.
+    async fn connections_shared_with(&self, team_id: &str) -> StoreResult<Vec<Connection>>;
     /// Seals and stores the connection's token.
     async fn set_connection_token(&self, id: &str, token: &SecretString) -> StoreResult<()>;
     /// Opens the connection's token.

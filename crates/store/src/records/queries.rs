@@ -297,8 +297,9 @@ pub(crate) fn visibility_params(
 
 /// Who may see a run, with the viewer's id, user id and team id as parameters `$viewer`,
 /// `$user` and `$team` (all null: no restriction). A person sees runs they or their team's
-/// service principals requested, runs on their teams' connections and runs of their teams'
-/// templates; a service principal sees its own runs and its team's.
+/// service principals requested, runs on their teams' connections and on connections shared
+/// with their teams, and runs of their teams' templates; a service principal sees its own runs,
+/// its team's and those on connections shared with its team.
 pub(crate) fn visible_to_sql(viewer: u8, user: u8, team: u8) -> String {
     format!(
         "(CAST(${viewer} AS TEXT) IS NULL \
@@ -308,6 +309,10 @@ pub(crate) fn visible_to_sql(viewer: u8, user: u8, team: u8) -> String {
          OR (i.connection_id IS NULL AND COALESCE(r.launched_by, i.submitter) IN \
              (SELECT p.id FROM service_principals p JOIN team_memberships m \
               ON m.team_id = p.team_id WHERE m.user_id = ${user})) \
+         OR i.connection_id IN (SELECT s.connection_id FROM connection_shares s \
+             JOIN team_memberships m ON m.team_id = s.team_id WHERE m.user_id = ${user}) \
+         OR i.connection_id IN (SELECT s.connection_id FROM connection_shares s \
+             WHERE s.team_id = ${team}) \
          OR c.team_id = ${team} OR t.team_id = ${team})"
     )
 }

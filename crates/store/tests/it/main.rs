@@ -24,6 +24,8 @@ mod memory;
 mod queries;
 mod queue;
 mod relay;
+mod repository_migration;
+mod repository_owners;
 mod runs;
 mod runtime_pins;
 mod scale;

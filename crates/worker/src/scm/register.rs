@@ -201,6 +201,11 @@ impl LocalScm {
         unrelated: &mut Unrelated,
     ) -> Result<Registration, ScmError> {
         let team_id = self.local_team().await?;
+        // The repository's identity is its canonical path: stored so, another spelling of it
+        // (a symlink, `..`) names the same repository.
+        let stored_path = tokio::fs::canonicalize(&clone.dir)
+            .await
+            .unwrap_or_else(|_| clone.dir.clone());
         let mut refused = None;
         for _ in 0..NAME_ATTEMPTS {
             let known = self.store.list_connections(None).await?;
@@ -235,7 +240,7 @@ impl LocalScm {
                         default_branch: clone.default_branch.clone(),
                     }),
                     config: json!({
-                        "bareRepository": clone.dir.to_string_lossy(),
+                        "bareRepository": stored_path.to_string_lossy(),
                         "source": identity,
                     }),
                 })

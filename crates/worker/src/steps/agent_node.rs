@@ -158,6 +158,7 @@ async fn in_workspace(
             ))
             .await?;
         if changed {
+            context.run.may_write_repository()?;
             let bundle = checkout.bundle_head().await?;
             git.fetch_bundle_if(&repo.path, &bundle, "HEAD", &branch_ref, before.as_deref())
                 .await

@@ -316,6 +316,7 @@ impl StepExecutor for Implement {
             };
             let (_, changed) = checkout.commit_all(&message).await?;
             if changed {
+                context.run.may_write_repository()?;
                 let bundle = checkout.bundle_head().await?;
                 git.fetch_bundle_if(
                     &repo.path,

@@ -113,12 +113,31 @@ impl RunScope {
             })
     }
 
+    /// Refuses a write to the run's repository — moving its branch, opening or updating its
+    /// pull request — when the run was launched through a read-only share
+    /// (`repositoryAccess: "read"`, which the host that authorized the launch wrote over the
+    /// input): `REPOSITORY_READ_ONLY`.
+    pub fn may_write_repository(&self) -> Result<(), DispatchError> {
+        match self.input.get(REPOSITORY_ACCESS).and_then(Value::as_str) {
+            Some("read") => Err(DispatchError::non_retryable(
+                "REPOSITORY_READ_ONLY",
+                "the repository is shared with this run's team read-only: its runs may not push \
+                 branches or open pull requests",
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The work branch of the run.
     #[must_use]
     pub fn branch(&self) -> String {
         run_branch(&self.run_id)
     }
 }
+
+/// The run input key a host writes what the run may do to its repository into: `"read"` (a
+/// read-only share: no pushes, no pull requests) or `"write"`.
+pub const REPOSITORY_ACCESS: &str = "repositoryAccess";
 
 /// The work branch of a run: `auto-swe/` and the letters and digits of its id — all of them,
 /// since runs on one repository share its bare copy and a run id's first digits are only its

@@ -65,6 +65,7 @@ impl StepExecutor for CreateOrUpdatePullRequest {
     }
 
     async fn execute(&self, context: &StepContext<'_>) -> Result<Value, DispatchError> {
+        context.run.may_write_repository()?;
         let repo = repository(context).await?;
         let mut title = context.input_str("title");
         if title.trim().is_empty() {
