@@ -431,17 +431,10 @@ pub(crate) fn pending_claims(shown: &Value) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn a_worker_killed_between_claiming_the_pull_request_and_recording_it_is_resolved_by_reading_it_back()
- {
-    if !sandbox_available() {
-        return;
-    }
-    let env = Env::sqlite();
-    let run = start_demo(&env);
-    // The pull request's text is written beside the repository (first under a `.partial` name)
-    // after the claim and before the record. Made a FIFO no one reads, it holds the worker in
-    // between.
+/// A trap for the worker between a pull request's claim and its record: the pull request's
+/// text is written beside the repository, first under a `.partial` name, after the claim and
+/// before the record; made a FIFO no one reads, that name holds the worker in between. Its path.
+pub(crate) fn pull_request_trap(env: &Env) -> std::path::PathBuf {
     let pulls = repository(env.path()).join("auto-swe-pulls");
     std::fs::create_dir_all(&pulls).unwrap();
     let fifo = pulls.join("1.json.partial");
@@ -451,6 +444,18 @@ fn a_worker_killed_between_claiming_the_pull_request_and_recording_it_is_resolve
     )]
     let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
     assert!(made.success());
+    fifo
+}
+
+#[test]
+fn a_worker_killed_between_claiming_the_pull_request_and_recording_it_is_resolved_by_reading_it_back()
+ {
+    if !sandbox_available() {
+        return;
+    }
+    let env = Env::sqlite();
+    let run = start_demo(&env);
+    let fifo = pull_request_trap(&env);
     let first = worker(&env, &["--no-ci"]);
     wait_for(&env, &run, "the pull request's claim", |s| {
         !pending_claims(s).is_empty()

@@ -11,7 +11,7 @@
 //! `AUTO_SWE_CRASH_SEED` the seed of the kill points (printed by every run).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -330,24 +330,6 @@ fn extra_spend(number: usize, baseline: &Value, ended: &Ended) -> [i64; 3] {
     extra
 }
 
-/// The `auto-swe` cgroup parents of this process's cgroups (v1 controllers and v2).
-fn cgroup_parents() -> Vec<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    text.lines()
-        .filter_map(|line| {
-            let mut parts = line.splitn(3, ':');
-            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-            let mount = if controllers.is_empty() {
-                PathBuf::from("/sys/fs/cgroup")
-            } else {
-                Path::new("/sys/fs/cgroup").join(controllers.split(',').next()?)
-            };
-            Some(mount.join(path.trim_start_matches('/')).join("auto-swe"))
-        })
-        .filter(|dir| dir.is_dir())
-        .collect()
-}
-
 /// Entries of `dir` and of its launcher, data and ephemeral directories.
 fn entries(dir: &Path) -> Vec<String> {
     let mut left = Vec::new();
@@ -376,7 +358,7 @@ fn leftovers(ended: &Ended) -> Vec<String> {
     if let Some(tmp) = &ended.env.tmp {
         left.extend(entries(tmp.path()));
     }
-    for parent in cgroup_parents() {
+    for parent in auto_swe_sandbox::testing::cgroup_parents() {
         for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if ended

@@ -2,12 +2,11 @@
 //! killed worker left pending, and the next worker acts on the answer; answers that cannot apply
 //! are refused with their codes and change nothing.
 
-use std::process::Command;
 use std::time::Duration;
 
 use super::crash::{
-    Env, finished, output, parked_for_merge, pending_claims, repository, sandbox_available, show,
-    start_demo, stop, wait_for, worker,
+    Env, finished, output, parked_for_merge, pending_claims, pull_request_trap, sandbox_available,
+    show, start_demo, stop, wait_for, worker,
 };
 
 fn refused(env: &Env, args: &[&str], code: &str) {
@@ -24,17 +23,8 @@ fn a_pending_claim_answered_did_not_happen_is_sent_once_by_the_next_worker() {
     }
     let env = Env::sqlite();
     let run = start_demo(&env);
-    // A FIFO no one reads where the pull request's text is first written holds the worker
-    // between the claim and its record, as in the crash tests.
-    let pulls = repository(env.path()).join("auto-swe-pulls");
-    std::fs::create_dir_all(&pulls).unwrap();
-    let fifo = pulls.join("1.json.partial");
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "mkfifo(1) makes the trap the worker is caught in"
-    )]
-    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success());
+    let fifo = pull_request_trap(&env);
+    let pulls = fifo.parent().unwrap().to_path_buf();
     let first = worker(&env, &["--no-ci"]);
     let caught = wait_for(&env, &run, "the pull request's claim", |s| {
         !pending_claims(s).is_empty()

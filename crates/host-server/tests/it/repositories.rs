@@ -9,7 +9,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::support::{
-    Server, code, demo_repository, fresh_database, open_store, user_with_token, wait_for_run,
+    Server, code, demo_repository, fresh_database, open_store, service_token_on, user_with_token,
+    wait_for_run,
 };
 
 fn git_repo(team: &str, name: &str, path: Option<&str>) -> Value {
@@ -384,43 +385,13 @@ async fn a_repository_belongs_to_one_team_and_is_reached_by_another_only_through
         .await;
 
     // A service principal of team B that lists the connection launches through the share.
-    let bot = store
-        .create_service_principal(
-            &b_team,
-            "b-ci",
-            vec![a_connection.clone()],
-            vec!["ticket-to-merge".to_owned()],
-        )
-        .await
-        .unwrap();
-    let (_, bot_token) = store
-        .create_token(auto_swe_store::NewApiToken {
-            owner: auto_swe_store::TokenOwner::ServicePrincipal(bot.id.clone()),
-            name: "ci".to_owned(),
-            expires_at: None,
-        })
-        .await
-        .unwrap();
-    let bot_token = bot_token.expose().to_owned();
+    let templates = || vec!["ticket-to-merge".to_owned()];
+    let bot_token =
+        service_token_on(&store, &b_team, vec![a_connection.clone()], templates()).await;
     // A service principal of team C listing it has no share: refused as absent.
-    let c_bot = store
-        .create_service_principal(
-            &c_team,
-            "c-ci",
-            vec![a_connection.clone()],
-            vec!["ticket-to-merge".to_owned()],
-        )
-        .await
-        .unwrap();
-    let (_, c_bot_token) = store
-        .create_token(auto_swe_store::NewApiToken {
-            owner: auto_swe_store::TokenOwner::ServicePrincipal(c_bot.id.clone()),
-            name: "ci".to_owned(),
-            expires_at: None,
-        })
-        .await
-        .unwrap();
-    let (status, refused) = launch(c_bot_token.expose()).await;
+    let c_bot_token =
+        service_token_on(&store, &c_team, vec![a_connection.clone()], templates()).await;
+    let (status, refused) = launch(&c_bot_token).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
 
     // Revoked: team B no longer sees or launches; its service principal neither.

@@ -321,8 +321,18 @@ pub(crate) async fn two_teams(store: &Store) -> TwoTeams {
 
 /// A service principal of `team` allowed to launch `templates` on no connection, and its token.
 pub(crate) async fn service_token(store: &Store, team: &str, templates: Vec<String>) -> String {
+    service_token_on(store, team, vec![], templates).await
+}
+
+/// A service principal of `team` allowed to launch `templates` on `connections`, and its token.
+pub(crate) async fn service_token_on(
+    store: &Store,
+    team: &str,
+    connections: Vec<String>,
+    templates: Vec<String>,
+) -> String {
     let bot = store
-        .create_service_principal(team, "ci", vec![], templates)
+        .create_service_principal(team, "ci", connections, templates)
         .await
         .unwrap();
     let (_, token) = store

@@ -126,6 +126,28 @@ impl Drop for Canaries {
     }
 }
 
+/// Where the local backend makes the cgroups of this process's workspaces: the `auto-swe`
+/// directory under each of this process's own cgroups (one per v1 controller, or the v2 one),
+/// those that exist. A cgroup there is named after the process that made it
+/// (`<pid>.<start>.…`), so a test finds what a process it killed left behind.
+#[must_use]
+pub fn cgroup_parents() -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let mount = if controllers.is_empty() {
+                PathBuf::from("/sys/fs/cgroup")
+            } else {
+                std::path::Path::new("/sys/fs/cgroup").join(controllers.split(',').next()?)
+            };
+            Some(mount.join(path.trim_start_matches('/')).join("auto-swe"))
+        })
+        .filter(|dir| dir.is_dir())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

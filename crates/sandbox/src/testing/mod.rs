@@ -34,6 +34,8 @@ mod host;
 mod posture;
 mod resources;
 
+pub use host::cgroup_parents;
+
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;

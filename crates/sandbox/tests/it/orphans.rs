@@ -241,24 +241,6 @@ fn start_owner(state: &Path, label: &str, mode: &str, work: &Path) -> Child {
     Child { child, lines }
 }
 
-/// The `auto-swe` cgroup parents of this process's cgroups (v1 controllers and v2).
-fn cgroup_parents() -> Vec<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    text.lines()
-        .filter_map(|line| {
-            let mut parts = line.splitn(3, ':');
-            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-            let mount = if controllers.is_empty() {
-                PathBuf::from("/sys/fs/cgroup")
-            } else {
-                Path::new("/sys/fs/cgroup").join(controllers.split(',').next()?)
-            };
-            Some(mount.join(path.trim_start_matches('/')).join("auto-swe"))
-        })
-        .filter(|dir| dir.is_dir())
-        .collect()
-}
-
 /// Everything of the owner `pid` (whose workspaces are labelled `label`) still there.
 fn leftovers(state: &Path, pid: u32, label: &str) -> Vec<String> {
     let mut left = Vec::new();
@@ -281,7 +263,7 @@ fn leftovers(state: &Path, pid: u32, label: &str) -> Vec<String> {
             }
         }
     }
-    for parent in cgroup_parents() {
+    for parent in auto_swe_sandbox::testing::cgroup_parents() {
         for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if mine(&name) {
