@@ -11,6 +11,7 @@ mod auth;
 mod browser;
 mod connections;
 mod human;
+mod isolation;
 mod kubernetes;
 mod orgs;
 mod outcomes;

@@ -331,8 +331,14 @@ pub(crate) async fn service_token_on(
     connections: Vec<String>,
     templates: Vec<String>,
 ) -> String {
+    // Each named apart: a team's principals have names of their own.
+    static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let name = format!(
+        "ci-{}",
+        MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     let bot = store
-        .create_service_principal(team, "ci", connections, templates)
+        .create_service_principal(team, &name, connections, templates)
         .await
         .unwrap();
     let (_, token) = store
