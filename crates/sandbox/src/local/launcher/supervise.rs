@@ -272,12 +272,17 @@ pub(super) async fn pump(
             }
         }
     }
+    // The sandbox is gone, so what the FIFO holds is all there will be: read it to the end
+    // with the read call itself. (`try_read` answers "would block" whenever the reactor has not
+    // yet seen the FIFO readable — under load, output written just before the exit — and lost
+    // it: an exec that printed its result came back with none.)
     loop {
-        match reader.try_read(&mut buf) {
+        match nix::unistd::read(&reader, &mut buf) {
             Ok(n) if n > 0 => {
                 keep(&buf[..n], &mut head);
                 let _ = tx.send(wrap(buf[..n].to_vec())).await;
             }
+            Err(nix::errno::Errno::EINTR) => {}
             _ => return head,
         }
     }
