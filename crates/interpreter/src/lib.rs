@@ -62,3 +62,4 @@ pub use scripted::{
 pub use shared::ContextSnapshot;
 pub use simulate::{Simulation, simulate};
 pub use tokio_util::sync::CancellationToken;
+pub use waits::{HUMAN_SIGNAL_PREFIX, human_step_signal};

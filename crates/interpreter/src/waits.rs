@@ -15,6 +15,16 @@ use crate::patches;
 use crate::shared::Tree;
 use crate::walk::{At, Next, Stop, Walk, follow, follow_shared};
 
+/// The start of the signal a human step waits on: this, the fan-out branch's prefix (none
+/// outside a branch) and the node's id.
+pub const HUMAN_SIGNAL_PREFIX: &str = "hitl_";
+
+/// The signal the human step at node `node_id` waits on, outside any fan-out branch.
+#[must_use]
+pub fn human_step_signal(node_id: &str) -> String {
+    format!("{HUMAN_SIGNAL_PREFIX}{node_id}")
+}
+
 /// How a wait ended, once empty-slot wake-ups are dealt with.
 enum Waited {
     Payload(Value),
@@ -90,7 +100,7 @@ impl<'a> Walk<'a> {
             NodeKind::HumanReview(n) => (Value::Null, self.bind(at, &n.content_from).await?),
             _ => (Value::Null, Value::Null),
         };
-        let signal = format!("hitl_{}{}", self.prefix, at.node.id);
+        let signal = format!("{HUMAN_SIGNAL_PREFIX}{}{}", self.prefix, at.node.id);
         let notice = HumanStepNotice {
             recording_id: rid.clone(),
             spec_node_id: at.node.id.clone(),

@@ -87,11 +87,7 @@ pub(crate) async fn answer_step(
             format!("the step is {}", step.status.as_str()),
         ));
     }
-    let signal = step
-        .prompt
-        .get("signal")
-        .and_then(Value::as_str)
-        .map_or_else(|| format!("hitl_{}", step.node_id), str::to_owned);
+    let signal = step.signal();
     let answered = state
         .store()
         .answer_human_step(&step.id, caller.id(), &answer)

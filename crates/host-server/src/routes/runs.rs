@@ -470,7 +470,9 @@ pub async fn signal(
 ) -> ApiResult<(StatusCode, Json<Data<SignalAccepted>>)> {
     let caller = Caller::User(user);
     let run = visible_run(&state, &caller, &id).await?;
-    if RESERVED_SIGNALS.contains(&name.as_str()) || name.starts_with("hitl_") {
+    if RESERVED_SIGNALS.contains(&name.as_str())
+        || name.starts_with(auto_swe_interpreter::HUMAN_SIGNAL_PREFIX)
+    {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "SIGNAL_RESERVED",

@@ -169,6 +169,21 @@ pub struct HumanStep {
     pub created_at: Timestamp,
 }
 
+impl HumanStep {
+    /// The signal that answers this step: the one its prompt names (a step inside a fan-out
+    /// branch names its branch's), else the node's own.
+    #[must_use]
+    pub fn signal(&self) -> String {
+        self.prompt
+            .get("signal")
+            .and_then(serde_json::Value::as_str)
+            .map_or_else(
+                || auto_swe_interpreter::human_step_signal(&self.node_id),
+                str::to_owned,
+            )
+    }
+}
+
 /// A human step to open.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

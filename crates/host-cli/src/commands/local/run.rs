@@ -351,7 +351,7 @@ pub(crate) fn continue_hint(run_id: &str, signal: &str) -> String {
         format!("auto-swe pr merge {run_id}")
     } else if signal == CI_SIGNAL {
         "auto-swe worker   (local CI judges the pull request and wakes the run)".to_owned()
-    } else if let Some(node) = signal.strip_prefix("hitl_") {
+    } else if let Some(node) = signal.strip_prefix(auto_swe_interpreter::HUMAN_SIGNAL_PREFIX) {
         format!("auto-swe approve {run_id} {node}   (or reject / request-changes / answer)")
     } else {
         format!("auto-swe signal {run_id} {signal} --payload '{{…}}'")
@@ -373,12 +373,7 @@ pub(crate) async fn waiting_on(
         .iter()
         .find(|h| h.status == auto_swe_store::HumanStepStatus::Pending)
     {
-        let signal = human
-            .prompt
-            .get("signal")
-            .and_then(Value::as_str)
-            .map_or_else(|| format!("hitl_{}", human.node_id), str::to_owned);
-        return Ok(Some(signal));
+        return Ok(Some(human.signal()));
     }
     Ok(prs.first().map(|pr| {
         if pr.ci_status.as_str() == "SUCCESS" {

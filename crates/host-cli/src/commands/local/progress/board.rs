@@ -187,7 +187,7 @@ impl Board {
             recordings.dedup();
             let waits_here = parked_on.is_some_and(|signal| {
                 (kind == "signal" && node.get("name").and_then(Value::as_str) == Some(signal))
-                    || signal.strip_prefix("hitl_") == Some(id)
+                    || signal.strip_prefix(auto_swe_interpreter::HUMAN_SIGNAL_PREFIX) == Some(id)
             });
             nodes.push(NodeLine {
                 id: id.to_owned(),
