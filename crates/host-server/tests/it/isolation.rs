@@ -170,80 +170,42 @@ async fn no_team_reaches_another_teams_runs_connections_or_repositories() {
     let mut cases = Vec::new();
     let run = format!("/api/v1/workflow-runs/{a_run}");
     // A's run: read, traced, followed, cancelled, signalled, resolved, its artifacts.
-    for who in outsiders {
-        cases.push(case(
-            who,
-            Method::GET,
-            run.clone(),
-            None,
-            404,
-            Some("RUN_NOT_FOUND"),
-        ));
-        cases.push(case(
-            who,
-            Method::GET,
-            format!("{run}/traces"),
-            None,
-            404,
-            Some("RUN_NOT_FOUND"),
-        ));
-        cases.push(case(
-            who,
-            Method::GET,
-            format!("{run}/events"),
-            None,
-            404,
-            Some("RUN_NOT_FOUND"),
-        ));
-        cases.push(case(
-            who,
-            Method::POST,
-            format!("{run}/cancel"),
-            None,
-            404,
-            Some("RUN_NOT_FOUND"),
-        ));
-        cases.push(case(
-            who,
+    let run_routes = [
+        (Method::GET, run.clone(), None),
+        (Method::GET, format!("{run}/traces"), None),
+        (Method::GET, format!("{run}/events"), None),
+        (Method::POST, format!("{run}/cancel"), None),
+        (
             Method::POST,
             format!("{run}/signals/merged"),
             Some(json!({})),
-            404,
-            Some("RUN_NOT_FOUND"),
-        ));
-        cases.push(case(
-            who,
+        ),
+        (
             Method::GET,
             format!("{run}/artifacts/0190b7c2-a1f4-7c3e-9d2b-6a5f4e3d2c1b"),
             None,
-            404,
-            Some("RUN_NOT_FOUND"),
-        ));
-    }
-    for who in ["lead_b", "lead_c"] {
+        ),
+    ];
+    let resolve = (
+        Method::POST,
+        format!("{run}/outcomes/openPr:pull-request/resolve"),
+        Some(json!({ "happened": false })),
+    );
+    let people_on_runs = outsiders
+        .iter()
+        .flat_map(|who| run_routes.iter().map(move |route| (*who, route)))
+        .chain(["lead_b", "lead_c"].map(|who| (who, &resolve)))
+        .chain(
+            ["sp_b", "sp_b_listing_a", "sp_c_listing_a"]
+                .into_iter()
+                .flat_map(|who| [(who, &run_routes[0]), (who, &run_routes[3])]),
+        );
+    for (who, (method, path, body)) in people_on_runs {
         cases.push(case(
             who,
-            Method::POST,
-            format!("{run}/outcomes/openPr:pull-request/resolve"),
-            Some(json!({ "happened": false })),
-            404,
-            Some("RUN_NOT_FOUND"),
-        ));
-    }
-    for who in ["sp_b", "sp_b_listing_a", "sp_c_listing_a"] {
-        cases.push(case(
-            who,
-            Method::GET,
-            run.clone(),
-            None,
-            404,
-            Some("RUN_NOT_FOUND"),
-        ));
-        cases.push(case(
-            who,
-            Method::POST,
-            format!("{run}/cancel"),
-            None,
+            method.clone(),
+            path.clone(),
+            body.clone(),
             404,
             Some("RUN_NOT_FOUND"),
         ));
