@@ -149,7 +149,7 @@ async fn team_access(
 
 /// What `user` may do on `connection`'s repository through their teams: the most any of them
 /// may (the owning team's membership, or the widest share).
-async fn user_access(
+pub(crate) async fn user_access(
     state: &AppState,
     connection: &Connection,
     user: &str,

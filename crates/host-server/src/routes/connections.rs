@@ -253,20 +253,17 @@ pub(crate) async fn visible_connection(
         Err(e) if e.code() == "STORE_NOT_FOUND" => return Err(not_found()),
         Err(e) => return Err(ApiError::from_store(&e, "connection")),
     };
-    if member_of(state, user, &connection.team_id).await? {
-        return Ok(connection);
+    // Its team's members and admins, and members of the teams it is shared with: whoever may
+    // launch on it.
+    if member_of(state, user, &connection.team_id).await?
+        || crate::access::user_access(state, &connection, &user.id)
+            .await?
+            .is_some()
+    {
+        Ok(connection)
+    } else {
+        Err(not_found())
     }
-    let shares = state
-        .store()
-        .connection_shares(&connection.id)
-        .await
-        .map_err(|e| ApiError::from_store(&e, "connection"))?;
-    for share in shares {
-        if member_of(state, user, &share.team_id).await? {
-            return Ok(connection);
-        }
-    }
-    Err(not_found())
 }
 
 /// A team's connections, and those shared with it.

@@ -77,7 +77,7 @@ async fn cleanup_child() {
                 if std::fs::remove_dir_all(&state).is_ok() || !state.exists() {
                     break;
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
             std::process::exit(128 + signal);
         }
